@@ -1,0 +1,82 @@
+"""Settings, read once from the environment (``WBSYNC_*``) into one typed object.
+
+Every setting, its default and its meaning is listed in the README; this module is the source.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from wbsync.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    """All of wbsync's configuration."""
+
+    model_config = SettingsConfigDict(env_prefix="WBSYNC_", extra="forbid", frozen=True)
+
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis to use; unset = start a private embedded redis-server.",
+    )
+    redis_prefix: str = Field(
+        default="wbsync", description="Every Redis key wbsync writes starts with this prefix."
+    )
+    database_url: str = Field(
+        default="sqlite+aiosqlite:///./wbsync.db",
+        description="SQLAlchemy async URL (sqlite+aiosqlite or postgresql+asyncpg).",
+    )
+    time_scale: float = Field(
+        default=1.0,
+        gt=0,
+        description="Multiplies every WB period and every wait policy duration (0.01: a minute "
+        "becomes 0.6 s). For the emulator, tests and demos; 1 against real WB.",
+    )
+    defer_threshold_ms: int = Field(
+        default=5000,
+        ge=0,
+        description="Inside a job, waits up to this long are slept in place; longer waits defer "
+        "the job to BullMQ's delayed state (scaled by time_scale).",
+    )
+    wait_ceiling_margin_ms: int = Field(
+        default=5000,
+        ge=0,
+        description="Outside a job the limiter sleeps while the total wait stays under two "
+        "periods of the bucket plus this margin (scaled), then raises RateLimitExceeded.",
+    )
+    sync_queue_concurrency: int = Field(
+        default=5, ge=1, description="Jobs each sync queue's worker runs at once."
+    )
+    wb_base_url: str | None = Field(
+        default=None,
+        description="One base URL for every WB section (e.g. the emulator); unset = WB's hosts.",
+    )
+    wb_base_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-section base URLs, JSON: {"finance": "https://..."}; beats wb_base_url.',
+    )
+    secret_key: str | None = Field(
+        default=None,
+        description="Key that encrypts cabinet tokens in the database (any string; keep it "
+        "secret). Required once a cabinet is stored.",
+    )
+    api_keys: list[str] = Field(
+        default_factory=list, description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"].'
+    )
+    log_level: str = Field(default="INFO", description="Python logging level.")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read from the environment on first use."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"WBSYNC_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None

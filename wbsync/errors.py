@@ -1,0 +1,163 @@
+"""Every error wbsync raises, in one tree.
+
+::
+
+    WbSyncError                      root: catch this to catch anything of ours
+    ├── ConfigError                  bad or missing setting; says which and how to fix it
+    ├── RedisUnavailableError        Redis could not be reached or started
+    ├── RateLimitDeferred            control signal, not a failure: a job should wait wait_ms
+    ├── RateLimitExceeded            local rate limit on a path with no "later" (HTTP): retry_after
+    ├── TokenError                   a WB token is malformed, expired or lacks a category;
+    │                                raised before any request is sent
+    ├── WbApiError                   a call to WB failed (carries method, status, request_id)
+    │   ├── WbAuthError              401
+    │   ├── WbPaymentRequiredError   402
+    │   ├── WbPermissionError        403
+    │   ├── WbRateLimitedError       429 (after the client's own handling gave up)
+    │   ├── WbServerError            5xx
+    │   ├── WbTransportError         timeout, reset, refused
+    │   └── WbBadResponseError       unparseable or schema-violating body, unexpected status
+    ├── StoreError                   the database refused or lost an operation
+    │   └── CabinetNotFoundError     no cabinet of that name or id
+    └── QueueError                   the job queue refused an operation
+
+``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
+job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
+sees it. Foreign errors (redis, httpx, bullmq, SQLAlchemy) are translated into these at the
+boundary where they happen. No message here ever contains a WB token or an API key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wbsync.ratelimit.scope import BucketScope
+
+__all__ = [
+    "CabinetNotFoundError",
+    "ConfigError",
+    "QueueError",
+    "RateLimitDeferred",
+    "RateLimitExceeded",
+    "RedisUnavailableError",
+    "StoreError",
+    "TokenError",
+    "WbApiError",
+    "WbAuthError",
+    "WbBadResponseError",
+    "WbPaymentRequiredError",
+    "WbPermissionError",
+    "WbRateLimitedError",
+    "WbServerError",
+    "WbSyncError",
+    "WbTransportError",
+]
+
+
+class WbSyncError(Exception):
+    """Root of every error wbsync raises."""
+
+
+class ConfigError(WbSyncError):
+    """A setting is missing or invalid; the message names it and says what to do."""
+
+
+class RedisUnavailableError(WbSyncError):
+    """Redis could not be reached, or the embedded server could not be started."""
+
+
+class RateLimitDeferred(WbSyncError):
+    """A job must wait ``wait_ms`` for ``scope``'s bucket: move it to delayed, do not retry.
+
+    Raised only inside a deferral context (see ``wbsync.context``). Not a ``WbApiError``.
+    """
+
+    def __init__(self, wait_ms: int, scope: BucketScope) -> None:
+        super().__init__(f"rate limit window of {scope}: defer for {wait_ms} ms")
+        self.wait_ms = wait_ms
+        self.scope = scope
+
+
+class RateLimitExceeded(WbSyncError):
+    """The local limiter refused: waiting would pass the ceiling. Retry after ``retry_after`` s."""
+
+    def __init__(self, retry_after: float, scope: BucketScope) -> None:
+        super().__init__(f"rate limit of {scope}: retry after {retry_after:.3f} s")
+        self.retry_after = retry_after
+        self.scope = scope
+
+
+class TokenError(WbSyncError):
+    """A WB token cannot be used: malformed, expired, or without the method's category."""
+
+    def __init__(self, message: str, *, cabinet: str | None = None) -> None:
+        prefix = f"cabinet {cabinet!r}: " if cabinet else ""
+        super().__init__(prefix + message)
+        self.cabinet = cabinet
+
+
+class WbApiError(WbSyncError):
+    """A call to the WB API failed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str,
+        status: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        details = [f"method={method}"]
+        if status is not None:
+            details.append(f"status={status}")
+        if request_id:
+            details.append(f"request_id={request_id}")
+        super().__init__(f"{message} ({', '.join(details)})")
+        self.method = method
+        self.status = status
+        self.request_id = request_id
+
+
+class WbAuthError(WbApiError):
+    """WB answered 401: the token is missing, malformed, expired or revoked."""
+
+
+class WbPaymentRequiredError(WbApiError):
+    """WB answered 402: a paid service with an empty balance."""
+
+
+class WbPermissionError(WbApiError):
+    """WB answered 403: the token's type or categories do not cover the method."""
+
+
+class WbRateLimitedError(WbApiError):
+    """WB answered 429 and the client could not wait for the window on this path."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.retry_after = retry_after
+
+
+class WbServerError(WbApiError):
+    """WB answered 5xx, and retries within the budget did not help."""
+
+
+class WbTransportError(WbApiError):
+    """The request did not get an answer: timeout, reset, refused connection."""
+
+
+class WbBadResponseError(WbApiError):
+    """WB answered with a body that cannot be parsed or breaks the method's schema."""
+
+
+class StoreError(WbSyncError):
+    """The database refused or lost an operation."""
+
+
+class CabinetNotFoundError(StoreError):
+    """No cabinet of that name or id."""
+
+
+class QueueError(WbSyncError):
+    """The job queue refused an operation."""

@@ -1,0 +1,6 @@
+"""The shared token-bucket limiter: one bucket per (cabinet, limit group) in Redis."""
+
+from wbsync.ratelimit.limiter import Acquired, RateLimiter, TryResult
+from wbsync.ratelimit.scope import BucketScope, Limit
+
+__all__ = ["Acquired", "BucketScope", "Limit", "RateLimiter", "TryResult"]
