@@ -1,0 +1,53 @@
+"""Shared fixtures: a real Redis (configured or embedded), per-test key prefixes, limiters."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import pytest
+from redis.asyncio import Redis
+
+from wbsync.ratelimit import RateLimiter
+from wbsync.redis_server import redis_url as resolve_redis_url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """WBSYNC_REDIS_URL if set, else a private redis-server for the whole session."""
+    with resolve_redis_url(os.environ.get("WBSYNC_REDIS_URL")) as url:
+        yield url
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix of this test's own; everything under it is deleted afterwards."""
+    return f"wbsync-test:{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
+    """A client of the test Redis; on teardown it deletes the keys under the test's prefix."""
+    client = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            await client.delete(key)
+        await client.aclose()
+
+
+LimiterFactory = Callable[..., RateLimiter]
+
+
+@pytest.fixture
+def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
+    """Build a RateLimiter on the test's Redis and prefix: ``limiter_factory(time_scale=0.01)``."""
+
+    def make(*, time_scale: float = 1.0, ceiling_margin_ms: float = 5000.0) -> RateLimiter:
+        return RateLimiter(
+            redis, prefix=prefix, time_scale=time_scale, ceiling_margin_ms=ceiling_margin_ms
+        )
+
+    return make

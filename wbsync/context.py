@@ -1,0 +1,89 @@
+"""Per-task context: the deferral threshold, the correlation id, and the job being run.
+
+Each lives in a ``contextvars.ContextVar``, so it flows through ``await`` chains without being
+passed through every signature, and two jobs running at once in one process never see each
+other's values (every asyncio task runs in its own copy of the context).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """The job whose code is running: put on log records and metric labels."""
+
+    queue: str
+    job_id: str
+    cabinet: str
+
+
+_deferral_threshold_ms: ContextVar[float | None] = ContextVar(
+    "wbsync_deferral_threshold_ms", default=None
+)
+_correlation_id: ContextVar[str | None] = ContextVar("wbsync_correlation_id", default=None)
+_job: ContextVar[JobInfo | None] = ContextVar("wbsync_job", default=None)
+
+
+async def run_with_rate_limit_deferral(
+    threshold_ms: float, fn: Callable[[], Awaitable[T]]
+) -> T:
+    """Run ``fn`` so that a rate-limit wait longer than ``threshold_ms`` defers instead of sleeping.
+
+    Inside, ``RateLimiter.acquire`` raises ``RateLimitDeferred`` for such waits; the caller (the
+    job layer's reschedule service) is expected to catch it.
+    """
+    token = _deferral_threshold_ms.set(threshold_ms)
+    try:
+        return await fn()
+    finally:
+        _deferral_threshold_ms.reset(token)
+
+
+def deferral_threshold_ms() -> float | None:
+    """The current deferral threshold, or None outside a deferral context."""
+    return _deferral_threshold_ms.get()
+
+
+def new_correlation_id() -> str:
+    """A fresh correlation id."""
+    return uuid.uuid4().hex
+
+
+@contextmanager
+def correlation(correlation_id: str | None = None) -> Iterator[str]:
+    """Set the correlation id (a fresh one if None) for the enclosed code."""
+    cid = correlation_id or new_correlation_id()
+    token = _correlation_id.set(cid)
+    try:
+        yield cid
+    finally:
+        _correlation_id.reset(token)
+
+
+def correlation_id() -> str | None:
+    """The current correlation id, if any."""
+    return _correlation_id.get()
+
+
+@contextmanager
+def running_job(info: JobInfo) -> Iterator[JobInfo]:
+    """Mark the enclosed code as running ``info``'s job."""
+    token = _job.set(info)
+    try:
+        yield info
+    finally:
+        _job.reset(token)
+
+
+def current_job() -> JobInfo | None:
+    """The job whose code is running, if any."""
+    return _job.get()

@@ -1,0 +1,25 @@
+"""Every Prometheus metric wbsync exports, defined once on the default registry."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+RESCHEDULES = Counter(
+    "wbsync_rate_limit_reschedules",
+    "Jobs moved to delayed because a rate-limit window was longer than the deferral threshold.",
+    ["queue", "scope"],
+)
+
+LIMITER_WAIT = Histogram(
+    "wbsync_limiter_wait_seconds",
+    "Time acquire() waited for a token, by limit group and outcome "
+    "(acquired: no wait; slept; deferred; refused).",
+    ["scope", "outcome"],
+    buckets=(0.0, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 125.0),
+)
+
+SLOT_SLEEP = Counter(
+    "wbsync_slot_sleep_seconds",
+    "Seconds a queue's worker slots spent sleeping on rate-limit windows.",
+    ["queue"],
+)

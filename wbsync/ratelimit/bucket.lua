@@ -1,0 +1,67 @@
+--[[
+  One pass of a token bucket, kept as GCRA (generic cell rate algorithm): the bucket is a single
+  number, the "theoretical arrival time" (TAT, ms): the moment the bucket would be full again.
+
+  KEYS[1]  the bucket's key (a string holding the TAT in ms; absent = full bucket)
+
+  ARGV[1]  interval_ms   milliseconds for one token to refill (period / limit), > 0
+  ARGV[2]  burst         bucket capacity in tokens, >= 1
+  ARGV[3]  cost          tokens to take now, 0..burst; 0 only reads the bucket (and applies
+                         a penalty)
+  ARGV[4]  penalty_ms    > 0: the next token frees no earlier than now + penalty_ms (an upstream
+                         429 said so); 0: no penalty
+
+  Returns  {acquired, remaining, wait_ms}
+    acquired   1 if cost tokens were taken (for cost 0: if one token is there now), else 0
+    remaining  whole tokens left in the bucket after this pass
+    wait_ms    0 if acquired, else whole milliseconds (rounded up) until the tokens are there
+
+  Time comes from Redis TIME, so every process shares one clock. The key is written only when
+  the bucket changes, and expires when the bucket would be full again (idle buckets vanish).
+]]
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local penalty = tonumber(ARGV[4])
+local capacity = interval * burst
+
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then
+  tat = now
+end
+local changed = false
+
+if penalty > 0 then
+  -- The first token becomes available when tat - (burst - 1) * interval is reached.
+  local penalized = now + penalty + (burst - 1) * interval
+  if penalized > tat then
+    tat = penalized
+    changed = true
+  end
+end
+
+local acquired = 1
+local wait = 0
+local need = math.max(cost, 1)
+local ready_at = tat + need * interval - capacity
+if ready_at > now then
+  acquired = 0
+  wait = math.ceil(ready_at - now)
+elseif cost > 0 then
+  tat = tat + cost * interval
+  changed = true
+end
+
+if changed then
+  redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.max(1, math.ceil(tat - now)))
+end
+
+local remaining = math.floor((now + capacity - tat) / interval)
+if remaining < 0 then
+  remaining = 0
+end
+return {acquired, remaining, wait}
