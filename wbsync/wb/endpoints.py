@@ -1,0 +1,254 @@
+"""The WB methods wbsync calls: where they live, which budget they spend, what they require.
+
+Limits are WB's published numbers (dev.wildberries.ru, August 2026), raw (unscaled): the limiter
+and the emulator apply the time scale themselves. Per token type:
+
+* Personal and Service tokens (and Base with secret) share the generous table.
+* Test tokens get the Personal numbers: WB publishes no Test row for these methods.
+* Base tokens get WB's small Base row; ``None`` where WB does not allow Base tokens (the stocks
+  report lists Personal, Service and Base-with-secret only). The content cards list publishes
+  one table without token types, which per WB's rules applies to every token type.
+
+Methods sharing one budget share a ``group`` (all of Prices and Discounts is one); every other
+method is its own group, named after the method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from wbsync.config import Settings
+from wbsync.errors import TokenError
+from wbsync.ratelimit.scope import Limit
+from wbsync.wb.tokens import Category, TokenType, WbToken
+
+__all__ = [
+    "ANALYTICS_SALES_FUNNEL_HISTORY",
+    "ANALYTICS_STOCKS_WB_WAREHOUSES",
+    "CONTENT_CARDS_LIST",
+    "ENDPOINTS",
+    "FINANCE_DETAILED_REPORT",
+    "HOST_PREFIX",
+    "PRICES_GOODS_LIST",
+    "PRICES_UPLOAD_TASK",
+    "PROMOTION_ADVERTS",
+    "PROMOTION_FULLSTATS",
+    "PROMOTION_GET_BIDS",
+    "PROMOTION_SET_BIDS",
+    "STATISTICS_ORDERS",
+    "STATISTICS_SALES",
+    "TARIFFS_ACCEPTANCE_COEFFICIENTS",
+    "Endpoint",
+    "Section",
+    "TypeLimits",
+    "base_url",
+    "check_token",
+    "endpoint",
+]
+
+
+class Section(StrEnum):
+    """WB API sections wbsync uses; each has its own host (and can have its own base URL)."""
+
+    FINANCE = "finance"
+    STATISTICS = "statistics"
+    PROMOTION = "promotion"
+    ANALYTICS = "analytics"
+    CONTENT = "content"
+    PRICES = "prices"
+    TARIFFS = "tariffs"
+
+
+HOST_PREFIX: dict[Section, str] = {
+    Section.FINANCE: "finance-api",
+    Section.STATISTICS: "statistics-api",
+    Section.PROMOTION: "advert-api",
+    Section.ANALYTICS: "seller-analytics-api",
+    Section.CONTENT: "content-api",
+    Section.PRICES: "discounts-prices-api",
+    Section.TARIFFS: "common-api",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TypeLimits:
+    """One method's limit per token type; ``None`` means that token type may not call it."""
+
+    personal: Limit
+    service: Limit
+    test: Limit
+    base: Limit | None
+
+    def get(self, token_type: TokenType) -> Limit | None:
+        """The limit for ``token_type``, or None if that type is not allowed."""
+        limit: Limit | None = getattr(self, token_type.value)
+        return limit
+
+
+def _limits(period_s: float, limit: int, burst: int, base: Limit | None) -> TypeLimits:
+    full = Limit(period_s=period_s, limit=limit, burst=burst)
+    return TypeLimits(personal=full, service=full, test=full, base=base)
+
+
+_MIN = 60.0
+_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One WB method: its name, where it is, its budget group, category and limits."""
+
+    name: str
+    section: Section
+    method: Literal["GET", "POST"]
+    path: str
+    group: str
+    category: Category | None
+    limits: TypeLimits
+    writes: bool = False
+
+    @property
+    def host_prefix(self) -> str:
+        """The production host's first label, e.g. ``finance-api``."""
+        return HOST_PREFIX[self.section]
+
+    def allows(self, token_type: TokenType) -> bool:
+        """True when WB lets ``token_type`` call this method."""
+        return self.limits.get(token_type) is not None
+
+    def limit_for(self, token_type: TokenType) -> Limit:
+        """WB's raw limit for ``token_type``; ``ValueError`` if that type may not call it."""
+        limit = self.limits.get(token_type)
+        if limit is None:
+            raise ValueError(f"{self.name} does not accept {token_type.value} tokens")
+        return limit
+
+    def url(self, settings: Settings | None = None) -> str:
+        """The full URL of this method under ``settings``' base URLs."""
+        return base_url(self.section, settings) + self.path
+
+
+def base_url(section: Section, settings: Settings | None = None) -> str:
+    """Where ``section`` lives: ``wb_base_urls[section]``, else ``wb_base_url``, else WB's host."""
+    if settings is not None:
+        url = settings.wb_base_urls.get(section.value) or settings.wb_base_url
+        if url:
+            return url.rstrip("/")
+    return f"https://{HOST_PREFIX[section]}.wildberries.ru"
+
+
+def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> None:
+    """Raise ``TokenError`` unless ``token`` may call ``ep``: expiry, type, category, read-only."""
+    if token.expired():
+        raise TokenError(
+            f"WB token expired at {token.expires_at.isoformat()}; issue a new one", cabinet=cabinet
+        )
+    if not ep.allows(token.type):
+        raise TokenError(f"{ep.name} does not accept {token.type.value} tokens", cabinet=cabinet)
+    if ep.category is not None and not token.has(ep.category):
+        raise TokenError(
+            f"token lacks category {ep.category.label!r} needed by {ep.name}", cabinet=cabinet
+        )
+    if ep.writes and token.read_only:
+        raise TokenError(f"token is read-only; {ep.name} writes", cabinet=cabinet)
+
+
+def _ep(
+    name: str,
+    section: Section,
+    method: Literal["GET", "POST"],
+    path: str,
+    category: Category | None,
+    limits: TypeLimits,
+    *,
+    group: str | None = None,
+    writes: bool = False,
+) -> Endpoint:
+    return Endpoint(name, section, method, path, group or name, category, limits, writes)
+
+
+_PRICES = _limits(6.0, 10, 5, Limit(_HOUR, 4, 1))
+
+FINANCE_DETAILED_REPORT = _ep(
+    "finance.detailed_report", Section.FINANCE, "POST",
+    "/api/finance/v1/sales-reports/detailed", Category.FINANCE,
+    _limits(_MIN, 1, 1, Limit(24 * _HOUR, 2, 1)),
+)  # fmt: skip
+STATISTICS_ORDERS = _ep(
+    "statistics.orders", Section.STATISTICS, "GET", "/api/v1/supplier/orders",
+    Category.STATISTICS, _limits(_MIN, 1, 10, Limit(3 * _HOUR, 1, 1)),
+)  # fmt: skip
+STATISTICS_SALES = _ep(
+    "statistics.sales", Section.STATISTICS, "GET", "/api/v1/supplier/sales",
+    Category.STATISTICS, _limits(_MIN, 1, 1, Limit(2 * _HOUR, 1, 1)),
+)  # fmt: skip
+PROMOTION_ADVERTS = _ep(
+    "promotion.adverts", Section.PROMOTION, "GET", "/api/advert/v2/adverts",
+    Category.PROMOTION, _limits(1.0, 5, 5, Limit(_HOUR, 1, 1)),
+)  # fmt: skip
+PROMOTION_FULLSTATS = _ep(
+    "promotion.fullstats", Section.PROMOTION, "GET", "/adv/v3/fullstats",
+    Category.PROMOTION, _limits(_MIN, 3, 1, Limit(_HOUR, 1, 1)),
+)  # fmt: skip
+PROMOTION_GET_BIDS = _ep(
+    "promotion.get_bids", Section.PROMOTION, "POST", "/adv/v0/normquery/get-bids",
+    Category.PROMOTION, _limits(1.0, 5, 10, Limit(_HOUR, 5, 1)),
+)  # fmt: skip
+PROMOTION_SET_BIDS = _ep(
+    "promotion.set_bids", Section.PROMOTION, "POST", "/adv/v0/normquery/bids",
+    Category.PROMOTION, _limits(1.0, 2, 4, Limit(_HOUR, 5, 1)), writes=True,
+)  # fmt: skip
+ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
+    "analytics.sales_funnel_history", Section.ANALYTICS, "POST",
+    "/api/analytics/v3/sales-funnel/products/history", Category.ANALYTICS,
+    _limits(_MIN, 3, 3, Limit(_HOUR, 2, 1)),
+)  # fmt: skip
+ANALYTICS_STOCKS_WB_WAREHOUSES = _ep(
+    "analytics.stocks_wb_warehouses", Section.ANALYTICS, "POST",
+    "/api/analytics/v1/stocks-report/wb-warehouses", Category.ANALYTICS,
+    _limits(_MIN, 3, 1, None),
+)  # fmt: skip
+CONTENT_CARDS_LIST = _ep(
+    "content.cards_list", Section.CONTENT, "POST", "/content/v2/get/cards/list",
+    Category.CONTENT, _limits(_MIN, 100, 5, Limit(_MIN, 100, 5)),
+)  # fmt: skip
+PRICES_GOODS_LIST = _ep(
+    "prices.goods_list", Section.PRICES, "GET", "/api/v2/list/goods/filter",
+    Category.PRICES, _PRICES, group="prices",
+)  # fmt: skip
+PRICES_UPLOAD_TASK = _ep(
+    "prices.upload_task", Section.PRICES, "POST", "/api/v2/upload/task",
+    Category.PRICES, _PRICES, group="prices", writes=True,
+)  # fmt: skip
+# WB: acceptance coefficients answer a token of any category.
+TARIFFS_ACCEPTANCE_COEFFICIENTS = _ep(
+    "tariffs.acceptance_coefficients", Section.TARIFFS, "GET",
+    "/api/tariffs/v1/acceptance/coefficients", None, _limits(_MIN, 6, 6, Limit(_HOUR, 1, 1)),
+)  # fmt: skip
+
+ENDPOINTS: dict[str, Endpoint] = {
+    e.name: e
+    for e in (
+        FINANCE_DETAILED_REPORT,
+        STATISTICS_ORDERS,
+        STATISTICS_SALES,
+        PROMOTION_ADVERTS,
+        PROMOTION_FULLSTATS,
+        PROMOTION_GET_BIDS,
+        PROMOTION_SET_BIDS,
+        ANALYTICS_SALES_FUNNEL_HISTORY,
+        ANALYTICS_STOCKS_WB_WAREHOUSES,
+        CONTENT_CARDS_LIST,
+        PRICES_GOODS_LIST,
+        PRICES_UPLOAD_TASK,
+        TARIFFS_ACCEPTANCE_COEFFICIENTS,
+    )
+}
+"""Every method wbsync uses, by name."""
+
+
+def endpoint(name: str) -> Endpoint:
+    """The endpoint called ``name`` (e.g. ``"finance.detailed_report"``); ``KeyError`` if none."""
+    return ENDPOINTS[name]
