@@ -1,0 +1,33 @@
+# The two commands of the README: `make demo` and `make test`. Each creates (or reuses) the
+# virtual environment in .venv and installs what it needs first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: all demo test lint types bench clean
+
+all: lint types test
+
+$(STAMP): pyproject.toml
+	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+demo: $(STAMP)
+	$(BIN)/wbsync demo
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check wbsync tests
+
+types: $(STAMP)
+	$(BIN)/mypy wbsync
+
+bench: $(STAMP)
+	$(BIN)/wbsync bench all --write-docs
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache wbsync.db

@@ -1,0 +1,1 @@
+"""Jobs: the BullMQ adapter, the reschedule service, workers and the fan-out."""

@@ -1,0 +1,345 @@
+"""The adapter over BullMQ's Python port: the only module of wbsync that imports ``bullmq``.
+
+What it adds to the library, and why:
+
+* One job per (queue, cabinet): the job id is derived from both, so adding a cabinet whose job
+  is live (active, waiting, delayed, prioritized) adds nothing. Finished jobs are cleared first,
+  because BullMQ also ignores an id that sits in ``completed`` or ``failed``.
+* Connections get an explicit socket timeout above BullMQ's longest blocking wait: redis-py 8's
+  default of 5 s made the worker's blocking pop time out and retry, which left deferred jobs in
+  ``delayed`` long past their time.
+* Resume on time. Two causes made deferred jobs late: (1) the worker rounds its blocking wait up
+  to whole seconds until it has asked the blocking connection for the server's version (only then
+  does it know that Redis >= 6 takes fractional timeouts), and the port never asks on that
+  connection: up to 1 s late. ``SyncWorker.start`` asks. (2) Redis expires blocking commands
+  from its cron, ``hz`` times a second (10 by default): up to 100 ms late. So the worker that
+  defers a job also wakes the queue when the job is due, by adding a marker as BullMQ does when
+  a job is added; a blocked worker then promotes the job at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import bullmq
+from redis.connection import parse_url
+from redis.exceptions import RedisError
+
+from wbsync import clock
+from wbsync.context import JobInfo, correlation, running_job
+from wbsync.errors import QueueError
+
+log = logging.getLogger(__name__)
+
+# BullMQ blocks at most 10 s on the marker key; the socket must outlast that comfortably.
+SOCKET_TIMEOUT_S = 30.0
+LIVE_STATES = ("active", "waiting", "delayed", "prioritized")
+_FINISHED_STATES = ("completed", "failed")
+_KEEP_FAILED = 1000
+# Wake a little after the due time: BullMQ promotes a delayed job only once it is due.
+_WAKE_MARGIN_S = 0.002
+
+
+def connection_options(redis_url: str) -> dict[str, Any]:
+    """BullMQ connection options for ``redis_url`` with explicit socket timeouts."""
+    options = dict(parse_url(redis_url))
+    options.pop("connection_class", None)
+    options["socket_timeout"] = SOCKET_TIMEOUT_S
+    options["socket_connect_timeout"] = 5.0
+    return options
+
+
+def job_id(queue: str, cabinet: str) -> str:
+    """The id of (queue, cabinet)'s job: at most one such job is live at a time."""
+    return f"{queue}.{cabinet}"
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """What ``enqueue`` did: ``added`` is False when the cabinet's job was already live."""
+
+    job_id: str
+    added: bool
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A stored job as the rest of wbsync sees it."""
+
+    job_id: str
+    queue: str
+    cabinet: str
+    state: str
+    data: Mapping[str, Any]
+    attempts_made: int
+    attempts_started: int
+    run_at_ms: int | None  # for a delayed job: when it may run again
+    failed_reason: str | None
+
+
+class _Deferred(Exception):
+    """Raised out of a processor after the job was moved to delayed (see ``JobHandle.defer``)."""
+
+
+class JobHandle:
+    """What a processor gets: the job's data, a cursor store, and the way to defer."""
+
+    def __init__(
+        self, job: bullmq.Job, token: str, queue: str, wake_at: Callable[[int], None]
+    ) -> None:
+        self._job = job
+        self._token = token
+        self._wake_at = wake_at
+        self.queue = queue
+        self.id: str = job.id
+        self.cabinet: str = job.data["cabinet"]
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The job's data as last stored."""
+        return dict(self._job.data)
+
+    @property
+    def cursor(self) -> Any:
+        """The cursor saved by an earlier run of this job, or None."""
+        return self._job.data.get("cursor")
+
+    @property
+    def attempts_made(self) -> int:
+        """Attempts spent (deferrals do not spend any)."""
+        return int(self._job.attemptsMade or 0)
+
+    async def save_cursor(self, cursor: Any) -> None:
+        """Store ``cursor`` in the job's data, so a resumed or recovered run continues from it."""
+        await self.update_data({"cursor": cursor})
+
+    async def update_data(self, changes: Mapping[str, Any]) -> None:
+        """Merge ``changes`` into the job's stored data."""
+        try:
+            await self._job.updateData({**self._job.data, **changes})
+        except RedisError as exc:
+            raise QueueError(f"could not save data of job {self.id}: {exc}") from exc
+
+    async def defer(self, wait_ms: int, *, note: Mapping[str, Any]) -> NoReturn:
+        """Move the job to delayed for ``wait_ms`` without spending an attempt; never returns.
+
+        ``note`` is merged into the job's data first (e.g. the deferral count and scope), with
+        ``resume_at_ms``, the time the job may run again.
+        """
+        resume_at = math.ceil(clock.now_ms() + wait_ms)
+        await self.update_data({**note, "resume_at_ms": resume_at})
+        try:
+            await self._job.moveToDelayed(resume_at, self._token)
+        except RedisError as exc:
+            raise QueueError(f"could not defer job {self.id}: {exc}") from exc
+        self._wake_at(resume_at)
+        raise _Deferred()
+
+
+Processor = Callable[[JobHandle], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one run of a job ended: "completed", "deferred" or "failed" (an attempt failed)."""
+
+    outcome: str
+    queue: str
+    cabinet: str
+    job_id: str
+
+
+OutcomeListener = Callable[[Outcome], None]
+
+
+class SyncQueue:
+    """A producer and inspector of one queue's jobs."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis_url: str,
+        prefix: str,
+        attempts: int = 3,
+        backoff_ms: int = 1000,
+    ) -> None:
+        self.name = name
+        self._queue = bullmq.Queue(
+            name, {"connection": connection_options(redis_url), "prefix": prefix}
+        )
+        self._job_options: dict[str, Any] = {
+            "attempts": attempts,
+            "backoff": {"type": "exponential", "delay": backoff_ms},
+            "removeOnComplete": True,
+            "removeOnFail": {"count": _KEEP_FAILED},
+        }
+        self._closed = False
+
+    async def enqueue(self, cabinet: str, data: Mapping[str, Any] | None = None) -> EnqueueResult:
+        """Add (queue, cabinet)'s job unless one is live; a finished one is replaced."""
+        jid = job_id(self.name, cabinet)
+        try:
+            state = await self._queue.getJobState(jid)
+            if state in LIVE_STATES:
+                return EnqueueResult(job_id=jid, added=False, state=state)
+            if state in _FINISHED_STATES:
+                await self._queue.remove(jid)
+            await self._queue.add(
+                self.name,
+                {**(data or {}), "cabinet": cabinet},
+                {**self._job_options, "jobId": jid},
+            )
+            state = await self._queue.getJobState(jid)
+        except RedisError as exc:
+            raise QueueError(f"could not enqueue {jid}: {exc}") from exc
+        # A concurrent enqueue may have added the same id first; BullMQ kept only one job.
+        return EnqueueResult(job_id=jid, added=True, state=state)
+
+    async def job(self, cabinet: str) -> JobView | None:
+        """The cabinet's job in this queue, if one is stored."""
+        job = await self._queue.getJob(job_id(self.name, cabinet))
+        if job is None:
+            return None
+        return await self._view(job)
+
+    async def live_jobs(self) -> dict[str, JobView]:
+        """Every cabinet that has a live job in this queue, with that job."""
+        jobs = await self._queue.getJobs(list(LIVE_STATES))
+        views = await asyncio.gather(*(self._view(job) for job in jobs if job))
+        return {view.cabinet: view for view in views if view.state in LIVE_STATES}
+
+    async def counts(self) -> dict[str, int]:
+        """Number of jobs per state."""
+        states = (*LIVE_STATES, *_FINISHED_STATES)
+        counts = await self._queue.getJobCounts(*states)
+        return {state: int(counts.get(state, 0)) for state in states}
+
+    async def _view(self, job: bullmq.Job) -> JobView:
+        state = await job.getState()
+        run_at = job.data.get("resume_at_ms") if state == "delayed" else None
+        return JobView(
+            job_id=job.id,
+            queue=self.name,
+            cabinet=job.data.get("cabinet", ""),
+            state=state,
+            data=dict(job.data),
+            attempts_made=int(job.attemptsMade or 0),
+            attempts_started=int(job.attemptsStarted or 0),
+            run_at_ms=int(run_at) if run_at is not None else None,
+            failed_reason=job.failedReason,
+        )
+
+    async def obliterate(self) -> None:
+        """Delete the queue and every job in it."""
+        await self._queue.obliterate(force=True)
+
+    async def close(self) -> None:
+        """Close the queue's connection; the object cannot be used again."""
+        if not self._closed:
+            self._closed = True
+            await self._queue.close()
+
+
+class SyncWorker:
+    """Runs ``processor`` for one queue's jobs, ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        name: str,
+        processor: Processor,
+        *,
+        redis_url: str,
+        prefix: str,
+        concurrency: int = 1,
+        lock_duration_ms: int = 30_000,
+        on_outcome: OutcomeListener | None = None,
+    ) -> None:
+        self.name = name
+        self._processor = processor
+        self._on_outcome = on_outcome
+        self._options: dict[str, Any] = {
+            "connection": connection_options(redis_url),
+            "prefix": prefix,
+            "concurrency": concurrency,
+            "autorun": False,
+            "lockDuration": lock_duration_ms,
+            "stalledInterval": lock_duration_ms,
+            "maxStalledCount": 10,
+            "drainDelay": 5,
+        }
+        self._worker: bullmq.Worker | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wakers: set[asyncio.TimerHandle] = set()
+        self._closed = False
+
+    async def start(self) -> None:
+        """Start taking jobs."""
+        if self._closed or self._worker is not None:
+            raise QueueError(f"worker of {self.name} cannot be started twice or after close")
+        self._worker = bullmq.Worker(self.name, self._process, self._options)
+        # BullMQ emits these once the job's new state is stored, so listeners can rely on it.
+        self._worker.on("completed", lambda job, _result: self._notify("completed", job.data))
+        self._worker.on("failed", lambda job, _err: self._notify("failed", job.data))
+        # Learn the server's version on the blocking connection: without it the worker rounds
+        # its blocking wait up to whole seconds and delayed jobs resume up to 1 s late.
+        await self._worker.blockingRedisConnection.getRedisVersion()
+        self._task = asyncio.create_task(self._worker.run(), name=f"worker:{self.name}")
+
+    async def close(self) -> None:
+        """Stop taking jobs and wait for running ones to finish (or defer)."""
+        if self._closed:
+            return
+        self._closed = True
+        for waker in self._wakers:
+            waker.cancel()
+        if self._worker is not None:
+            await self._worker.close()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _process(self, job: bullmq.Job, token: str) -> Any:
+        handle = JobHandle(job, token, self.name, self._wake_at)
+        info = JobInfo(queue=self.name, job_id=handle.id, cabinet=handle.cabinet)
+        with correlation(), running_job(info):
+            try:
+                return await self._processor(handle)
+            except _Deferred:
+                self._notify("deferred", handle.data)
+                raise bullmq.DelayedError() from None
+            except Exception:
+                log.exception("job %s failed", handle.id)
+                raise
+
+    def _wake_at(self, at_ms: int) -> None:
+        """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""
+        delay_s = max(0.0, (at_ms - clock.now_ms()) / 1000.0) + _WAKE_MARGIN_S
+
+        def wake() -> None:
+            self._wakers.discard(handle)
+            if self._worker is not None and not self._closed:
+                task = asyncio.ensure_future(self._add_marker())
+                task.add_done_callback(_log_failure)
+
+        handle = asyncio.get_running_loop().call_later(delay_s, wake)
+        self._wakers.add(handle)
+
+    async def _add_marker(self) -> None:
+        assert self._worker is not None
+        await self._worker.client.zadd(self._worker.keys["marker"], {"0": 0})
+
+    def _notify(self, outcome: str, data: Mapping[str, Any]) -> None:
+        if self._on_outcome is not None:
+            cabinet = str(data.get("cabinet", ""))
+            self._on_outcome(Outcome(outcome, self.name, cabinet, job_id(self.name, cabinet)))
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("could not wake the queue: %s", task.exception())

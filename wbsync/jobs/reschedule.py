@@ -1,0 +1,50 @@
+"""The reschedule service: the one place that sets the deferral context around a job.
+
+A processor wrapped by it runs inside ``run_with_rate_limit_deferral``. When the limiter finds a
+wait longer than the threshold it raises ``RateLimitDeferred``; the service moves the job to
+delayed for exactly that wait (no attempt spent), counts it, and lets the worker take the next
+job. The job's data (and so its cursor) is kept; the next run continues from it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from wbsync.context import run_with_rate_limit_deferral
+from wbsync.errors import RateLimitDeferred
+from wbsync.jobs.queue import JobHandle, Processor
+from wbsync.metrics import RESCHEDULES
+
+log = logging.getLogger(__name__)
+
+
+class RescheduleService:
+    """Wraps processors of long syncs so that long rate-limit waits defer the job."""
+
+    def __init__(self, *, threshold_ms: float) -> None:
+        self.threshold_ms = threshold_ms
+
+    def wrap(self, processor: Processor) -> Processor:
+        """``processor`` run under the deferral context, deferring on long waits."""
+
+        async def deferring(job: JobHandle) -> Any:
+            return await self.run(job, processor)
+
+        return deferring
+
+    async def run(self, job: JobHandle, processor: Processor) -> Any:
+        """Run ``processor(job)``; on ``RateLimitDeferred`` move the job to delayed."""
+        try:
+            return await run_with_rate_limit_deferral(self.threshold_ms, lambda: processor(job))
+        except RateLimitDeferred as deferred:
+            RESCHEDULES.labels(job.queue, deferred.scope.group).inc()
+            deferrals = int(job.data.get("deferrals", 0)) + 1
+            log.info(
+                "deferred for %d ms by %s (deferral %d)", deferred.wait_ms, deferred.scope,
+                deferrals,
+            )
+            await job.defer(
+                deferred.wait_ms,
+                note={"deferrals": deferrals, "deferred_by": deferred.scope.group},
+            )
