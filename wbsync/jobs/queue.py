@@ -47,7 +47,7 @@ _WAKE_MARGIN_S = 0.002
 
 def connection_options(redis_url: str) -> dict[str, Any]:
     """BullMQ connection options for ``redis_url`` with explicit socket timeouts."""
-    options = dict(parse_url(redis_url))
+    options = dict(parse_url(redis_url))  # type: ignore[no-untyped-call]
     options.pop("connection_class", None)
     options["socket_timeout"] = SOCKET_TIMEOUT_S
     options["socket_connect_timeout"] = 5.0
