@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 from tests.conftest import LimiterFactory
 from wbsync import clock
 from wbsync.context import correlation_id, current_job
+from wbsync.jobs.fanout import FanOut, FanOutReport
 from wbsync.jobs.queue import JobHandle, Processor, SyncQueue, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
@@ -202,3 +203,32 @@ async def test_job_context_is_set_for_the_processor(harness: Harness) -> None:
     await wait_for(lambda: harness.count("completed") == 1)
     assert seen["job"].queue == "qctx" and seen["job"].cabinet == "cab-c"
     assert seen["correlation"]
+
+
+async def test_fan_out_twice_while_delayed_adds_nothing_for_that_cabinet(
+    harness: Harness, limiter_factory: LimiterFactory
+) -> None:
+    limiter = limiter_factory(time_scale=SCALE)
+    seen: list[tuple[str, int, int]] = []
+    queue = harness.queue("qfan")
+    long_window = Limit(period_s=100, limit=1, burst=1)  # 1 s at SCALE: stays delayed meanwhile
+    processor = RescheduleService(threshold_ms=20).wrap(
+        paging_processor(limiter, 2, seen, long_window)
+    )
+    await harness.worker("qfan", processor, concurrency=2)
+    cabinets = ["a", "b"]
+
+    async def active() -> list[str]:
+        return cabinets
+
+    fanout = FanOut({"qfan": queue}, active, {"qfan": 60.0})
+    first = await fanout.run_once()
+    assert first == {"qfan": FanOutReport(added=2, skipped_live=0)}
+    await wait_for(lambda: harness.count("deferred") == 2)
+    cabinets.append("c")
+    second = await fanout.run_once()
+    assert second == {"qfan": FanOutReport(added=1, skipped_live=2)}
+    assert (await queue.job("a")).state == "delayed"  # type: ignore[union-attr]
+    await wait_for(lambda: harness.count("completed") == 3)
+    assert sorted(c for c, cursor, _ in seen if cursor == 2) == ["a", "b", "c"]
+    assert len(seen) == 6  # two pages per cabinet, none fetched twice
