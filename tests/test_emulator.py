@@ -1,0 +1,230 @@
+"""The emulator's own behaviour over real HTTP: auth, 429s, counters, reset, faults, data."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from tests.wb_support import SELLER_A, SELLER_B
+from wbsync.emulator import EmulatorConfig, FaultRule, LimitSpec, expected_rows, running_emulator
+from wbsync.emulator.server import Emulator
+from wbsync.wb.tokens import Category, TokenType, mint_token
+
+pytest_plugins = ["tests.conftest_wb"]
+
+FINANCE = "/api/finance/v1/sales-reports/detailed"
+FIN_BODY = {"dateFrom": "2026-07-01", "dateTo": "2026-08-17", "limit": 5}
+PROBLEM_KEYS = {"title", "detail", "code", "requestId", "origin", "status", "statusText",
+                "timestamp"}  # fmt: skip
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": token}
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "garbage", "a.b.c", "expired", "foreign"],
+)
+async def test_bad_tokens_get_401_problem(
+    emulator: Emulator, emu_http: httpx.AsyncClient, header: str | None
+) -> None:
+    if header == "expired":
+        header = emulator.token(SELLER_A, lifetime=timedelta(seconds=-5))
+    elif header == "foreign":
+        header = mint_token(key="not-the-emulator-key-0123456789abcdef", seller_id=SELLER_A)
+    headers = _auth(header) if header else {}
+    resp = await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
+    assert resp.status_code == 401
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    body = resp.json()
+    assert PROBLEM_KEYS <= body.keys()
+    assert body["title"] == "unauthorized" and body["detail"].startswith("token problem; ")
+    assert body["requestId"] == resp.headers["X-Request-Id"]
+    assert emulator.counters.total(seller=SELLER_A) == 0
+
+
+async def test_missing_category_and_disallowed_type_get_403(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    token = emulator.token(SELLER_A, categories=[Category.CONTENT])
+    resp = await emu_http.post(FINANCE, json=FIN_BODY, headers=_auth(token))
+    assert resp.status_code == 403 and resp.json()["title"] == "forbidden"
+    assert "finance" in resp.json()["detail"]
+    base = emulator.token(SELLER_A, token_type=TokenType.BASE, categories=[Category.ANALYTICS])
+    resp = await emu_http.post(
+        "/api/analytics/v1/stocks-report/wb-warehouses", json={}, headers=_auth(base)
+    )
+    assert resp.status_code == 403 and "base token" in resp.json()["detail"]
+
+
+async def test_429_carries_wb_headers_and_problem_body(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    headers = _auth(emulator.token(SELLER_A))
+    first = await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
+    assert first.status_code == 200 and first.headers["X-Ratelimit-Remaining"] == "0"
+    second = await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
+    assert second.status_code == 429
+    assert "X-Ratelimit-Remaining" not in second.headers
+    # Scale 0.001: one request a minute refills in 60 ms; fractional seconds in the headers.
+    assert 0 < float(second.headers["X-Ratelimit-Retry"]) <= 0.06
+    assert 0 < float(second.headers["X-Ratelimit-Reset"]) <= 0.06
+    assert second.headers["X-Ratelimit-Limit"] == "1"
+    body = second.json()
+    assert PROBLEM_KEYS <= body.keys()
+    assert body["title"] == "too many requests" and body["detail"].startswith("limited by ")
+    assert body["status"] == 429 and body["statusText"] == "Too Many Requests"
+    assert body["requestId"] == second.headers["X-Request-Id"]
+    # A different seller has its own bucket.
+    other = await emu_http.post(FINANCE, json=FIN_BODY, headers=_auth(emulator.token(SELLER_B)))
+    assert other.status_code == 200
+
+
+async def test_scale_one_headers_are_whole_seconds_and_overrides_apply() -> None:
+    config = EmulatorConfig(limits={"prices": LimitSpec(period_s=6, limit=1, burst=2)})
+    async with running_emulator(config) as emu, httpx.AsyncClient(base_url=emu.base_url) as http:
+        headers = _auth(emu.token(SELLER_A))
+        path, params = "/api/v2/list/goods/filter", {"limit": 1}
+        statuses = [(await http.get(path, params=params, headers=headers)) for _ in range(3)]
+        assert [r.status_code for r in statuses] == [200, 200, 429]
+        assert statuses[0].headers["X-Ratelimit-Remaining"] == "1"
+        assert statuses[2].headers["X-Ratelimit-Retry"] == "6"
+        assert statuses[2].headers["X-Ratelimit-Limit"] == "2"
+        assert statuses[2].headers["X-Ratelimit-Reset"] in ("11", "12")
+
+
+async def test_counters_over_http_and_reset(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    headers = _auth(emulator.token(SELLER_A))
+    await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
+    await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
+    snap = (await emu_http.get("/__emulator/counters")).json()
+    fin = snap["sellers"][SELLER_A]["finance.detailed_report"]
+    assert fin["requests"] == 2 and fin["rate_limited"] == 1
+    assert fin["status"] == {"200": 1, "429": 1}
+    assert snap["total"] == {"requests": 2, "rate_limited": 1, "faults": 0}
+    assert (await emu_http.post("/__emulator/reset")).status_code == 200
+    assert (await emu_http.get("/__emulator/counters")).json()["total"]["requests"] == 0
+    # The bucket was reset too: the next call is served at once.
+    assert (await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)).status_code == 200
+
+
+async def test_count_faults_hit_the_next_n_requests(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    rules = [{"kind": "error", "method": "prices.goods_list", "count": 2, "status": 503}]
+    assert (await emu_http.post("/__emulator/faults", json={"rules": rules})).status_code == 200
+    headers = _auth(emulator.token(SELLER_A))
+    got = [
+        (await emu_http.get("/api/v2/list/goods/filter", params={"limit": 1}, headers=headers))
+        for _ in range(3)
+    ]
+    assert [r.status_code for r in got] == [503, 503, 200]
+    assert got[0].headers["content-type"].startswith("application/problem+json")
+    counters = emulator.counters.snapshot()["sellers"][SELLER_A]["prices.goods_list"]
+    assert counters["faults"] == 2
+    assert (await emu_http.get("/__emulator/faults")).json()["rules"][0]["left"] == 0
+
+
+async def test_injected_429_has_scaled_retry(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    emulator.set_faults([FaultRule(kind="rate_limit", count=1, retry_s=30)])
+    headers = _auth(emulator.token(SELLER_A))
+    resp = await emu_http.get("/api/v2/list/goods/filter", params={"limit": 1}, headers=headers)
+    assert resp.status_code == 429 and resp.headers["X-Ratelimit-Retry"] == "0.03"
+    assert resp.json()["title"] == "too many requests"
+
+
+async def test_malformed_dropped_and_slow_replies(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    headers = _auth(emulator.token(SELLER_A))
+    path, params = "/api/v2/list/goods/filter", {"limit": 1}
+    emulator.set_faults([FaultRule(kind="malformed", count=1)])
+    resp = await emu_http.get(path, params=params, headers=headers)
+    with pytest.raises(ValueError):
+        resp.json()
+    emulator.set_faults([FaultRule(kind="drop", count=1)])
+    with pytest.raises(httpx.TransportError):
+        await emu_http.get(path, params=params, headers=headers)
+    emulator.set_faults([FaultRule(kind="slow", count=1, delay_ms=150)])
+    started = time.monotonic()
+    assert (await emu_http.get(path, params=params, headers=headers)).status_code == 200
+    assert time.monotonic() - started >= 0.15
+
+
+async def test_share_faults_repeat_with_the_same_seed(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    headers = _auth(emulator.token(SELLER_A))
+
+    async def run() -> list[int]:
+        rules = [{"kind": "error", "share": 0.5}]
+        await emu_http.post("/__emulator/faults", json={"rules": rules, "seed": 7})
+        return [
+            (
+                await emu_http.get("/api/tariffs/v1/acceptance/coefficients", headers=headers)
+            ).status_code
+            for _ in range(12)
+        ]
+
+    first = await run()
+    emulator.reset(faults=False, counters=False)
+    assert await run() == first
+    assert 500 in first and 200 in first
+
+
+async def test_data_is_deterministic_and_served_over_http(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    fresh = expected_rows(emulator.config, SELLER_A, "content.cards_list")
+    assert fresh == emulator.expected(SELLER_A, "content.cards_list")
+    assert fresh != expected_rows(emulator.config, SELLER_B, "content.cards_list")
+    over_http = await emu_http.get(
+        "/__emulator/expected/content.cards_list", params={"seller": SELLER_A}
+    )
+    assert over_http.json() == fresh
+    sized = EmulatorConfig(seller_sizes={SELLER_B: {"products": 3}})  # type: ignore[dict-item]
+    assert len(expected_rows(sized, SELLER_B, "content.cards_list")) == 3
+
+
+async def test_bids_are_remembered(emulator: Emulator, emu_http: httpx.AsyncClient) -> None:
+    headers = _auth(emulator.token(SELLER_A))
+    key = next(iter(emulator.state.seller(SELLER_A).bids))
+    advert_id, nm_id, query = key
+    item = {"advert_id": advert_id, "nm_id": nm_id, "norm_query": query, "bid": 321}
+    resp = await emu_http.post("/adv/v0/normquery/bids", json={"bids": [item]}, headers=headers)
+    assert resp.status_code == 200
+    got = await emu_http.post(
+        "/adv/v0/normquery/get-bids",
+        json={"items": [{"advert_id": advert_id, "nm_id": nm_id}]},
+        headers=headers,
+    )
+    row = next(b for b in got.json()["bids"] if b["norm_query"] == query)
+    assert row["bid"] == 321 and row["bid_kopecks"] == 32100
+
+
+async def test_token_route_issues_tokens_the_emulator_accepts(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    resp = await emu_http.post(
+        "/__emulator/tokens", json={"seller": SELLER_A, "categories": ["tariffs"]}
+    )
+    assert resp.status_code == 400  # tariffs is not a category
+    resp = await emu_http.post(
+        "/__emulator/tokens", json={"seller": SELLER_A, "type": "test", "categories": ["content"]}
+    )
+    token = resp.json()["token"]
+    ok = await emu_http.get("/api/tariffs/v1/acceptance/coefficients", headers=_auth(token))
+    assert ok.status_code == 200 and ok.headers["X-Request-Id"]
+
+
+async def test_unknown_path_is_wb_style_404(emu_http: httpx.AsyncClient) -> None:
+    resp = await emu_http.get("/api/v9/nothing")
+    assert resp.status_code == 404 and resp.json()["title"] == "path not found"

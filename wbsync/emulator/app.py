@@ -1,0 +1,163 @@
+"""The emulator's ASGI app: WB's gateway (auth, limits, faults, counters) in front of handlers.
+
+Every WB method is served on one host (paths are distinct). Control routes live under
+``/__emulator/`` and need no token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from wbsync.emulator import control
+from wbsync.emulator.buckets import BucketDecision, format_seconds
+from wbsync.emulator.config import FaultRule
+from wbsync.emulator.handlers import HANDLERS, Call
+from wbsync.emulator.replies import BadRequest, json_reply, problem
+from wbsync.emulator.state import EmulatorState
+from wbsync.errors import TokenError
+from wbsync.ratelimit.scope import Limit
+from wbsync.wb.endpoints import ENDPOINTS, Endpoint
+from wbsync.wb.tokens import WbToken, verify_token
+
+__all__ = ["build_app"]
+
+UNKNOWN_SELLER = "-"
+
+
+class _Dropped(Response):
+    """Starts a reply and abandons it: the server closes the connection mid-reply.
+
+    ASGI gives an app no way to close a socket before replying; a body cut short is what a
+    client sees of a connection reset during a reply.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(status_code=200)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", b"4096")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b'{"', "more_body": True})
+
+
+@dataclass(slots=True)
+class _Outcome:
+    response: Response
+    seller: str = UNKNOWN_SELLER
+    fault: str | None = None
+
+
+def _rate_limited(state: EmulatorState, request_id: str, retry_s: float, reset_s: float,
+                  burst: int, limiter: str) -> Response:  # fmt: skip
+    scale = state.config.time_scale
+    resp = problem(429, "too many requests", f"limited by {limiter}", request_id)
+    resp.headers["X-Ratelimit-Retry"] = format_seconds(retry_s, scale)
+    resp.headers["X-Ratelimit-Limit"] = str(burst)
+    resp.headers["X-Ratelimit-Reset"] = format_seconds(reset_s, scale)
+    return resp
+
+
+def _limiter_id(seller: str, group: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"wb-limiter:{seller}:{group}"))
+
+
+def _authorise(
+    state: EmulatorState, ep: Endpoint, request: Request, rid: str
+) -> WbToken | Response:
+    header = request.headers.get("authorization")
+    if not header:
+        return problem(401, "unauthorized", "token problem; token is missing", rid)
+    try:
+        token = verify_token(header, state.config.signing_key)
+    except TokenError as exc:
+        return problem(401, "unauthorized", f"token problem; {exc}", rid)
+    if state.config.limit_for(ep.name, token.type) is None:
+        detail = f"{token.type.value} token is not allowed for this path"
+        return problem(403, "forbidden", detail, rid)
+    if ep.category is not None and not token.has(ep.category):
+        detail = f"token scope not allowed for this path: needs category {ep.category.label}"
+        return problem(403, "forbidden", detail, rid)
+    if ep.writes and token.read_only:
+        return problem(403, "forbidden", "read-only token scope not allowed for this path", rid)
+    return token
+
+
+async def _after_bucket(state: EmulatorState, call: Call, rule: FaultRule | None,
+                        rid: str) -> Response:  # fmt: skip
+    if rule is not None and rule.kind == "error":
+        return problem(rule.status, "internal server error", "emulated fault", rid)
+    if rule is not None and rule.kind == "drop":
+        return _Dropped()
+    if rule is not None and rule.kind == "malformed":
+        return Response(b'{"data": [{"broken"', media_type="application/json")
+    if rule is not None and rule.kind == "slow":
+        await asyncio.sleep(rule.delay_ms / 1000.0)
+    try:
+        return await HANDLERS[call.method](call)
+    except BadRequest as exc:
+        body = {"title": exc.title, "detail": exc.detail, "origin": "emulator",
+                "requestId": rid, "status": 400}  # fmt: skip
+        return json_reply(body, status=400)
+
+
+async def _serve(state: EmulatorState, ep: Endpoint, request: Request, rid: str) -> _Outcome:
+    token = _authorise(state, ep, request, rid)
+    if isinstance(token, Response):
+        return _Outcome(token)
+    seller = token.seller_id
+    limit = state.config.limit_for(ep.name, token.type)
+    assert limit is not None  # _authorise refused types without a limit
+    scaled: Limit = limit.scaled(state.config.time_scale)
+    early = state.faults.draw(ep.name, seller, before_bucket=True)
+    if early is not None:
+        retry = early.retry_s * state.config.time_scale
+        resp = _rate_limited(state, rid, retry, retry, limit.burst, _limiter_id(seller, "global"))
+        return _Outcome(resp, seller, early.kind)
+    decision: BucketDecision = state.buckets.take(seller, ep.group, scaled)
+    if not decision.allowed:
+        resp = _rate_limited(state, rid, decision.retry_s, decision.reset_s, decision.burst,
+                             _limiter_id(seller, ep.group))  # fmt: skip
+        return _Outcome(resp, seller)
+    late = state.faults.draw(ep.name, seller, before_bucket=False)
+    call = Call(request=request, method=ep.name, seller_id=seller, state=state)
+    resp = await _after_bucket(state, call, late, rid)
+    resp.headers["X-Ratelimit-Remaining"] = str(decision.remaining)
+    return _Outcome(resp, seller, late.kind if late else None)
+
+
+def _method_route(state: EmulatorState, ep: Endpoint) -> Route:
+    async def endpoint(request: Request) -> Response:
+        rid = uuid.uuid4().hex
+        outcome = await _serve(state, ep, request, rid)
+        status = 0 if isinstance(outcome.response, _Dropped) else outcome.response.status_code
+        state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault)
+        outcome.response.headers["X-Request-Id"] = rid
+        return outcome.response
+
+    return Route(ep.path, endpoint, methods=[ep.method], name=ep.name)
+
+
+async def _not_found(request: Request) -> Response:
+    rid = uuid.uuid4().hex
+    detail = "Please consult the https://dev.wildberries.ru/openapi/api-information"
+    resp = problem(404, "path not found", detail, rid)
+    resp.headers["X-Request-Id"] = rid
+    return resp
+
+
+def build_app(state: EmulatorState) -> Starlette:
+    """The emulator's ASGI app over ``state``."""
+    routes = [_method_route(state, ep) for ep in ENDPOINTS.values()]
+    routes += control.routes(state)
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes.append(Route("/{path:path}", _not_found, methods=methods))
+    return Starlette(routes=routes)

@@ -1,0 +1,78 @@
+"""WB's per-seller token buckets, in process (the emulator is one process, one event loop).
+
+A bucket holds ``burst`` tokens and refills ``limit`` per ``period`` (already time-scaled).
+Nothing here awaits, so each check-and-take runs whole between two awaits: asyncio-safe
+without a lock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from wbsync.ratelimit.scope import Limit
+
+__all__ = ["BucketDecision", "Buckets", "format_seconds"]
+
+
+@dataclass(frozen=True, slots=True)
+class BucketDecision:
+    """One check: allowed (and what remains) or refused (and when to retry / when full)."""
+
+    allowed: bool
+    remaining: int
+    retry_s: float
+    reset_s: float
+    burst: int
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class Buckets:
+    """All buckets, keyed by (seller, group); ``limit`` arrives already scaled."""
+
+    def __init__(self, *, grace_s: float = 0.0) -> None:
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._grace_s = grace_s
+
+    def reset(self) -> None:
+        """Forget every bucket (all full again)."""
+        self._buckets.clear()
+
+    def take(
+        self, seller: str, group: str, limit: Limit, now: float | None = None
+    ) -> BucketDecision:
+        """Take one token for (seller, group) if there is one."""
+        now = time.monotonic() if now is None else now
+        rate = limit.limit / limit.period_s
+        bucket = self._buckets.get((seller, group))
+        if bucket is None:
+            bucket = self._buckets[(seller, group)] = _Bucket(tokens=float(limit.burst), at=now)
+        bucket.tokens = min(float(limit.burst), bucket.tokens + (now - bucket.at) * rate)
+        bucket.at = now
+        # A request that is early by less than the grace is let through: the client's limiter
+        # and this bucket see the same request a few ms apart.
+        if bucket.tokens + self._grace_s * rate >= 1.0:
+            bucket.tokens = max(0.0, bucket.tokens - 1.0)
+            return BucketDecision(True, math.floor(bucket.tokens), 0.0, 0.0, limit.burst)
+        return BucketDecision(
+            allowed=False,
+            remaining=0,
+            retry_s=(1.0 - bucket.tokens) / rate,
+            reset_s=(limit.burst - bucket.tokens) / rate,
+            burst=limit.burst,
+        )
+
+
+def format_seconds(seconds: float, time_scale: float) -> str:
+    """A header value in seconds: whole and rounded up at scale 1, else fractional ("0.6")."""
+    if time_scale == 1.0:
+        return str(max(0, math.ceil(seconds)))
+    # Rounded up to the millisecond: a client that waits exactly this long must succeed.
+    millis = max(1, math.ceil(seconds * 1000.0 - 1e-9))
+    return f"{millis / 1000.0:.3f}".rstrip("0").rstrip(".")

@@ -1,0 +1,58 @@
+"""``wbsync emulator``: a typer sub-app to mount on the main CLI (``app.add_typer(...)``)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from wbsync.emulator.cli_support import issue_token, load_config, run_emulator
+
+__all__ = ["app"]
+
+app = typer.Typer(help="The local WB API emulator.", no_args_is_help=False)
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="JSON config file (sizes, limits, faults).")
+]
+
+
+@app.callback(invoke_without_command=True)
+def main(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+    time_scale: Annotated[
+        float | None, typer.Option(help="Multiply every WB period (0.01: a minute is 0.6 s).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the generated data.")] = None,
+) -> None:
+    """Run the emulator in the foreground (unless a subcommand is given)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    cfg = load_config(config, seed=seed, time_scale=time_scale)
+    asyncio.run(run_emulator(cfg, host=host, port=port))
+
+
+@app.command()
+def token(
+    seller: Annotated[
+        str | None, typer.Option(help="Seller UUID (sid); a new random one if omitted.")
+    ] = None,
+    type: Annotated[
+        str, typer.Option("--type", help="base, test, personal or service.")
+    ] = "personal",
+    categories: Annotated[
+        str, typer.Option(help="Comma-separated: content,analytics,prices,statistics,...")
+    ] = "content,analytics,prices,statistics,promotion,finance",
+    days: Annotated[float, typer.Option(help="Lifetime in days.")] = 180.0,
+    config: ConfigOpt = None,
+) -> None:
+    """Print a token the emulator accepts."""
+    cfg = load_config(config)
+    typer.echo(issue_token(seller=seller or str(uuid.uuid4()), token_type=type,
+                           categories=categories, days=days, config=cfg))  # fmt: skip

@@ -1,0 +1,54 @@
+"""Plain functions behind ``wbsync emulator`` (run it) and ``wbsync emulator token`` (mint one)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from wbsync.emulator.config import EmulatorConfig
+from wbsync.emulator.server import serve
+from wbsync.wb.tokens import Category, TokenType, mint_token
+
+__all__ = ["issue_token", "load_config", "run_emulator"]
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    seed: int | None = None,
+    time_scale: float | None = None,
+    signing_key: str | None = None,
+) -> EmulatorConfig:
+    """The emulator's config: a JSON file (optional) with command-line options on top."""
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {"seed": seed, "time_scale": time_scale, "signing_key": signing_key}.items()
+        if v is not None
+    }
+    base = EmulatorConfig.from_file(path) if path else EmulatorConfig()
+    # Revalidate so an override is checked like a file value.
+    return EmulatorConfig.model_validate(base.model_dump() | overrides)
+
+
+async def run_emulator(
+    config: EmulatorConfig, *, host: str = "127.0.0.1", port: int = 8700, log_level: str = "info"
+) -> None:
+    """Serve the emulator in the foreground until interrupted."""
+    await serve(config, host=host, port=port, log_level=log_level)
+
+
+def issue_token(
+    *,
+    seller: str,
+    token_type: str = "personal",
+    categories: list[str] | str = (),  # type: ignore[assignment]
+    days: float = 180.0,
+    config: EmulatorConfig | None = None,
+) -> str:
+    """A token the emulator with ``config`` accepts; categories by name ("finance,prices")."""
+    names = categories.split(",") if isinstance(categories, str) else list(categories)
+    cats = [Category.parse(n) for n in names if n.strip()]
+    cfg = config or EmulatorConfig()
+    return mint_token(key=cfg.signing_key, seller_id=seller, token_type=TokenType(token_type),
+                      categories=cats, lifetime=timedelta(days=days))  # fmt: skip

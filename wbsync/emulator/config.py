@@ -1,0 +1,135 @@
+"""The emulator's configuration: seed, time scale, signing key, sizes, limit overrides, faults.
+
+Everything can come from a JSON file (``EmulatorConfig.from_file``) or from keyword options.
+Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wbsync.errors import ConfigError
+from wbsync.ratelimit.scope import Limit
+from wbsync.wb.endpoints import ENDPOINTS
+from wbsync.wb.tokens import TokenType
+
+__all__ = ["DEFAULT_SIGNING_KEY", "EmulatorConfig", "FaultRule", "LimitSpec", "SellerSizes"]
+
+#: The emulator is a local development tool: a fixed default key lets ``wbsync emulator token``
+#: and a separately started emulator agree without sharing a file. Override it for anything else.
+DEFAULT_SIGNING_KEY = "wbsync-emulator-development-signing-key-v1"
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class SellerSizes(BaseModel):
+    """How much data one seller has."""
+
+    model_config = _STRICT
+
+    products: int = Field(default=25, ge=0, description="Cards, goods with prices, funnel rows.")
+    campaigns: int = Field(default=6, ge=0, description="Advert campaigns.")
+    report_rows: int = Field(default=40, ge=0, description="Finance detailed report rows.")
+    orders: int = Field(default=30, ge=0, description="Statistics orders.")
+    sales: int = Field(default=20, ge=0, description="Statistics sales and returns.")
+    days: int = Field(default=7, ge=1, le=31, description="Days of funnel and advert history.")
+    warehouses: int = Field(default=4, ge=0, description="Warehouses in acceptance coefficients.")
+
+
+class LimitSpec(BaseModel):
+    """A replacement for WB's limit of a group (raw, before the time scale)."""
+
+    model_config = _STRICT
+
+    period_s: float = Field(gt=0)
+    limit: int = Field(ge=1)
+    burst: int = Field(ge=1)
+
+    def to_limit(self) -> Limit:
+        """As the limiter's ``Limit``."""
+        return Limit(period_s=self.period_s, limit=self.limit, burst=self.burst)
+
+
+FaultKind = Literal["error", "slow", "drop", "malformed", "rate_limit"]
+
+
+class FaultRule(BaseModel):
+    """One injected fault: which requests it hits, how often, and what it does.
+
+    ``count`` makes it hit the next N matching requests (then it is spent); otherwise ``share``
+    is the probability per matching request, drawn from the emulator's seeded RNG.
+    """
+
+    model_config = _STRICT
+
+    kind: FaultKind
+    method: str = Field(default="*", description="Endpoint name (e.g. statistics.sales) or *.")
+    seller: str | None = Field(default=None, description="Only this seller id; None = any.")
+    share: float = Field(default=1.0, ge=0.0, le=1.0)
+    count: int | None = Field(default=None, ge=1)
+    status: int = Field(default=500, ge=500, le=599, description="Status of an error fault.")
+    delay_ms: float = Field(default=1000.0, ge=0, description="Real ms a slow reply waits.")
+    retry_s: float = Field(
+        default=60.0, gt=0, description="WB seconds a rate_limit fault asks to wait (scaled)."
+    )
+
+
+class EmulatorConfig(BaseModel):
+    """All the emulator's knobs."""
+
+    model_config = _STRICT
+
+    seed: int = 0
+    time_scale: float = Field(default=1.0, gt=0, description="Multiplies every WB period.")
+    signing_key: str = Field(default=DEFAULT_SIGNING_KEY, min_length=16)
+    anchor_date: date = Field(
+        default=date(2026, 8, 17), description="'Today' of the generated data, so it never moves."
+    )
+    sizes: SellerSizes = SellerSizes()
+    seller_sizes: dict[str, SellerSizes] = Field(default_factory=dict)
+    page_size: dict[str, int] = Field(
+        default_factory=dict,
+        description="Max rows per reply by endpoint name (statistics default: WB's 80000).",
+    )
+    limits: dict[str, LimitSpec | dict[TokenType, LimitSpec]] = Field(
+        default_factory=dict, description="Limit overrides by group: one spec or one per type."
+    )
+    grace_ms: float = Field(
+        default=10.0,
+        ge=0,
+        description="Real ms of refill a request may be early by (network jitter between the "
+        "client's limiter and our bucket) before it is refused.",
+    )
+    faults: list[FaultRule] = Field(default_factory=list)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: object) -> EmulatorConfig:
+        """Read a JSON file; keyword ``overrides`` win over the file's values."""
+        try:
+            data = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read emulator config {path}: {exc.strerror}") from None
+        base = cls.model_validate_json(data)
+        return base.model_copy(update=overrides) if overrides else base
+
+    def sizes_for(self, seller_id: str) -> SellerSizes:
+        """The data sizes of ``seller_id``."""
+        return self.seller_sizes.get(seller_id, self.sizes)
+
+    def page_for(self, endpoint_name: str, default: int) -> int:
+        """The most rows one reply of ``endpoint_name`` may carry."""
+        return max(1, self.page_size.get(endpoint_name, default))
+
+    def limit_for(self, endpoint_name: str, token_type: TokenType) -> Limit | None:
+        """The raw limit the emulator enforces: an override of the group, else WB's."""
+        ep = ENDPOINTS[endpoint_name]
+        override = self.limits.get(ep.group)
+        if isinstance(override, LimitSpec):
+            return override.to_limit()
+        if isinstance(override, dict) and token_type in override:
+            return override[token_type].to_limit()
+        return ep.limits.get(token_type)

@@ -1,0 +1,125 @@
+"""Control routes under ``/__emulator/``: counters, reset, faults, expected data, tokens, limits.
+
+No token is needed: the emulator listens on loopback and is a test and demo tool.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from wbsync.emulator.config import FaultRule
+from wbsync.emulator.replies import json_reply
+from wbsync.emulator.state import EmulatorState
+from wbsync.wb.endpoints import ENDPOINTS
+from wbsync.wb.tokens import Category, TokenType, mint_token
+
+__all__ = ["PREFIX", "routes"]
+
+PREFIX = "/__emulator"
+
+
+class _Faults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rules: list[FaultRule]
+    seed: int | None = None
+
+
+class _Reset(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    counters: bool = True
+    buckets: bool = True
+    faults: bool = True
+    state: bool = True
+
+
+class _TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seller: str
+    type: TokenType = TokenType.PERSONAL
+    categories: list[str] = Field(default_factory=list)
+    lifetime_s: float = 180 * 86400.0
+
+
+async def _json(request: Request) -> Any:
+    raw = await request.body()
+    return json.loads(raw) if raw.strip() else {}
+
+
+def _invalid(exc: Exception) -> Response:
+    return json_reply({"title": "invalid control request", "detail": str(exc)}, status=400)
+
+
+def routes(state: EmulatorState) -> list[Route]:
+    """The control routes over ``state``."""
+
+    async def counters(request: Request) -> Response:
+        return json_reply(state.counters.snapshot())
+
+    async def reset(request: Request) -> Response:
+        try:
+            what = _Reset.model_validate(await _json(request))
+        except (ValueError, ValidationError) as exc:
+            return _invalid(exc)
+        state.reset(**what.model_dump())
+        return json_reply({"reset": what.model_dump()})
+
+    async def faults(request: Request) -> Response:
+        if request.method == "DELETE":
+            state.faults.clear()
+        elif request.method in ("POST", "PUT"):
+            try:
+                body = _Faults.model_validate(await _json(request))
+            except (ValueError, ValidationError) as exc:
+                return _invalid(exc)
+            state.faults.replace(body.rules, body.seed)
+        return json_reply({"rules": state.faults.rules()})
+
+    async def expected(request: Request) -> Response:
+        method = request.path_params["method"]
+        params = dict(request.query_params)
+        seller = params.pop("seller", None)
+        if not seller or method not in ENDPOINTS:
+            return _invalid(ValueError("need ?seller=<sid> and a known method name"))
+        try:
+            rows = state.expected(seller, method, **params)
+        except ValueError as exc:
+            return _invalid(exc)
+        return json_reply(rows)
+
+    async def tokens(request: Request) -> Response:
+        try:
+            body = _TokenRequest.model_validate(await _json(request))
+            cats = [Category.parse(c) for c in body.categories]
+        except (ValueError, ValidationError) as exc:
+            return _invalid(exc)
+        token = mint_token(key=state.config.signing_key, seller_id=body.seller,
+                           token_type=body.type, categories=cats,
+                           lifetime=timedelta(seconds=body.lifetime_s))  # fmt: skip
+        return json_reply({"token": token})
+
+    async def limits(request: Request) -> Response:
+        out: dict[str, Any] = {}
+        for name, ep in ENDPOINTS.items():
+            per_type = {}
+            for t in TokenType:
+                lim = state.config.limit_for(name, t)
+                per_type[t.value] = None if lim is None else {
+                    "period_s": lim.period_s, "limit": lim.limit, "burst": lim.burst}  # fmt: skip
+            out[name] = {"group": ep.group, "path": ep.path, "limits": per_type}
+        return json_reply({"time_scale": state.config.time_scale, "methods": out})
+
+    return [
+        Route(f"{PREFIX}/counters", counters, methods=["GET"]),
+        Route(f"{PREFIX}/reset", reset, methods=["POST"]),
+        Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "PUT", "DELETE"]),
+        Route(f"{PREFIX}/expected/{{method}}", expected, methods=["GET"]),
+        Route(f"{PREFIX}/tokens", tokens, methods=["POST"]),
+        Route(f"{PREFIX}/limits", limits, methods=["GET"]),
+    ]

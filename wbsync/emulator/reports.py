@@ -1,0 +1,239 @@
+"""Deterministic report rows of one seller: finance detail, statistics orders/sales, adverts."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from wbsync.emulator.dataset import REGIONS, WAREHOUSES, Product, Row, SellerData
+
+__all__ = [
+    "advert_stats",
+    "campaigns",
+    "clusters",
+    "finance_rows",
+    "orders",
+    "sales",
+]
+
+#: Every required field of a finance detail row with a neutral value (money is a string).
+_FINANCE_DEFAULTS: dict[str, Any] = {
+    "reportId": 0, "dateFrom": "", "dateTo": "", "createDate": "", "currency": "RUB",
+    "reportType": 1, "rrdId": 0, "giId": 0, "dlvPrc": 0.0, "fixTariffDateFrom": "",
+    "fixTariffDateTo": "", "subjectName": "", "nmId": 0, "brandName": "", "vendorCode": "",
+    "title": "", "techSize": "", "sku": "", "docTypeName": "", "quantity": 0,
+    "retailPrice": "0", "retailAmount": "0", "salePercent": 0, "commissionPercent": 0.0,
+    "officeName": "", "sellerOperName": "", "orderDt": "", "saleDt": "", "rrDate": "",
+    "shkId": 0, "retailPriceWithDisc": "0", "deliveryAmount": 0, "returnAmount": 0,
+    "deliveryService": "0", "giBoxTypeName": "", "productDiscountForReport": 0.0,
+    "sellerPromo": "0", "spp": 0.0, "kvwBase": 0.0, "kvw": 0.0, "supRatingUp": 0.0,
+    "isKgvpV2": 0.0, "ppvzSalesCommission": "0", "forPay": "0", "ppvzReward": "0",
+    "acquiringFee": "0", "acquiringPercent": 0.0, "paymentProcessing": "", "acquiringBank": "",
+    "vw": "0", "vwNds": "0", "ppvzOfficeName": "", "ppvzOfficeId": 0, "ppvzSupplierName": "",
+    "ppvzSupplierInn": "", "declarationNumber": "", "stickerId": "", "country": "Россия",
+    "srvDbs": False, "penalty": "0", "additionalPayment": "0", "rebillLogisticCost": "0",
+    "paidStorage": "0", "deduction": "0", "paidAcceptance": "0", "orderId": 0, "isB2b": False,
+    "trbxId": "", "installmentCofinancingAmount": "0", "wibesDiscountPercent": 0.0,
+    "cashbackAmount": "0", "cashbackDiscount": "0", "cashbackCommissionChange": "0",
+    "paymentSchedule": "0", "deliveryMethod": "FBW", "sellerPromoId": 0,
+    "sellerPromoDiscount": 0.0, "loyaltyId": 0, "loyaltyDiscount": 0.0, "uuidPromocode": "",
+    "salePricePromocodeDiscountPrc": 0.0, "articleSubstitution": "",
+    "salePriceAffiliatedDiscountPrc": 0.0, "salePriceWholesaleDiscountPrc": 0.0,
+    "b2bCustomerTin": "", "paidWithSocialCertificate": False, "warehouseLogisticsCoeff": 0.0,
+    "orderUid": "", "srid": "",
+}  # fmt: skip
+
+_DOC_TYPES = [("Продажа", "Продажа"), ("Продажа", "Логистика"), ("Возврат", "Возврат")]
+
+
+def _money(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".") or "0"
+
+
+def _pick(data: SellerData, r_value: int) -> Product | None:
+    products = data.products
+    return products[r_value % len(products)] if products else None
+
+
+def finance_rows(data: SellerData) -> list[Row]:
+    """The finance detailed report, rrdId ascending, rrDate within the 30 days to the anchor."""
+    r = data.rng("finance")
+    rrd = 1_000_000_000 + r.randrange(1_000_000)
+    week_from = data.anchor - timedelta(days=data.anchor.weekday() + 7)
+    out: list[Row] = []
+    n = data.sizes.report_rows
+    for i in range(n):
+        rrd += r.randrange(1, 50)
+        p = _pick(data, r.randrange(10**6))
+        day = data.anchor - timedelta(days=29 - (29 * i) // max(n - 1, 1))
+        doc, oper = _DOC_TYPES[r.randrange(len(_DOC_TYPES))]
+        price = p.price if p else 1000
+        retail = price * (100 - (p.discount if p else 0)) / 100
+        row = dict(_FINANCE_DEFAULTS)
+        row.update({
+            "reportId": 300_000_000 + (data.anchor - day).days // 7,
+            "dateFrom": week_from.isoformat(), "dateTo": (week_from + timedelta(6)).isoformat(),
+            "createDate": data.anchor.isoformat(), "rrdId": rrd, "giId": 100000 + i,
+            "subjectName": p.subject_name if p else "", "nmId": p.nm_id if p else 0,
+            "brandName": p.brand if p else "", "vendorCode": p.vendor_code if p else "",
+            "title": p.title if p else "", "techSize": p.sizes[0].tech_size if p else "0",
+            "sku": p.sizes[0].barcode if p else "", "docTypeName": doc, "sellerOperName": oper,
+            "quantity": 1, "retailPrice": _money(price), "retailAmount": _money(retail),
+            "retailPriceWithDisc": _money(retail), "forPay": _money(retail * 0.76),
+            "ppvzSalesCommission": _money(retail * 0.24), "commissionPercent": 24.0,
+            "officeName": WAREHOUSES[i % len(WAREHOUSES)][1],
+            "orderDt": f"{(day - timedelta(days=2)).isoformat()}T00:00:00Z",
+            "saleDt": f"{day.isoformat()}T00:00:00Z", "rrDate": day.isoformat(),
+            "shkId": 1_200_000_000 + rrd % 10**8, "orderId": 2_800_000_000 + i,
+            "srid": f"{data.seller_id[:8]}{rrd:x}", "orderUid": f"id{data.seller_id[:6]}{i:06d}",
+        })  # fmt: skip
+        out.append(row)
+    return out
+
+
+def _moscow(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _stat_rows(data: SellerData, kind: str, n: int) -> list[Row]:
+    r = data.rng(kind)
+    start = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(days=30)
+    out: list[Row] = []
+    for i in range(n):
+        p = _pick(data, r.randrange(10**6))
+        # Unique, increasing, never on a whole minute: paging is "rows after lastChangeDate".
+        changed = start + timedelta(minutes=47 * i, seconds=1 + r.randrange(58))
+        size = p.sizes[0] if p else None
+        region, oblast = REGIONS[r.randrange(len(REGIONS))]
+        price = float(p.price if p else 1000)
+        discount = p.discount if p else 0
+        with_disc = round(price * (100 - discount) / 100, 2)
+        out.append({
+            "date": _moscow(changed - timedelta(hours=r.randrange(1, 48))),
+            "lastChangeDate": _moscow(changed),
+            "warehouseName": WAREHOUSES[r.randrange(len(WAREHOUSES))][1],
+            "warehouseType": "Склад WB", "countryName": "Россия",
+            "oblastOkrugName": f"{region} федеральный округ", "regionName": oblast,
+            "supplierArticle": p.vendor_code if p else "", "nmId": p.nm_id if p else 0,
+            "barcode": size.barcode if size else "", "category": "Одежда",
+            "subject": p.subject_name if p else "", "brand": p.brand if p else "",
+            "techSize": size.tech_size if size else "0", "incomeID": 20_000_000 + i,
+            "isSupply": False, "isRealization": True, "totalPrice": price,
+            "discountPercent": discount, "spp": 25.0, "finishedPrice": round(with_disc * 0.75, 2),
+            "priceWithDisc": with_disc, "sticker": str(30_000_000_000 + i),
+            "gNumber": f"{r.getrandbits(60):x}", "srid": f"{kind[0]}.{data.seller_id[:8]}.{i}",
+        })  # fmt: skip
+    return out
+
+
+def orders(data: SellerData) -> list[Row]:
+    """Statistics orders, lastChangeDate ascending."""
+    rows = _stat_rows(data, "orders", data.sizes.orders)
+    for i, row in enumerate(rows):
+        cancelled = i % 7 == 3
+        row["isCancel"] = cancelled
+        row["cancelDate"] = row["lastChangeDate"] if cancelled else "0001-01-01T00:00:00"
+    return rows
+
+
+def sales(data: SellerData) -> list[Row]:
+    """Statistics sales and returns, lastChangeDate ascending."""
+    rows = _stat_rows(data, "sales", data.sizes.sales)
+    for i, row in enumerate(rows):
+        is_return = i % 9 == 4
+        row["saleID"] = f"{'R' if is_return else 'S'}{9_000_000_000 + i}"
+        row["forPay"] = round(row["priceWithDisc"] * 0.76, 2) * (-1 if is_return else 1)
+        row["paymentSaleAmount"] = 0
+    return rows
+
+
+_STATUSES = [9, 9, 11, 7, 4, 8, -1]
+
+
+def campaigns(data: SellerData) -> list[Row]:
+    """Advert campaigns, id ascending, each with up to 3 of the seller's items."""
+    r = data.rng("campaigns")
+    base = 20_000_000 + r.randrange(1_000_000)
+    out: list[Row] = []
+    for i in range(data.sizes.campaigns):
+        picks = sorted({p.nm_id: p for p in (_pick(data, r.randrange(10**6)) for _ in range(3))
+                        if p}.values(), key=lambda p: p.nm_id)  # fmt: skip
+        manual = i % 2 == 0
+        created = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(
+            days=40 - i
+        )
+        out.append({
+            "id": base + 7 * i,
+            "bid_type": "manual" if manual else "unified",
+            "currency": "RUB",
+            "nm_settings": [{"nm_id": p.nm_id,
+                             "subject": {"id": p.subject_id, "name": p.subject_name},
+                             "bids_kopecks": {"search": 25000 + 100 * i, "recommendations": 0}}
+                            for p in picks],
+            "restrictions": {},
+            "settings": {"name": f"Кампания {i}", "payment_type": "cpm" if manual else "cpc",
+                         "placements": {"search": True, "recommendations": not manual}},
+            "status": _STATUSES[i % len(_STATUSES)],
+            "timestamps": {"created": f"{created.isoformat()}+03:00",
+                           "updated": f"{(created + timedelta(days=1)).isoformat()}+03:00",
+                           "started": f"{(created + timedelta(days=1)).isoformat()}+03:00",
+                           "deleted": "2100-01-01T00:00:00+03:00"},
+        })  # fmt: skip
+    return out
+
+
+def clusters(advert_id: int, nm_id: int) -> list[str]:
+    """The search clusters (norm queries) of an item in a campaign."""
+    words = ["кроссовки", "футболка", "рюкзак", "кружка", "подарок", "спорт"]
+    k = (advert_id + nm_id) % len(words)
+    return [words[k], f"{words[k]} мужские", f"купить {words[(k + 1) % len(words)]}"]
+
+
+STATS_STATUSES = frozenset({7, 9, 11})
+
+
+def advert_stats(data: SellerData, campaign: Row, begin: date, end: date) -> Row:
+    """Full stats of one campaign over [begin, end] ∩ the history days."""
+    days = [d for d in data.history_days if begin <= d <= end]
+    day_rows = [_stats_day(data, campaign, d) for d in days]
+    total = _sum_metrics(day_rows)
+    booster = [{"date": d.isoformat(), "nm": nm["nm_id"], "avg_position": 1 + (d.day + i) % 20}
+               for d in days for i, nm in enumerate(campaign["nm_settings"])]  # fmt: skip
+    return {"advertId": campaign["id"], **total, "currency": "RUB", "days": day_rows,
+            "boosterStats": booster}  # fmt: skip
+
+
+_METRICS = ("views", "clicks", "atbs", "orders", "shks", "canceled", "sum", "sum_price")
+
+
+def _metrics(r_views: int, r_clicks: int, price: int) -> Row:
+    orders = r_clicks // 10
+    return {"views": r_views, "clicks": r_clicks, "atbs": r_clicks // 4, "orders": orders,
+            "shks": orders, "canceled": orders // 5, "sum": round(r_clicks * 7.5, 2),
+            "sum_price": float(orders * price)}  # fmt: skip
+
+
+def _rates(m: Row) -> Row:
+    m["ctr"] = round(100 * m["clicks"] / m["views"], 2) if m["views"] else 0.0
+    m["cpc"] = round(m["sum"] / m["clicks"], 2) if m["clicks"] else 0.0
+    m["cr"] = round(100 * m["orders"] / m["clicks"], 2) if m["clicks"] else 0.0
+    return m
+
+
+def _sum_metrics(rows: list[Row]) -> Row:
+    total = {k: sum(row[k] for row in rows) for k in _METRICS}
+    total["sum"] = round(total["sum"], 2)
+    total["sum_price"] = round(total["sum_price"], 2)
+    return _rates(total)
+
+
+def _stats_day(data: SellerData, campaign: Row, day: date) -> Row:
+    r = data.rng(f"stats:{campaign['id']}:{day.isoformat()}")
+    nms = []
+    for nm in campaign["nm_settings"]:
+        p = data.product(nm["nm_id"])
+        views = r.randrange(100, 5000)
+        m = _rates(_metrics(views, r.randrange(0, views // 10 + 1), p.price if p else 1000))
+        nms.append({**m, "nmId": nm["nm_id"], "name": p.title if p else ""})
+    app = {**_sum_metrics(nms), "appType": 1, "nms": nms}
+    return {**_sum_metrics([app]), "date": f"{day.isoformat()}T00:00:00Z", "apps": [app]}

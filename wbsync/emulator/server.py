@@ -1,0 +1,123 @@
+"""Running the emulator: in-process on a free loopback port (tests, demo) or in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Generator, Iterable
+from datetime import timedelta
+from typing import Any
+
+import uvicorn
+
+from wbsync.emulator.app import build_app
+from wbsync.emulator.config import EmulatorConfig, FaultRule
+from wbsync.emulator.dataset import Row
+from wbsync.emulator.state import Counters, EmulatorState
+from wbsync.wb.tokens import DEFAULT_LIFETIME, Category, TokenType, mint_token
+
+__all__ = ["ALL_CATEGORIES", "Emulator", "running_emulator", "serve"]
+
+#: Every method category, without the read-only bit.
+ALL_CATEGORIES = tuple(c for c in Category if c is not Category.READ_ONLY)
+
+log = logging.getLogger(__name__)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn that leaves the host process's signal handlers alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+class Emulator:
+    """A configured emulator: its state, its ASGI app and, once running, its base URL."""
+
+    def __init__(self, config: EmulatorConfig | None = None) -> None:
+        self.config = config or EmulatorConfig()
+        self.state = EmulatorState(self.config)
+        self.app = build_app(self.state)
+        self.base_url = ""
+
+    @property
+    def counters(self) -> Counters:
+        """Requests, 429s and faults served, per seller and method."""
+        return self.state.counters
+
+    def token(
+        self,
+        seller_id: str,
+        *,
+        token_type: TokenType = TokenType.PERSONAL,
+        categories: Iterable[Category] = ALL_CATEGORIES,
+        lifetime: timedelta = DEFAULT_LIFETIME,
+    ) -> str:
+        """A token this emulator accepts (every category, read-write, unless told otherwise)."""
+        return mint_token(
+            key=self.config.signing_key,
+            seller_id=seller_id,
+            token_type=token_type,
+            categories=categories,
+            lifetime=lifetime,
+        )
+
+    def expected(self, seller_id: str, method: str, **params: Any) -> list[Row]:
+        """The rows a full pull of ``method`` returns now (see ``state.expected_rows``)."""
+        return self.state.expected(seller_id, method, **params)
+
+    def set_faults(self, rules: list[FaultRule], seed: int | None = None) -> None:
+        """Replace the active fault rules."""
+        self.state.faults.replace(rules, seed)
+
+    def reset(self, **what: bool) -> None:
+        """Forget counters, buckets, faults and sellers' edits (all unless told otherwise)."""
+        self.state.reset(**what)
+
+
+def _uvicorn_config(emu: Emulator, *, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(emu.app, log_level=log_level, access_log=False, lifespan="off",
+                          timeout_graceful_shutdown=1)  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def running_emulator(
+    config: EmulatorConfig | None = None, *, host: str = "127.0.0.1", start_timeout_s: float = 10.0
+) -> AsyncIterator[Emulator]:
+    """Run an emulator in this event loop on a free port of ``host``; yields it with base_url."""
+    emu = Emulator(config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    server = _EmbeddedServer(_uvicorn_config(emu, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"wb-emulator:{port}")
+    try:
+        deadline = asyncio.get_running_loop().time() + start_timeout_s
+        while not server.started:
+            if task.done():
+                task.result()  # surfaces the startup error
+                raise RuntimeError("emulator stopped during startup")
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"emulator did not start within {start_timeout_s} s")
+            await asyncio.sleep(0.005)
+        emu.base_url = f"http://{host}:{port}"
+        yield emu
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sock.close()
+
+
+async def serve(config: EmulatorConfig, *, host: str = "127.0.0.1", port: int = 8700,
+                log_level: str = "info") -> None:  # fmt: skip
+    """Run the emulator in the foreground until interrupted (the CLI's ``wbsync emulator``)."""
+    emu = Emulator(config)
+    cfg = _uvicorn_config(emu, log_level=log_level)
+    cfg.host, cfg.port = host, port
+    log.info("WB emulator on http://%s:%d (time scale %s)", host, port, config.time_scale)
+    await uvicorn.Server(cfg).serve()

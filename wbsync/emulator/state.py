@@ -1,0 +1,215 @@
+"""The emulator's state: sellers' data and edits, buckets, faults, counters; expected pulls."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from wbsync.emulator import reports
+from wbsync.emulator.buckets import Buckets
+from wbsync.emulator.config import EmulatorConfig
+from wbsync.emulator.dataset import Row, SellerData
+from wbsync.emulator.faults import FaultPlan
+
+__all__ = [
+    "Counters",
+    "EmulatorState",
+    "SellerState",
+    "expected_rows",
+    "parse_moscow",
+    "rows_after",
+]
+
+
+@dataclass
+class SellerState:
+    """What a seller changed through the API: bids (kopecks) and price uploads."""
+
+    bids: dict[tuple[int, int, str], int]
+    prices: dict[int, tuple[int, int]] = field(default_factory=dict)
+    uploads: list[Row] = field(default_factory=list)
+
+
+def initial_state(data: SellerData) -> SellerState:
+    """A seller's state before any write: bids as generated."""
+    bids: dict[tuple[int, int, str], int] = {}
+    for camp in cached(data, "campaigns", reports.campaigns):
+        for nm in camp["nm_settings"]:
+            for k, query in enumerate(reports.clusters(camp["id"], nm["nm_id"])):
+                bids[(camp["id"], nm["nm_id"], query)] = nm["bids_kopecks"]["search"] + 100 * k
+    return SellerState(bids=bids)
+
+
+def cached(data: SellerData, key: str, build: Any) -> list[Row]:
+    """``build(data)`` computed once per seller."""
+    if key not in data._cache:
+        data._cache[key] = build(data)
+    rows: list[Row] = data._cache[key]
+    return rows
+
+
+@dataclass
+class _Count:
+    requests: int = 0
+    rate_limited: int = 0
+    faults: int = 0
+    status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+class Counters:
+    """Requests, 429s and injected faults per seller and method."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, dict[str, _Count]] = defaultdict(lambda: defaultdict(_Count))
+
+    def record(self, seller: str, method: str, status: int, *, fault: str | None) -> None:
+        """Count one reply (``status`` 0 for a dropped connection)."""
+        count = self._counts[seller][method]
+        count.requests += 1
+        count.status[str(status)] += 1
+        if status == 429:
+            count.rate_limited += 1
+        if fault is not None:
+            count.faults += 1
+
+    def reset(self) -> None:
+        """All counters to zero."""
+        self._counts.clear()
+
+    def total(self, field_name: str = "requests", *, seller: str | None = None) -> int:
+        """Sum of one counter over every method (of one seller, or all)."""
+        sellers = [seller] if seller is not None else list(self._counts)
+        return sum(
+            getattr(c, field_name) for s in sellers for c in self._counts.get(s, {}).values()
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything, as JSON-ready dicts."""
+        sellers = {
+            s: {
+                m: {"requests": c.requests, "rate_limited": c.rate_limited, "faults": c.faults,
+                    "status": dict(c.status)}
+                for m, c in methods.items()
+            }
+            for s, methods in self._counts.items()
+        }  # fmt: skip
+        totals = {k: self.total(k) for k in ("requests", "rate_limited", "faults")}
+        return {"total": totals, "sellers": sellers}
+
+
+class EmulatorState:
+    """Everything the running emulator remembers."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self.buckets = Buckets(grace_s=config.grace_ms / 1000.0)
+        self.faults = FaultPlan(list(config.faults), seed=config.seed)
+        self.counters = Counters()
+        self._data: dict[str, SellerData] = {}
+        self._sellers: dict[str, SellerState] = {}
+        self.next_task_id = 1000
+
+    def data(self, seller: str) -> SellerData:
+        """The seller's generated data."""
+        if seller not in self._data:
+            self._data[seller] = seller_data(self.config, seller)
+        return self._data[seller]
+
+    def seller(self, seller: str) -> SellerState:
+        """The seller's edits."""
+        if seller not in self._sellers:
+            self._sellers[seller] = initial_state(self.data(seller))
+        return self._sellers[seller]
+
+    def reset(self, *, counters: bool = True, buckets: bool = True, faults: bool = True,
+              state: bool = True) -> None:  # fmt: skip
+        """Forget counters, buckets, faults and/or sellers' edits."""
+        if counters:
+            self.counters.reset()
+        if buckets:
+            self.buckets.reset()
+        if faults:
+            self.faults.clear()
+        if state:
+            self._sellers.clear()
+
+    def expected(self, seller: str, method: str, **params: Any) -> list[Row]:
+        """The rows a full pull of ``method`` returns now (edits included)."""
+        return _expected(self.data(seller), self.seller(seller), method, params)
+
+
+def seller_data(config: EmulatorConfig, seller: str) -> SellerData:
+    """A seller's generated data under ``config``."""
+    return SellerData(config.seed, seller, config.sizes_for(seller), config.anchor_date)
+
+
+def expected_rows(config: EmulatorConfig, seller: str, method: str, **params: Any) -> list[Row]:
+    """The rows a full pull of ``method`` returns from a fresh emulator with ``config``.
+
+    ``params``: ``date_from``/``date_to`` (finance), ``date_from`` (statistics),
+    ``begin``/``end`` (fullstats, funnel; default: all history days).
+    """
+    data = seller_data(config, seller)
+    return _expected(data, initial_state(data), method, params)
+
+
+def _dates(data: SellerData, params: dict[str, Any], a: str, b: str) -> tuple[date, date]:
+    days = data.history_days
+    start = params.get(a) or days[0]
+    end = params.get(b) or days[-1]
+    return (date.fromisoformat(str(start)[:10]), date.fromisoformat(str(end)[:10]))
+
+
+def _expected(data: SellerData, st: SellerState, method: str, params: dict[str, Any]) -> list[Row]:
+    if method == "finance.detailed_report":
+        lo, hi = _dates(data, params, "date_from", "date_to")
+        return [r for r in cached(data, "finance", reports.finance_rows)
+                if lo.isoformat() <= r["rrDate"] <= hi.isoformat()]  # fmt: skip
+    if method in ("statistics.orders", "statistics.sales"):
+        rows = cached(data, method, reports.orders if method.endswith("orders") else reports.sales)
+        since = parse_moscow(str(params.get("date_from", "2000-01-01")))
+        return rows_after(rows, since)
+    if method == "promotion.adverts":
+        return cached(data, "campaigns", reports.campaigns)
+    if method == "promotion.fullstats":
+        begin, end = _dates(data, params, "begin", "end")
+        return [reports.advert_stats(data, c, begin, end)
+                for c in cached(data, "campaigns", reports.campaigns)
+                if c["status"] in reports.STATS_STATUSES]  # fmt: skip
+    if method == "promotion.get_bids":
+        return [bid_row(key, kop) for key, kop in st.bids.items()]
+    if method == "analytics.sales_funnel_history":
+        begin, end = _dates(data, params, "begin", "end")
+        week = params.get("aggregation") == "week"
+        return [data.funnel_item(p, begin, end, week) for p in data.products]
+    if method == "analytics.stocks_wb_warehouses":
+        return cached(data, "stocks", SellerData.stocks)
+    if method == "content.cards_list":
+        return cached(data, "cards", SellerData.cards)
+    if method == "prices.goods_list":
+        return data.goods(st.prices)
+    if method == "prices.upload_task":
+        return list(st.uploads)
+    if method == "tariffs.acceptance_coefficients":
+        return cached(data, "coefficients", SellerData.coefficients)
+    raise KeyError(f"no emulated method {method!r}")
+
+
+def parse_moscow(text: str) -> datetime:
+    """A statistics ``dateFrom``: a date or an RFC 3339 date-time, read as Moscow wall time."""
+    moment = datetime.fromisoformat(text.strip().replace(" ", "T"))
+    return moment.replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def rows_after(rows: list[Row], since: datetime) -> list[Row]:
+    """Rows whose ``lastChangeDate`` is strictly after ``since`` (the paging cursor)."""
+    return [r for r in rows if datetime.fromisoformat(r["lastChangeDate"]) > since]
+
+
+def bid_row(key: tuple[int, int, str], kopecks: int) -> Row:
+    """A get-bids row."""
+    advert_id, nm_id, query = key
+    return {"advert_id": advert_id, "nm_id": nm_id, "norm_query": query,
+            "bid": kopecks // 100, "bid_kopecks": kopecks, "currency": "RUB"}  # fmt: skip
