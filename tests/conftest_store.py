@@ -1,0 +1,124 @@
+"""pytest plugin: real databases for storage tests, SQLite always, PostgreSQL when configured.
+
+Load it with ``pytest_plugins = ["tests.conftest_store"]`` in ``tests/conftest.py``.
+
+Set ``WBSYNC_TEST_POSTGRES_URL`` (e.g. ``postgresql+asyncpg://postgres@127.0.0.1:5432/postgres``)
+to run every storage test on PostgreSQL too: the plugin creates fresh ``wbsync_test_<random>``
+databases through that server and drops them at the end of the session, so parallel runs do not
+collide. Without it the PostgreSQL variants are skipped.
+
+Fixtures: ``database`` (migrated to head, emptied before each test), ``empty_database`` (a brand
+new database with no tables), ``store`` (a :class:`Store` on ``database`` with a test key).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import delete, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from wbsync.store import Database, Store
+from wbsync.store.schema import metadata
+
+POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
+TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
+BACKENDS = ("sqlite", "postgresql")
+
+
+class DatabaseFactory:
+    """Makes empty databases for one test session and drops them all at its end."""
+
+    def __init__(self, tmp_dir: Path, postgres_url: str | None) -> None:
+        self._tmp_dir = tmp_dir
+        self._postgres_url = postgres_url
+        self._prefix = f"wbsync_test_{secrets.token_hex(4)}"
+        self._count = 0
+        self._postgres_names: list[str] = []
+        self._migrated: dict[str, str] = {}
+
+    async def new_url(self, backend: str) -> str:
+        """The URL of a new, empty database on ``backend``."""
+        name = f"{self._prefix}_{self._count}"
+        self._count += 1
+        if backend == "sqlite":
+            return f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
+        assert self._postgres_url is not None
+        await self._admin(f'CREATE DATABASE "{name}"')
+        self._postgres_names.append(name)
+        url = make_url(self._postgres_url).set(database=name)
+        return url.render_as_string(hide_password=False)
+
+    async def migrated_url(self, backend: str) -> str:
+        """A database migrated to head, shared by the session's tests on ``backend``."""
+        if backend not in self._migrated:
+            url = await self.new_url(backend)
+            async with Database(url) as db:
+                await db.migrate()
+            self._migrated[backend] = url
+        return self._migrated[backend]
+
+    async def drop_all(self) -> None:
+        """Drop every PostgreSQL database this session created (SQLite files go with tmp)."""
+        for name in self._postgres_names:
+            await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    async def _admin(self, sql: str) -> None:
+        assert self._postgres_url is not None
+        # CREATE/DROP DATABASE cannot run inside a transaction block.
+        engine = create_async_engine(self._postgres_url, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text(sql))
+        finally:
+            await engine.dispose()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def database_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[DatabaseFactory]:
+    """The session's maker of throwaway databases."""
+    factory = DatabaseFactory(tmp_path_factory.mktemp("store"), os.environ.get(POSTGRES_ENV))
+    yield factory
+    await factory.drop_all()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """Each storage test runs once per backend; PostgreSQL only when configured."""
+    backend: str = request.param
+    if backend == "postgresql" and not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"set {POSTGRES_ENV} to run storage tests on PostgreSQL")
+    return backend
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def empty_database(
+    db_backend: str, database_factory: DatabaseFactory
+) -> AsyncIterator[Database]:
+    """A started Database on a brand new database with no tables at all."""
+    async with Database(await database_factory.new_url(db_backend)) as db:
+        yield db
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def database(db_backend: str, database_factory: DatabaseFactory) -> AsyncIterator[Database]:
+    """A started Database migrated to head, with every table empty."""
+    async with Database(await database_factory.migrated_url(db_backend)) as db:
+        async with db.transaction() as conn:
+            for table in reversed(metadata.sorted_tables):
+                await conn.execute(delete(table))
+        yield db
+
+
+@pytest.fixture
+def store(database: Database) -> Store:
+    """A Store on ``database`` with a fixed test secret key."""
+    return Store(database, secret_key=TEST_SECRET_KEY)

@@ -1,0 +1,41 @@
+"""Storage: cabinets, sync cursors, synced WB rows and send logs (SQLAlchemy async + Alembic).
+
+Typical use::
+
+    async with Database(settings.database_url) as db:
+        await db.migrate()
+        store = Store(db, secret_key=settings.secret_key)
+        cabinet = await store.cabinets.add("shop", token, seller_id)
+        await store.upsert("orders", cabinet.id, rows)
+"""
+
+from wbsync.store.cabinets import Cabinet, CabinetRef, CabinetRepository
+from wbsync.store.cursors import CursorRepository
+from wbsync.store.datasets import (
+    DATASETS,
+    Dataset,
+    KeyField,
+    advert_stats_rows,
+    funnel_history_rows,
+)
+from wbsync.store.db import Database
+from wbsync.store.ledger import Ledger, PriceTarget, PriceUpload, SentBid
+from wbsync.store.store import Store
+
+__all__ = [
+    "DATASETS",
+    "Cabinet",
+    "CabinetRef",
+    "CabinetRepository",
+    "CursorRepository",
+    "Database",
+    "Dataset",
+    "KeyField",
+    "Ledger",
+    "PriceTarget",
+    "PriceUpload",
+    "SentBid",
+    "Store",
+    "advert_stats_rows",
+    "funnel_history_rows",
+]

@@ -1,0 +1,140 @@
+"""Cabinets: WB seller accounts with their encrypted tokens."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.sql.elements import ColumnElement
+
+from wbsync.errors import CabinetNotFoundError, StoreError
+from wbsync.store.crypto import TokenCipher
+from wbsync.store.db import Database
+from wbsync.store.schema import cabinets, utcnow
+
+__all__ = ["Cabinet", "CabinetRef", "CabinetRepository"]
+
+log = logging.getLogger(__name__)
+
+CabinetRef = int | str
+"""A cabinet's id (int) or name (str)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cabinet:
+    """A stored cabinet. The token stays encrypted until :meth:`token` is called.
+
+    Neither ``repr`` nor equality looks at the token or the cipher.
+    """
+
+    id: int
+    name: str
+    seller_id: str
+    active: bool
+    created_at: datetime
+    _sealed: str = field(repr=False, compare=False)
+    _cipher: TokenCipher = field(repr=False, compare=False)
+
+    def token(self) -> str:
+        """Decrypt the WB token (ConfigError when WBSYNC_SECRET_KEY is unset or wrong)."""
+        return self._cipher.decrypt(self._sealed)
+
+
+class CabinetRepository:
+    """Add, list, find, deactivate and remove cabinets."""
+
+    def __init__(self, database: Database, cipher: TokenCipher) -> None:
+        self._db = database
+        self._cipher = cipher
+
+    def _record(self, row: Any) -> Cabinet:
+        return Cabinet(
+            id=row.id,
+            name=row.name,
+            seller_id=row.seller_id,
+            active=row.active,
+            created_at=row.created_at,
+            _sealed=row.token_encrypted,
+            _cipher=self._cipher,
+        )
+
+    async def add(self, name: str, token: str, seller_id: str) -> Cabinet:
+        """Store a new active cabinet; StoreError if the name is taken."""
+        if not name.strip():
+            raise StoreError("a cabinet needs a non-empty name")
+        sealed = self._cipher.encrypt(token)
+        async with self._db.transaction() as conn:
+            taken = await conn.scalar(select(cabinets.c.id).where(cabinets.c.name == name))
+            if taken is not None:
+                raise StoreError(f"cabinet {name!r} already exists")
+            result = await conn.execute(
+                insert(cabinets)
+                .values(
+                    name=name,
+                    token_encrypted=sealed,
+                    seller_id=seller_id,
+                    active=True,
+                    created_at=utcnow(),
+                )
+                .returning(*cabinets.c)
+            )
+            cabinet = self._record(result.one())
+        log.info("cabinet %r added (id %d)", name, cabinet.id)
+        return cabinet
+
+    async def list(self, *, active_only: bool = False) -> builtins.list[Cabinet]:
+        """Every cabinet (or only the active ones), by id."""
+        query = select(cabinets).order_by(cabinets.c.id)
+        if active_only:
+            query = query.where(cabinets.c.active.is_(True))
+        async with self._db.connection() as conn:
+            result = await conn.execute(query)
+            return [self._record(row) for row in result]
+
+    async def get(self, ref: CabinetRef) -> Cabinet:
+        """The cabinet of that id or name; CabinetNotFoundError if there is none."""
+        async with self._db.connection() as conn:
+            row = (await conn.execute(select(cabinets).where(_match(ref)))).one_or_none()
+        if row is None:
+            raise CabinetNotFoundError(f"no cabinet {ref!r}")
+        return self._record(row)
+
+    async def set_active(self, ref: CabinetRef, active: bool) -> Cabinet:
+        """Mark a cabinet active or inactive (inactive cabinets are not synced)."""
+        async with self._db.transaction() as conn:
+            result = await conn.execute(
+                update(cabinets).where(_match(ref)).values(active=active).returning(*cabinets.c)
+            )
+            row = result.one_or_none()
+        if row is None:
+            raise CabinetNotFoundError(f"no cabinet {ref!r}")
+        log.info("cabinet %r %s", row.name, "activated" if active else "deactivated")
+        return self._record(row)
+
+    async def deactivate(self, ref: CabinetRef) -> Cabinet:
+        """Stop syncing a cabinet, keeping its data."""
+        return await self.set_active(ref, False)
+
+    async def remove(self, ref: CabinetRef) -> None:
+        """Delete a cabinet and, by cascade, its cursors, synced rows and logs."""
+        async with self._db.transaction() as conn:
+            result = await conn.execute(
+                delete(cabinets).where(_match(ref)).returning(cabinets.c.name)
+            )
+            name = result.scalar_one_or_none()
+        if name is None:
+            raise CabinetNotFoundError(f"no cabinet {ref!r}")
+        log.info("cabinet %r removed", name)
+
+
+def _match(ref: CabinetRef) -> ColumnElement[bool]:
+    # bool is an int subclass; True as a cabinet id is a caller bug, not cabinet 1.
+    if isinstance(ref, bool):
+        raise TypeError("a cabinet reference is an id (int) or a name (str)")
+    if isinstance(ref, int):
+        return cabinets.c.id == ref
+    return cabinets.c.name == ref

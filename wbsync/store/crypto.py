@@ -1,0 +1,61 @@
+"""Encryption of cabinet tokens at rest, with a key derived from ``WBSYNC_SECRET_KEY``."""
+
+from __future__ import annotations
+
+import base64
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from wbsync.errors import ConfigError
+
+__all__ = ["TokenCipher"]
+
+# Fixed and public on purpose: they separate this key from any other use of the same secret;
+# the secret itself is what must stay private.
+_SALT = b"wbsync/store/cabinet-token/v1"
+_INFO = b"fernet key for cabinet tokens"
+
+_NO_KEY = (
+    "cabinet tokens are stored encrypted and no key is configured: set WBSYNC_SECRET_KEY "
+    "(any long random string, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+)
+_WRONG_KEY = (
+    "a cabinet token cannot be decrypted: WBSYNC_SECRET_KEY differs from the key the token was "
+    "stored with (restore that key, or re-add the cabinet with its token)"
+)
+
+
+class TokenCipher:
+    """Fernet encryption of tokens; the key is derived from the configured secret by HKDF.
+
+    Built without a secret it still exists, so listing cabinets works; encrypting or decrypting
+    then raises ConfigError saying which setting to set.
+    """
+
+    def __init__(self, secret_key: str | None) -> None:
+        self._fernet: Fernet | None = None
+        if secret_key:
+            hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT, info=_INFO)
+            key = hkdf.derive(secret_key.encode("utf-8"))
+            self._fernet = Fernet(base64.urlsafe_b64encode(key))
+
+    def __repr__(self) -> str:
+        return f"TokenCipher(configured={self._fernet is not None})"
+
+    def _require(self) -> Fernet:
+        if self._fernet is None:
+            raise ConfigError(_NO_KEY)
+        return self._fernet
+
+    def encrypt(self, token: str) -> str:
+        """The ciphertext of ``token`` (ASCII, different on every call)."""
+        return self._require().encrypt(token.encode("utf-8")).decode("ascii")
+
+    def decrypt(self, sealed: str) -> str:
+        """The token sealed in ``sealed``; ConfigError if the key does not match."""
+        try:
+            return self._require().decrypt(sealed.encode("ascii")).decode("utf-8")
+        except InvalidToken:
+            raise ConfigError(_WRONG_KEY) from None

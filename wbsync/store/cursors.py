@@ -1,0 +1,53 @@
+"""Sync cursors: where each (cabinet, sync) left off, kept across runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from wbsync.store.db import Database
+from wbsync.store.schema import sync_cursors, utcnow
+
+__all__ = ["CursorRepository"]
+
+
+class CursorRepository:
+    """Read and write the ``wb_sync_cursors`` table (one JSON cursor per cabinet and sync)."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def get(self, cabinet_id: int, sync: str) -> dict[str, Any] | None:
+        """The saved cursor, or None when this sync never saved one for the cabinet."""
+        query = select(sync_cursors.c.cursor).where(
+            sync_cursors.c.cabinet_id == cabinet_id, sync_cursors.c.sync == sync
+        )
+        async with self._db.connection() as conn:
+            value = await conn.scalar(query)
+        return dict(value) if value is not None else None
+
+    async def save(self, cabinet_id: int, sync: str, cursor: Mapping[str, Any]) -> None:
+        """Replace the cabinet's cursor for ``sync`` (JSON-serialisable values only)."""
+        statement = self._db.upsert_statement(
+            sync_cursors, conflict=("cabinet_id", "sync"), update=("cursor", "updated_at")
+        )
+        params = {
+            "cabinet_id": cabinet_id,
+            "sync": sync,
+            "cursor": dict(cursor),
+            "updated_at": utcnow(),
+        }
+        async with self._db.transaction() as conn:
+            await conn.execute(statement, params)
+
+    async def reset(self, cabinet_id: int, sync: str) -> bool:
+        """Forget the cursor so the next run starts from scratch; True if one existed."""
+        async with self._db.transaction() as conn:
+            result = await conn.execute(
+                delete(sync_cursors).where(
+                    sync_cursors.c.cabinet_id == cabinet_id, sync_cursors.c.sync == sync
+                )
+            )
+        return bool(result.rowcount)

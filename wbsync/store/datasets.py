@@ -1,0 +1,174 @@
+"""The registry of synced WB datasets: what each one is keyed on, declared once.
+
+A dataset row is a ``Mapping`` exactly as WB returned it; its natural key is read from the row by
+:class:`KeyField` paths (dotted for nested fields). Two datasets arrive from WB nested per day
+under a parent object; their stored rows are flattened by :func:`advert_stats_rows` and
+:func:`funnel_history_rows`, which are the contract between the syncs and this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+from wbsync.errors import StoreError
+
+__all__ = [
+    "DATASETS",
+    "Dataset",
+    "KeyField",
+    "KeyKind",
+    "KeyValue",
+    "advert_stats_rows",
+    "dataset",
+    "funnel_history_rows",
+]
+
+KeyKind = Literal["int", "str", "date"]
+KeyValue = int | str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyField:
+    """One natural-key column: where it is in a WB row and how it is stored.
+
+    ``path`` is a WB field name, dotted for nested objects (``"product.nmId"``). Kind ``"date"``
+    keeps the ``YYYY-MM-DD`` part of a date or date-time string, so a day is one key whichever
+    form WB sent. ``missing`` is stored when WB omits the field; ``None`` makes the field required.
+    """
+
+    column: str
+    path: str
+    kind: KeyKind = "int"
+    missing: KeyValue | None = None
+
+    def extract(self, row: Mapping[str, Any]) -> KeyValue:
+        """This key's value in ``row``; StoreError when it is absent or malformed."""
+        value: Any = row
+        for part in self.path.split("."):
+            if not isinstance(value, Mapping) or value.get(part) is None:
+                if self.missing is not None:
+                    return self.missing
+                raise StoreError(f"row has no key field {self.path!r}")
+            value = value[part]
+        return self._convert(value)
+
+    def _convert(self, value: Any) -> KeyValue:
+        if self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise StoreError(f"key field {self.path!r} is not an integer")
+            try:
+                return int(value)
+            except ValueError:
+                raise StoreError(f"key field {self.path!r} is not an integer") from None
+        if self.kind == "date":
+            text = str(value)[:10]
+            try:
+                date.fromisoformat(text)
+            except ValueError:
+                raise StoreError(f"key field {self.path!r} is not a date") from None
+            return text
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise StoreError(f"key field {self.path!r} is not a string")
+        return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """A synced WB dataset: its name, its table and its natural key (per cabinet)."""
+
+    name: str
+    source: str
+    key: tuple[KeyField, ...]
+
+    @property
+    def table_name(self) -> str:
+        """The table that holds this dataset's rows."""
+        return f"wb_{self.name}"
+
+    def row_key(self, row: Mapping[str, Any]) -> tuple[KeyValue, ...]:
+        """The natural key of ``row``, in ``key`` order."""
+        return tuple(field.extract(row) for field in self.key)
+
+
+def _k(column: str, path: str, kind: KeyKind = "int", missing: KeyValue | None = None) -> KeyField:
+    return KeyField(column=column, path=path, kind=kind, missing=missing)
+
+
+_ALL = (
+    Dataset(
+        "finance_report", "POST /api/finance/v1/sales-reports/detailed", (_k("rrd_id", "rrdId"),)
+    ),
+    Dataset("orders", "GET /api/v1/supplier/orders", (_k("srid", "srid", "str"),)),
+    Dataset("sales", "GET /api/v1/supplier/sales", (_k("sale_id", "saleID", "str"),)),
+    Dataset("adverts", "GET /api/advert/v2/adverts", (_k("advert_id", "id"),)),
+    Dataset(
+        "advert_stats",
+        "GET /adv/v3/fullstats (one row per campaign per day)",
+        (_k("advert_id", "advertId"), _k("date", "date", "date")),
+    ),
+    Dataset(
+        "bids",
+        "POST /adv/v0/normquery/get-bids",
+        (_k("advert_id", "advert_id"), _k("nm_id", "nm_id"), _k("norm_query", "norm_query", "str")),
+    ),
+    Dataset(
+        "funnel_history",
+        "POST /api/analytics/v3/sales-funnel/products/history (one row per item per day)",
+        (_k("nm_id", "product.nmId"), _k("date", "date", "date")),
+    ),
+    Dataset(
+        "stocks",
+        "POST /api/analytics/v1/stocks-report/wb-warehouses",
+        (_k("nm_id", "nmId"), _k("chrt_id", "chrtId"), _k("warehouse_id", "warehouseId")),
+    ),
+    Dataset("cards", "POST /content/v2/get/cards/list", (_k("nm_id", "nmID"),)),
+    Dataset("prices", "GET /api/v2/list/goods/filter", (_k("nm_id", "nmID"),)),
+    Dataset(
+        "acceptance_coefficients",
+        "GET /api/tariffs/v1/acceptance/coefficients",
+        # WB omits boxTypeID for QR-delivery with boxes; 0 is no real box type.
+        (
+            _k("warehouse_id", "warehouseID"),
+            _k("date", "date", "date"),
+            _k("box_type_id", "boxTypeID", missing=0),
+        ),
+    ),
+)
+
+DATASETS: Mapping[str, Dataset] = {d.name: d for d in _ALL}
+"""Every synced dataset by name."""
+
+
+def dataset(name_or_dataset: str | Dataset) -> Dataset:
+    """The registered dataset of that name (a Dataset passes through)."""
+    if isinstance(name_or_dataset, Dataset):
+        return name_or_dataset
+    try:
+        return DATASETS[name_or_dataset]
+    except KeyError:
+        known = ", ".join(sorted(DATASETS))
+        raise StoreError(f"unknown dataset {name_or_dataset!r}; known: {known}") from None
+
+
+def advert_stats_rows(item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Split one ``/adv/v3/fullstats`` campaign item into stored rows, one per day.
+
+    Each row is a ``days[]`` element as WB sent it plus the campaign's ``advertId``; the
+    campaign-level totals cover the requested interval, not a day, so they are not stored.
+    """
+    days: Sequence[Mapping[str, Any]] = item.get("days") or ()
+    return [{**day, "advertId": item["advertId"]} for day in days]
+
+
+def funnel_history_rows(item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Split one sales-funnel history item into stored rows, one per day.
+
+    Each row is a ``history[]`` element as WB sent it plus the item's ``product`` object and
+    ``currency``.
+    """
+    history: Sequence[Mapping[str, Any]] = item.get("history") or ()
+    extra = {"product": item.get("product"), "currency": item.get("currency")}
+    return [{**day, **extra} for day in history]

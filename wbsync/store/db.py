@@ -1,0 +1,225 @@
+"""The database connection: the one module that creates engines and knows the SQL dialects.
+
+Everything else in ``wbsync.store`` talks to :class:`Database`; SQLAlchemy and driver errors are
+translated into :class:`~wbsync.errors.StoreError` here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from typing import Any, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, Table, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.dml import Insert
+
+from wbsync.errors import ConfigError, StoreError
+
+__all__ = ["Database", "alembic_config"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_SUPPORTED_DRIVERS = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postgresql"}
+
+
+def _json_dumps(value: Any) -> str:
+    # WB text is mostly Cyrillic: keep it readable in the database instead of \u escapes.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic configuration for ``url`` built in code: no alembic.ini to ship or find."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(files("wbsync.store") / "migrations"))
+    # ConfigParser interpolation would choke on a '%' in a password.
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _describe(exc: BaseException) -> str:
+    """A short, parameter-free description of a database failure."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        return f"{type(exc.orig).__name__}: {exc.orig}".strip()
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+class Database:
+    """An async SQLAlchemy engine with an explicit lifecycle.
+
+    ``Database(url)`` does no I/O; ``await start()`` (or ``async with``) connects and
+    ``await aclose()`` disposes of the pool. A closed database cannot be started again.
+    """
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise ConfigError(
+                "WBSYNC_DATABASE_URL is not a database URL; use sqlite+aiosqlite:///./wbsync.db "
+                "or postgresql+asyncpg://user@host/db"
+            ) from None
+        driver = parsed.drivername
+        if driver not in _SUPPORTED_DRIVERS:
+            raise ConfigError(
+                f"WBSYNC_DATABASE_URL driver {driver!r} is not supported; use "
+                + " or ".join(repr(d) for d in _SUPPORTED_DRIVERS)
+            )
+        self._url = url
+        self._safe_url = parsed.render_as_string(hide_password=True)
+        self._dialect = _SUPPORTED_DRIVERS[driver]
+        self._echo = echo
+        self._engine: AsyncEngine | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "started" if self._engine else "new"
+        return f"Database({self._safe_url!r}, {state})"
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._dialect
+
+    @property
+    def url(self) -> str:
+        """The URL with any password masked, for logs and messages."""
+        return self._safe_url
+
+    async def start(self) -> None:
+        """Create the engine and check that the database answers."""
+        if self._closed:
+            raise StoreError(f"{self!r} was closed; create a new Database")
+        if self._engine is not None:
+            return
+        engine = create_async_engine(
+            self._url,
+            echo=self._echo,
+            # Keeps bound values (rows, encrypted tokens) out of SQL logs and error messages.
+            hide_parameters=True,
+            json_serializer=_json_dumps,
+            pool_pre_ping=self._dialect == "postgresql",
+        )
+        if self._dialect == "sqlite":
+            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        self._engine = engine
+        try:
+            async with self.connection() as conn:
+                await conn.run_sync(lambda _: None)
+        except StoreError:
+            self._engine = None
+            await engine.dispose()
+            raise
+        log.info("database %s started", self._safe_url)
+
+    async def aclose(self) -> None:
+        """Dispose of the connection pool; the object cannot be reused afterwards."""
+        self._closed = True
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await engine.dispose()
+
+    async def __aenter__(self) -> Database:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _require_engine(self) -> AsyncEngine:
+        if self._engine is None:
+            state = "closed" if self._closed else "not started"
+            raise StoreError(f"{self!r} is {state}")
+        return self._engine
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A connection inside one transaction: committed on success, rolled back on error."""
+        engine = self._require_engine()
+        try:
+            async with engine.begin() as conn:
+                yield conn
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"database {self._safe_url}: {_describe(exc)}") from exc
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads (no explicit transaction is committed)."""
+        engine = self._require_engine()
+        try:
+            async with engine.connect() as conn:
+                yield conn
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"database {self._safe_url}: {_describe(exc)}") from exc
+
+    async def run_sync(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` with a synchronous connection inside one transaction (Alembic, inspection)."""
+        async with self.transaction() as conn:
+            return await conn.run_sync(fn)
+
+    async def migrate(self, revision: str = "head") -> None:
+        """Upgrade the schema to ``revision`` (default: the newest shipped migration)."""
+        cfg = alembic_config(self._url)
+
+        def upgrade(conn: Connection) -> None:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+
+        await self.run_sync(upgrade)
+        log.info("database %s migrated to %s", self._safe_url, revision)
+
+    async def downgrade(self, revision: str) -> None:
+        """Downgrade the schema to ``revision`` (``"base"`` drops every wbsync table)."""
+        cfg = alembic_config(self._url)
+
+        def downgrade(conn: Connection) -> None:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+
+        await self.run_sync(downgrade)
+
+    async def current_revision(self) -> str | None:
+        """The migration revision the database is at, or None for an empty database."""
+
+        def current(conn: Connection) -> str | None:
+            return MigrationContext.configure(conn).get_current_revision()
+
+        return await self.run_sync(current)
+
+    def upsert_statement(
+        self, table: Table, *, conflict: Sequence[str], update: Sequence[str]
+    ) -> Insert:
+        """``INSERT ... ON CONFLICT (conflict) DO UPDATE SET update = excluded.update``."""
+        if self._dialect == "postgresql":
+            pg = postgresql.insert(table)
+            return pg.on_conflict_do_update(
+                index_elements=list(conflict), set_={c: pg.excluded[c] for c in update}
+            )
+        lite = sqlite.insert(table)
+        return lite.on_conflict_do_update(
+            index_elements=list(conflict), set_={c: lite.excluded[c] for c in update}
+        )
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    # SQLite ignores foreign keys (and so ON DELETE CASCADE) unless each connection asks.
+    cursor.execute("PRAGMA foreign_keys=ON")
+    # WAL lets the HTTP API read while a worker writes; the busy timeout makes concurrent
+    # writers in one process queue up instead of failing with "database is locked".
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()

@@ -1,0 +1,1 @@
+"""Alembic migrations of the wbsync schema (run with ``await Database.migrate()``)."""

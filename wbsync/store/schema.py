@@ -1,0 +1,184 @@
+"""The tables, in SQLAlchemy Core: the model the Alembic migrations must reproduce.
+
+A migration test compares this metadata with a migrated database, so a change here without a
+migration (or the reverse) fails the build.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+
+from wbsync.clock import now_ms
+from wbsync.store.datasets import DATASETS, Dataset, KeyKind
+
+__all__ = [
+    "DATASET_TABLES",
+    "UtcDateTime",
+    "cabinets",
+    "metadata",
+    "price_targets",
+    "sent_bids",
+    "sent_price_uploads",
+    "sync_cursors",
+    "utcnow",
+]
+
+# Explicit constraint names, identical on SQLite and PostgreSQL, so migrations can refer to them.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC, read through the project clock."""
+    return datetime.fromtimestamp(now_ms() / 1000.0, tz=UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp that always goes in and comes out timezone-aware UTC.
+
+    SQLite has no timezone type and hands back naive values; this makes both backends agree.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse naive datetimes; store UTC."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UtcDateTime column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        """Attach UTC where the backend dropped the zone."""
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _cabinet_fk() -> Column[int]:
+    return Column(
+        "cabinet_id",
+        Integer,
+        ForeignKey("cabinets.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    )
+
+
+cabinets = Table(
+    "cabinets",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False),
+    # Fernet ciphertext (urlsafe base64); never the token itself.
+    Column("token_encrypted", Text, nullable=False),
+    Column("seller_id", String(64), nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name"),
+)
+
+sync_cursors = Table(
+    "wb_sync_cursors",
+    metadata,
+    _cabinet_fk(),
+    Column("sync", String(100), primary_key=True),
+    Column("cursor", JSON, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+sent_bids = Table(
+    "sent_bids",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "cabinet_id",
+        Integer,
+        ForeignKey("cabinets.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("advert_id", BigInteger, nullable=False),
+    Column("nm_id", BigInteger, nullable=False),
+    Column("norm_query", Text, nullable=True),
+    Column("old_bid", BigInteger, nullable=True),
+    Column("new_bid", BigInteger, nullable=False),
+    Column("sent_at", UtcDateTime, nullable=False),
+)
+
+sent_price_uploads = Table(
+    "sent_price_uploads",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "cabinet_id",
+        Integer,
+        ForeignKey("cabinets.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("task_id", BigInteger, nullable=True),
+    Column("items_count", Integer, nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("sent_at", UtcDateTime, nullable=False),
+)
+
+price_targets = Table(
+    "price_targets",
+    metadata,
+    _cabinet_fk(),
+    Column("nm_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("price", BigInteger, nullable=True),
+    Column("discount", Integer, nullable=True),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+_KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(255), "date": String(10)}
+
+
+def _dataset_table(ds: Dataset) -> Table:
+    # The natural key is the primary key: ON CONFLICT needs exactly this unique index.
+    key_columns = [
+        Column(k.column, _KEY_TYPES[k.kind], primary_key=True, autoincrement=False) for k in ds.key
+    ]
+    return Table(
+        ds.table_name,
+        metadata,
+        _cabinet_fk(),
+        *key_columns,
+        Column("data", JSON, nullable=False),
+        Column("updated_at", UtcDateTime, nullable=False),
+        comment=f"WB rows of {ds.source}",
+    )
+
+
+DATASET_TABLES: dict[str, Table] = {name: _dataset_table(ds) for name, ds in DATASETS.items()}
+"""The table of each dataset, by dataset name."""
