@@ -12,6 +12,8 @@ from redis.asyncio import Redis
 from wbsync.ratelimit import RateLimiter
 from wbsync.redis_server import redis_url as resolve_redis_url
 
+pytest_plugins = ["tests.conftest_store"]
+
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
