@@ -5,14 +5,19 @@ Loaded by the test modules that need it with ``pytest_plugins = ["tests.conftest
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import random
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
 
-from tests.wb_support import FAST
+from tests.wb_support import FAST, SELLER_A
+from wbsync.config import Settings
 from wbsync.emulator import running_emulator
 from wbsync.emulator.server import Emulator
+from wbsync.ratelimit import RateLimiter
+from wbsync.wb.client import WbClient
+from wbsync.wb.retry import RetryPolicy
 
 
 @pytest.fixture
@@ -27,3 +32,37 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
     """A plain HTTP client of the emulator (no token set)."""
     async with httpx.AsyncClient(base_url=emulator.base_url, timeout=10.0) as client:
         yield client
+
+
+@pytest.fixture
+def client_factory(
+    emulator: Emulator, limiter_factory: Callable[..., RateLimiter]
+) -> Callable[..., WbClient]:
+    """``client_factory(token=None, seller=SELLER_A, retry=None)``: a WbClient on the emulator.
+
+    Limiter and settings use the emulator's time scale, so both see the same windows.
+    """
+    scale = emulator.config.time_scale
+    limiter = limiter_factory(time_scale=scale)
+    settings = Settings(wb_base_url=emulator.base_url, time_scale=scale)
+
+    def make(
+        *,
+        token: str | None = None,
+        seller: str = SELLER_A,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 10.0,
+        cabinet: str = "cabinet-a",
+    ) -> WbClient:
+        raw = token if token is not None else emulator.token(seller)
+        return WbClient(
+            cabinet,
+            raw,
+            limiter,
+            settings=settings,
+            retry=retry,
+            timeout_s=timeout_s,
+            rng=random.Random(0),
+        )
+
+    return make

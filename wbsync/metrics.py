@@ -23,3 +23,10 @@ SLOT_SLEEP = Counter(
     "Seconds a queue's worker slots spent sleeping on rate-limit windows.",
     ["queue"],
 )
+
+UPSTREAM_REQUESTS = Counter(
+    "wbsync_upstream_requests_total",
+    "Requests sent to WB (or the emulator), by section and reply status "
+    "('transport' when no reply came).",
+    ["section", "status"],
+)

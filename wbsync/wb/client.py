@@ -1,0 +1,278 @@
+"""The WB API client: one rate-limited, retried ``call`` path for every WB method.
+
+Each request first takes a token from the shared limiter (one bucket per seller and limit
+group, in Redis), so every process of every host spends one budget. A 429 from WB pushes that
+shared bucket forward for everyone (``penalize``) and goes back through ``acquire``, which may
+sleep, or raise ``RateLimitDeferred`` inside a job: that signal, like ``RateLimitExceeded``,
+passes through untouched. Transport errors and 5xx are retried within a budget (``retry.py``).
+The token never appears in a log line, an exception or a repr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from wbsync import __version__, clock
+from wbsync.config import Settings
+from wbsync.errors import (
+    WbApiError,
+    WbAuthError,
+    WbBadResponseError,
+    WbPaymentRequiredError,
+    WbPermissionError,
+    WbRateLimitedError,
+    WbServerError,
+    WbTransportError,
+)
+from wbsync.metrics import UPSTREAM_REQUESTS
+from wbsync.ratelimit.scope import BucketScope
+from wbsync.wb.endpoints import Endpoint, check_token
+from wbsync.wb.retry import RetryPolicy, rate_limit_wait_ms
+from wbsync.wb.tokens import WbToken, parse_token
+
+__all__ = ["Limiter", "WbClient", "WbReply"]
+
+log = logging.getLogger(__name__)
+
+_ERRORS: dict[int, type[WbApiError]] = {
+    401: WbAuthError,
+    402: WbPaymentRequiredError,
+    403: WbPermissionError,
+}
+
+
+class Limiter(Protocol):
+    """What the client needs of the shared rate limiter (``wbsync.ratelimit.RateLimiter``)."""
+
+    async def acquire(self, scope: BucketScope) -> Any:
+        """Take a token, sleeping or raising ``RateLimitDeferred``/``RateLimitExceeded``."""
+
+    async def penalize(self, scope: BucketScope, wait_ms: float) -> None:
+        """Push the bucket's next free token to now + ``wait_ms`` for every process."""
+
+
+@dataclass(frozen=True, slots=True)
+class WbReply:
+    """A successful reply: status, parsed JSON body (None when empty), WB's request id."""
+
+    status: int
+    data: Any
+    request_id: str | None
+    remaining: int | None
+
+
+def _request_id(response: httpx.Response, body: Any = None) -> str | None:
+    rid: str | None = response.headers.get("X-Request-Id")
+    if rid:
+        return rid
+    if isinstance(body, dict):
+        found = body.get("requestId") or body.get("request_id")
+        return str(found) if found else None
+    return None
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+class WbClient:
+    """Calls WB methods for one cabinet with its token, through the shared limiter.
+
+    The constructor parses the token (``TokenError`` if malformed or expired) and does no I/O;
+    the HTTP client is made on first use unless one is given. Use ``async with`` or ``aclose``.
+    """
+
+    def __init__(
+        self,
+        cabinet_name: str,
+        token: str | WbToken,
+        limiter: Limiter,
+        *,
+        settings: Settings | None = None,
+        http: httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cabinet = cabinet_name
+        self._token = (
+            token if isinstance(token, WbToken) else parse_token(token, cabinet=cabinet_name)
+        )
+        self._limiter = limiter
+        self._settings = settings or Settings()
+        self._http = http
+        self._owns_http = http is None
+        self._retry = retry or RetryPolicy()
+        self._timeout_s = timeout_s
+        self._rng = rng or random.Random()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"WbClient(cabinet={self.cabinet!r}, token={self._token!r})"
+
+    @property
+    def token(self) -> WbToken:
+        """The parsed token (its repr hides the secret)."""
+        return self._token
+
+    async def __aenter__(self) -> WbClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this client made it; the client refuses calls afterwards."""
+        self._closed = True
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+        self._http = None
+
+    def scope(self, ep: Endpoint) -> BucketScope:
+        """The shared bucket ``ep`` spends for this token's seller."""
+        return BucketScope(
+            cabinet=self._token.seller_id, group=ep.group, limit=ep.limit_for(self._token.type)
+        )
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise RuntimeError(f"WbClient for cabinet {self.cabinet!r} is closed")
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self._timeout_s)
+        return self._http
+
+    async def call(
+        self, ep: Endpoint, *, params: dict[str, Any] | None = None, json: Any = None
+    ) -> WbReply:
+        """Call ``ep`` once (with retries): rate-limited, errors mapped to ``WbApiError``."""
+        check_token(self._token, ep, cabinet=self.cabinet)
+        http, scope = self._client(), self.scope(ep)
+        failures = limited = 0
+        while True:
+            await self._limiter.acquire(scope)
+            response = await self._send(http, ep, params, json, failures)
+            if response is None:
+                failures += 1
+                await self._backoff(ep, failures)
+                continue
+            UPSTREAM_REQUESTS.labels(ep.section.value, str(response.status_code)).inc()
+            if response.status_code == 429:
+                limited += 1
+                await self._on_429(ep, scope, response, limited)
+                continue
+            if response.status_code >= 500:
+                failures += 1
+                self._check_budget(failures, _server_error(ep, response))
+                await self._backoff(ep, failures)
+                continue
+            return self._reply(ep, response)
+
+    async def _send(
+        self,
+        http: httpx.AsyncClient,
+        ep: Endpoint,
+        params: dict[str, Any] | None,
+        body: Any,
+        failures: int,
+    ) -> httpx.Response | None:
+        """One HTTP exchange; None after a transport error that the budget still covers."""
+        headers = {
+            "Authorization": self._token.authorization(),
+            "User-Agent": f"wbsync/{__version__}",
+        }
+        try:
+            return await http.request(
+                ep.method, ep.url(self._settings), params=params, json=body, headers=headers
+            )
+        except httpx.TransportError as exc:
+            UPSTREAM_REQUESTS.labels(ep.section.value, "transport").inc()
+            error = WbTransportError(f"no answer from WB: {type(exc).__name__}", method=ep.name)
+            self._check_budget(failures + 1, error)
+            log.warning(
+                "cabinet %s: %s transport error %s, retrying",
+                self.cabinet,
+                ep.name,
+                type(exc).__name__,
+            )
+            return None
+
+    def _check_budget(self, failures: int, error: WbApiError) -> None:
+        if failures >= self._retry.attempts:
+            raise error
+
+    async def _backoff(self, ep: Endpoint, failures: int) -> None:
+        delay_s = self._retry.backoff_s(
+            failures, time_scale=self._settings.time_scale, rng=self._rng
+        )
+        await clock.sleep_ms(delay_s * 1000.0)
+
+    async def _on_429(
+        self, ep: Endpoint, scope: BucketScope, response: httpx.Response, limited: int
+    ) -> None:
+        wait_ms = rate_limit_wait_ms(response, scope.limit, self._settings.time_scale)
+        # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
+        await self._limiter.penalize(scope, wait_ms)
+        rid = _request_id(response, _json_or_none(response))
+        log.info(
+            "cabinet %s: %s got 429 (request %s), bucket %s pushed %d ms",
+            self.cabinet,
+            ep.name,
+            rid,
+            scope,
+            wait_ms,
+        )
+        if limited > self._retry.rate_limit_attempts:
+            raise WbRateLimitedError(
+                "WB kept answering 429",
+                retry_after=wait_ms / 1000.0,
+                method=ep.name,
+                status=429,
+                request_id=rid,
+            )
+
+    def _reply(self, ep: Endpoint, response: httpx.Response) -> WbReply:
+        status = response.status_code
+        if status >= 400:
+            body = _json_or_none(response)
+            detail = body.get("detail") or body.get("title") if isinstance(body, dict) else None
+            error = _ERRORS.get(status, WbBadResponseError)
+            raise error(
+                f"WB refused the request: {detail or response.reason_phrase}",
+                method=ep.name,
+                status=status,
+                request_id=_request_id(response, body),
+            )
+        data: Any = None
+        if status != 204 and response.content:
+            try:
+                data = json.loads(response.content)
+            except ValueError:
+                raise WbBadResponseError(
+                    "WB answered a body that is not JSON",
+                    method=ep.name,
+                    status=status,
+                    request_id=_request_id(response),
+                ) from None
+        remaining = response.headers.get("X-Ratelimit-Remaining")
+        return WbReply(
+            status=status,
+            data=data,
+            request_id=_request_id(response, data),
+            remaining=int(remaining) if remaining and remaining.isdigit() else None,
+        )
+
+
+def _server_error(ep: Endpoint, response: httpx.Response) -> WbServerError:
+    rid = _request_id(response, _json_or_none(response))
+    return WbServerError(
+        "WB failed to answer", method=ep.name, status=response.status_code, request_id=rid
+    )

@@ -1,0 +1,260 @@
+"""Typed helpers over ``WbClient.call``: one per WB method, with WB's paging.
+
+Pagers are async iterators of ``Page``: the rows of one reply and the cursor that resumes right
+after them, so a sync can store rows and cursor page by page and pick up after a deferral.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from wbsync.errors import WbBadResponseError
+from wbsync.wb import endpoints as eps
+from wbsync.wb.client import WbClient, WbReply
+
+__all__ = [
+    "Page",
+    "acceptance_coefficients",
+    "adverts",
+    "cards",
+    "finance_detailed_report",
+    "fullstats",
+    "funnel_history",
+    "get_bids",
+    "goods",
+    "orders",
+    "sales",
+    "set_bids",
+    "stocks",
+    "upload_prices",
+]
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One reply's rows and the cursor to resume after them."""
+
+    rows: list[Row]
+    cursor: Any
+
+
+def _rows(reply: WbReply, ep: eps.Endpoint, *path: str) -> list[Row]:
+    data = reply.data
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    if data is None and reply.status == 204:
+        return []
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        where = ".".join(path) or "body"
+        raise WbBadResponseError(
+            f"expected a list of objects at {where}",
+            method=ep.name,
+            status=reply.status,
+            request_id=reply.request_id,
+        )
+    return data
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+async def finance_detailed_report(
+    client: WbClient,
+    *,
+    date_from: date,
+    date_to: date,
+    rrd_id: int = 0,
+    limit: int = 100_000,
+    period: str = "weekly",
+) -> AsyncIterator[Page]:
+    """Finance detail rows after ``rrd_id``; the cursor is the last row's rrdId; ends on 204."""
+    ep = eps.FINANCE_DETAILED_REPORT
+    while True:
+        body = {
+            "dateFrom": date_from.isoformat(),
+            "dateTo": date_to.isoformat(),
+            "limit": limit,
+            "rrdId": rrd_id,
+            "period": period,
+        }
+        rows = _rows(await client.call(ep, json=body), ep)
+        if not rows:
+            return
+        rrd_id = int(rows[-1]["rrdId"])
+        yield Page(rows, rrd_id)
+
+
+async def _statistics(client: WbClient, ep: eps.Endpoint, date_from: str) -> AsyncIterator[Page]:
+    while True:
+        rows = _rows(await client.call(ep, params={"dateFrom": date_from}), ep)
+        if not rows:
+            return
+        date_from = str(rows[-1]["lastChangeDate"])
+        yield Page(rows, date_from)
+
+
+def orders(client: WbClient, *, date_from: str) -> AsyncIterator[Page]:
+    """Statistics orders changed after ``date_from``; the cursor is the last lastChangeDate."""
+    return _statistics(client, eps.STATISTICS_ORDERS, date_from)
+
+
+def sales(client: WbClient, *, date_from: str) -> AsyncIterator[Page]:
+    """Statistics sales and returns changed after ``date_from`` (cursor as for orders)."""
+    return _statistics(client, eps.STATISTICS_SALES, date_from)
+
+
+async def adverts(
+    client: WbClient,
+    *,
+    ids: Sequence[int] = (),
+    statuses: Sequence[int] = (),
+    payment_type: str | None = None,
+) -> list[Row]:
+    """Campaigns (one call; ``ids`` in batches of 50)."""
+    ep = eps.PROMOTION_ADVERTS
+    params: dict[str, Any] = {}
+    if statuses:
+        params["statuses"] = ",".join(map(str, statuses))
+    if payment_type:
+        params["payment_type"] = payment_type
+    if not ids:
+        return _rows(await client.call(ep, params=params or None), ep, "adverts")
+    out: list[Row] = []
+    for batch in _batches(list(ids), 50):
+        reply = await client.call(ep, params=params | {"ids": ",".join(map(str, batch))})
+        out += _rows(reply, ep, "adverts")
+    return out
+
+
+async def fullstats(
+    client: WbClient, *, ids: Sequence[int], begin: date, end: date
+) -> AsyncIterator[Page]:
+    """Full stats of ``ids`` in batches of 50; the cursor is how many ids are done."""
+    ep, done = eps.PROMOTION_FULLSTATS, 0
+    for batch in _batches(list(ids), 50):
+        params = {
+            "ids": ",".join(map(str, batch)),
+            "beginDate": begin.isoformat(),
+            "endDate": end.isoformat(),
+        }
+        rows = _rows(await client.call(ep, params=params), ep)
+        done += len(batch)
+        yield Page(rows, done)
+
+
+async def get_bids(client: WbClient, items: Sequence[tuple[int, int]]) -> AsyncIterator[Page]:
+    """Search-cluster bids of (advert_id, nm_id) pairs, 100 per call; cursor = pairs done."""
+    ep, done = eps.PROMOTION_GET_BIDS, 0
+    for batch in _batches(list(items), 100):
+        body = {"items": [{"advert_id": a, "nm_id": n} for a, n in batch]}
+        rows = _rows(await client.call(ep, json=body), ep, "bids")
+        done += len(batch)
+        yield Page(rows, done)
+
+
+async def set_bids(client: WbClient, bids: Sequence[Row]) -> None:
+    """Set search-cluster bids (``advert_id``, ``nm_id``, ``norm_query``, ``bid``), 100 a call."""
+    for batch in _batches(list(bids), 100):
+        await client.call(eps.PROMOTION_SET_BIDS, json={"bids": list(batch)})
+
+
+async def funnel_history(
+    client: WbClient, *, nm_ids: Sequence[int], start: date, end: date, aggregation: str = "day"
+) -> AsyncIterator[Page]:
+    """Sales-funnel history of ``nm_ids``, 20 per call; the cursor is how many ids are done."""
+    ep, done = eps.ANALYTICS_SALES_FUNNEL_HISTORY, 0
+    for batch in _batches(list(nm_ids), 20):
+        body = {
+            "nmIds": list(batch),
+            "aggregationLevel": aggregation,
+            "selectedPeriod": {"start": start.isoformat(), "end": end.isoformat()},
+        }
+        rows = _rows(await client.call(ep, json=body), ep)
+        done += len(batch)
+        yield Page(rows, done)
+
+
+async def stocks(
+    client: WbClient, *, limit: int = 250_000, offset: int = 0, nm_ids: Sequence[int] = ()
+) -> AsyncIterator[Page]:
+    """Stocks by WB warehouses, offset paging; the cursor is the next offset."""
+    ep = eps.ANALYTICS_STOCKS_WB_WAREHOUSES
+    while True:
+        body: Row = {"limit": limit, "offset": offset}
+        if nm_ids:
+            body["nmIds"] = list(nm_ids)
+        rows = _rows(await client.call(ep, json=body), ep, "data", "items")
+        if not rows:
+            return
+        offset += len(rows)
+        yield Page(rows, offset)
+        if len(rows) < limit:
+            return
+
+
+async def cards(
+    client: WbClient, *, limit: int = 100, cursor: Row | None = None
+) -> AsyncIterator[Page]:
+    """Content cards, ascending; the cursor is ``{"updatedAt", "nmID"}`` of the last card."""
+    ep = eps.CONTENT_CARDS_LIST
+    position = dict(cursor or {})
+    while True:
+        body = {
+            "settings": {
+                "sort": {"ascending": True},
+                "filter": {"withPhoto": -1},
+                "cursor": {"limit": limit, **position},
+            }
+        }
+        reply = await client.call(ep, json=body)
+        rows = _rows(reply, ep, "cards")
+        got = reply.data.get("cursor") or {}
+        if rows:
+            position = {"updatedAt": got.get("updatedAt"), "nmID": got.get("nmID")}
+            yield Page(rows, dict(position))
+        if int(got.get("total", len(rows))) < limit:
+            return
+
+
+async def goods(client: WbClient, *, limit: int = 1000, offset: int = 0) -> AsyncIterator[Page]:
+    """Goods with prices, limit + offset until an empty list; the cursor is the next offset."""
+    ep = eps.PRICES_GOODS_LIST
+    while True:
+        reply = await client.call(ep, params={"limit": limit, "offset": offset})
+        rows = _rows(reply, ep, "data", "listGoods")
+        if not rows:
+            return
+        offset += len(rows)
+        yield Page(rows, offset)
+
+
+async def upload_prices(client: WbClient, items: Sequence[Row]) -> int:
+    """Upload prices/discounts (``nmID``, ``price``, ``discount``; up to 1000); the task id."""
+    ep = eps.PRICES_UPLOAD_TASK
+    reply = await client.call(ep, json={"data": list(items)})
+    data = reply.data.get("data") if isinstance(reply.data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+        raise WbBadResponseError(
+            "upload reply has no task id",
+            method=ep.name,
+            status=reply.status,
+            request_id=reply.request_id,
+        )
+    task_id: int = data["id"]
+    return task_id
+
+
+async def acceptance_coefficients(
+    client: WbClient, *, warehouse_ids: Sequence[int] = ()
+) -> list[Row]:
+    """Acceptance coefficients (``coefficient`` -1 closed, 0 free, >0 paid)."""
+    ep = eps.TARIFFS_ACCEPTANCE_COEFFICIENTS
+    params = {"warehouseIDs": ",".join(map(str, warehouse_ids))} if warehouse_ids else None
+    return _rows(await client.call(ep, params=params), ep)
