@@ -232,3 +232,52 @@ async def test_fan_out_twice_while_delayed_adds_nothing_for_that_cabinet(
     await wait_for(lambda: harness.count("completed") == 3)
     assert sorted(c for c, cursor, _ in seen if cursor == 2) == ["a", "b", "c"]
     assert len(seen) == 6  # two pages per cabinet, none fetched twice
+
+
+async def test_enqueue_many_keeps_one_job_per_cabinet(
+    harness: Harness, limiter_factory: LimiterFactory
+) -> None:
+    limiter = limiter_factory(time_scale=SCALE)
+    seen: list[tuple[str, int, int]] = []
+    queue = harness.queue("qbulk")
+    long_window = Limit(period_s=100, limit=1, burst=1)  # 1 s at SCALE: stays delayed meanwhile
+    processor = RescheduleService(threshold_ms=20).wrap(
+        paging_processor(limiter, 2, seen, long_window)
+    )
+
+    first = await queue.enqueue_many(["a", "b", "a"], batch=1)
+    assert [(r.job_id, r.added) for r in first] == [("qbulk.a", True), ("qbulk.b", True)]
+    await harness.worker("qbulk", processor, concurrency=2)
+    await wait_for(lambda: harness.count("deferred") == 2)
+
+    second = await queue.enqueue_many(["a", "b", "c"])
+    assert [(r.added, r.state) for r in second] == [
+        (False, "delayed"), (False, "delayed"), (True, "waiting")
+    ]
+    await wait_for(lambda: harness.count("completed") == 3)
+    assert len(seen) == 6  # two pages per cabinet, none fetched twice
+    third = await queue.enqueue_many(["a"])  # completed jobs are removed: added again
+    assert third[0].added
+
+
+async def test_promote_delayed_runs_deferred_jobs_now(
+    harness: Harness, limiter_factory: LimiterFactory
+) -> None:
+    limiter = limiter_factory(time_scale=1.0)  # a real 100 s window: only promotion ends it
+    seen: list[tuple[str, int, int]] = []
+    queue = harness.queue("qpromote")
+
+    async def process(job: JobHandle) -> None:
+        if job.data.get("deferrals"):
+            seen.append((job.cabinet, 0, job.attempts_made))
+            return
+        scope = BucketScope(job.cabinet, "finance", Limit(period_s=100, limit=1, burst=1))
+        await limiter.acquire(scope)
+        await limiter.acquire(scope)
+
+    await harness.worker("qpromote", RescheduleService(threshold_ms=20).wrap(process))
+    await queue.enqueue_many(["p1", "p2"])
+    await wait_for(lambda: harness.count("deferred") == 2)
+    await queue.promote_delayed()
+    await wait_for(lambda: harness.count("completed") == 2, timeout_s=5)
+    assert sorted(c for c, _, _ in seen) == ["p1", "p2"]
