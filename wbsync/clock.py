@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, date, datetime
 
 
 def now_ms() -> float:
     """Wall-clock time in milliseconds since the epoch."""
     return time.time() * 1000.0
+
+
+def today() -> date:
+    """Today's date in UTC."""
+    return datetime.now(UTC).date()
 
 
 def monotonic() -> float:

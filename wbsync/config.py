@@ -66,6 +66,29 @@ class Settings(BaseSettings):
     api_keys: list[str] = Field(
         default_factory=list, description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"].'
     )
+    fanout_intervals_s: dict[str, float] = Field(
+        default_factory=dict,
+        description='Fan-out interval per queue, JSON: {"rnp-finance-sync": 3600}; unset queues '
+        "keep their defaults (see the README). Scaled by time_scale.",
+    )
+    sync_lookback_days: int = Field(
+        default=30, ge=1, description="How far back a first pull of a report starts."
+    )
+    sync_stats_days: int = Field(
+        default=7, ge=1, le=31, description="Days of advert and sales-funnel stats each run pulls."
+    )
+    autobid_min: int = Field(default=150, ge=1, description="Autobidder: lowest bid it sets (RUB).")
+    autobid_max: int = Field(default=1000, ge=1, description="Autobidder: highest bid it sets.")
+    autobid_target: int = Field(default=400, ge=1, description="Autobidder: the bid it moves to.")
+    autobid_step: int = Field(default=50, ge=1, description="Autobidder: largest change a run.")
+    job_attempts: int = Field(
+        default=3, ge=1, description="Attempts a sync job gets for real failures (deferrals "
+        "spend none)."
+    )
+    job_lock_ms: int = Field(
+        default=30_000, ge=1000, description="How long a job's lock lives without renewal; a "
+        "crashed worker's job is taken over after about this long."
+    )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
 

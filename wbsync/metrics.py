@@ -30,3 +30,14 @@ UPSTREAM_REQUESTS = Counter(
     "('transport' when no reply came).",
     ["section", "status"],
 )
+
+SYNC_PAGES = Counter("wbsync_sync_pages", "Pages a sync fetched and stored.", ["queue"])
+
+SYNC_ROWS = Counter("wbsync_sync_rows", "Rows a sync upserted.", ["queue"])
+
+JOB_DURATION = Histogram(
+    "wbsync_job_duration_seconds",
+    "Duration of one run of a job, by queue and outcome (completed, deferred, failed).",
+    ["queue", "outcome"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0),
+)

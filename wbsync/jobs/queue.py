@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 from wbsync import clock
 from wbsync.context import JobInfo, correlation, running_job
 from wbsync.errors import QueueError
+from wbsync.metrics import JOB_DURATION
 
 log = logging.getLogger(__name__)
 
@@ -169,14 +170,17 @@ class SyncQueue:
         prefix: str,
         attempts: int = 3,
         backoff_ms: int = 1000,
+        backoff_type: str = "exponential",
     ) -> None:
+        if backoff_type not in ("exponential", "fixed"):
+            raise ValueError(f"backoff_type must be 'exponential' or 'fixed', got {backoff_type!r}")
         self.name = name
         self._queue = bullmq.Queue(
             name, {"connection": connection_options(redis_url), "prefix": prefix}
         )
         self._job_options: dict[str, Any] = {
             "attempts": attempts,
-            "backoff": {"type": "exponential", "delay": backoff_ms},
+            "backoff": {"type": backoff_type, "delay": backoff_ms},
             "removeOnComplete": True,
             "removeOnFail": {"count": _KEEP_FAILED},
         }
@@ -354,15 +358,22 @@ class SyncWorker:
     async def _process(self, job: bullmq.Job, token: str) -> Any:
         handle = JobHandle(job, token, self.name, self._wake_at)
         info = JobInfo(queue=self.name, job_id=handle.id, cabinet=handle.cabinet)
+        started = clock.monotonic()
+        outcome = "failed"
         with correlation(), running_job(info):
             try:
-                return await self._processor(handle)
+                result = await self._processor(handle)
+                outcome = "completed"
+                return result
             except _Deferred:
+                outcome = "deferred"
                 self._notify("deferred", handle.data)
                 raise bullmq.DelayedError() from None
             except Exception:
                 log.exception("job %s failed", handle.id)
                 raise
+            finally:
+                JOB_DURATION.labels(self.name, outcome).observe(clock.monotonic() - started)
 
     def _wake_at(self, at_ms: int) -> None:
         """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""

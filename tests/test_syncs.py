@@ -1,0 +1,176 @@
+"""Each sync against the emulator stores exactly the generated data set (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import datetime, time, timedelta
+from typing import Any
+
+import pytest
+
+from tests.conftest import LimiterFactory
+from wbsync.config import Settings
+from wbsync.emulator.config import EmulatorConfig, SellerSizes
+from wbsync.emulator.server import Emulator, running_emulator
+from wbsync.store import Store
+from wbsync.store.datasets import DATASETS, advert_stats_rows, funnel_history_rows
+from wbsync.store.ledger import PriceTarget
+from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
+from wbsync.wb.client import WbClient
+
+SCALE = 0.001  # the finance report's minute is 60 ms
+SELLER = "3f1c0a52-6b7e-4d2a-9c4e-1a2b3c4d5e6f"
+# Small pages, so every paged method takes several. The cards list pages by the client's limit
+# and the stocks report page by the client's (a shorter page is the end, as at WB), so
+# the cards need enough products for two pages.
+PAGES = {
+    "finance.detailed_report": 15,
+    "statistics.orders": 8,
+    "statistics.sales": 8,
+    "prices.goods_list": 10,
+}
+OPTIONS = SyncOptions(lookback_days=30, stats_days=7, bid_rule=BidRule(target=400, step=50))
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(time_scale=SCALE, page_size=PAGES, sizes=SellerSizes(products=130))
+    async with running_emulator(config) as emu:
+        yield emu
+
+
+async def run(
+    name: str, emu: Emulator, store: Store, limiter_factory: LimiterFactory
+) -> tuple[int, int]:
+    cabinet = await store.cabinets.add("shop", emu.token(SELLER), SELLER)
+    settings = Settings(wb_base_url=emu.base_url, time_scale=SCALE)
+    async with WbClient("shop", emu.token(SELLER), limiter_factory(time_scale=SCALE),
+                        settings=settings) as client:  # fmt: skip
+        inp = SyncInput(client, store, cabinet.id, None, emu.config.anchor_date, OPTIONS)
+        totals = await run_sync(SYNCS[name], inp)
+    return cabinet.id, totals.pages
+
+
+def keyed(dataset: str, rows: list[Mapping[str, Any]]) -> dict[tuple[Any, ...], Any]:
+    spec = DATASETS[dataset]
+    return {spec.row_key(row): row for row in rows}
+
+
+async def assert_stored(
+    store: Store, cabinet_id: int, dataset: str, expected: list[Mapping[str, Any]]
+) -> None:
+    stored = await store.fetch(dataset, cabinet_id)
+    assert len(stored) == len(expected) > 0
+    assert keyed(dataset, stored) == keyed(dataset, expected)  # keys and content, row by row
+
+
+def window(emu: Emulator) -> dict[str, Any]:
+    today = emu.config.anchor_date
+    return {"today": today, "from": today - timedelta(days=30), "begin": today - timedelta(6)}
+
+
+Expectation = Callable[[Emulator], dict[str, list[Mapping[str, Any]]]]
+
+
+def finance(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+    w = window(emu)
+    return {"finance_report": emu.expected(SELLER, "finance.detailed_report",
+                                           date_from=w["from"], date_to=w["today"])}  # fmt: skip
+
+
+def sections(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+    start = datetime.combine(window(emu)["from"], time()).isoformat()
+    return {
+        "orders": emu.expected(SELLER, "statistics.orders", date_from=start),
+        "sales": emu.expected(SELLER, "statistics.sales", date_from=start),
+    }
+
+
+def ads(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+    w = window(emu)
+    stats = emu.expected(SELLER, "promotion.fullstats", begin=w["begin"], end=w["today"])
+    return {
+        "adverts": emu.expected(SELLER, "promotion.adverts"),
+        "advert_stats": [row for item in stats for row in advert_stats_rows(item)],
+    }
+
+
+def digitization(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+    w = window(emu)
+    items = emu.expected(SELLER, "analytics.sales_funnel_history", begin=w["begin"],
+                         end=w["today"])  # fmt: skip
+    return {"funnel_history": [row for item in items for row in funnel_history_rows(item)]}
+
+
+def autobidder(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+    pairs = {(c["id"], nm["nm_id"]) for c in emu.expected(SELLER, "promotion.adverts")
+             if c["status"] == 9 and c["bid_type"] == "manual" for nm in c["nm_settings"]}  # fmt: skip
+    bids = emu.expected(SELLER, "promotion.get_bids")  # as WB holds them after the run
+    return {"bids": [b for b in bids if (b["advert_id"], b["nm_id"]) in pairs]}
+
+
+EXPECTED: dict[str, Expectation] = {
+    "rnp-finance-sync": finance,
+    "rnp-sections-sync": sections,
+    "rnp-ads-sync": ads,
+    "digitization-sync": digitization,
+    "inventory-sync": lambda e: {"stocks": e.expected(SELLER, "analytics.stocks_wb_warehouses")},
+    "autobidder-sync": autobidder,
+    "catalog-sync": lambda e: {"cards": e.expected(SELLER, "content.cards_list")},
+    "pricing-bulk": lambda e: {"prices": e.expected(SELLER, "prices.goods_list")},
+    "booking-slot-monitor": lambda e: {
+        "acceptance_coefficients": e.expected(SELLER, "tariffs.acceptance_coefficients")
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(SYNCS))
+async def test_sync_stores_exactly_the_generated_data(
+    name: str, emulator: Emulator, store: Store, limiter_factory: LimiterFactory
+) -> None:
+    cabinet_id, pages = await run(name, emulator, store, limiter_factory)
+    for dataset, rows in EXPECTED[name](emulator).items():
+        await assert_stored(store, cabinet_id, dataset, rows)
+    assert pages >= 1
+    assert emulator.counters.total("rate_limited") == 0
+
+
+async def test_a_second_run_of_an_incremental_sync_adds_nothing_new(
+    emulator: Emulator, store: Store, limiter_factory: LimiterFactory
+) -> None:
+    cabinet_id, first_pages = await run("rnp-sections-sync", emulator, store, limiter_factory)
+    count = await store.count("orders", cabinet_id) + await store.count("sales", cabinet_id)
+    cursor = await store.cursors.get(cabinet_id, "rnp-sections-sync")
+    assert cursor is not None and cursor["phase"] == "orders"
+    settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
+    async with WbClient("shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE),
+                        settings=settings) as client:  # fmt: skip
+        inp = SyncInput(client, store, cabinet_id, cursor, emulator.config.anchor_date, OPTIONS)
+        totals = await run_sync(SYNCS["rnp-sections-sync"], inp)
+    assert totals.pages == 0
+    assert await store.count("orders", cabinet_id) + await store.count("sales", cabinet_id) == count
+    assert first_pages > 2
+
+
+async def test_autobidder_and_pricing_record_what_they_sent(
+    emulator: Emulator, store: Store, limiter_factory: LimiterFactory
+) -> None:
+    cabinet_id, _ = await run("autobidder-sync", emulator, store, limiter_factory)
+    sent = await store.ledger.sent_bids(cabinet_id)
+    assert sent and all(abs(s.new_bid - (s.old_bid or 0)) <= 50 for s in sent)
+    assert all(150 <= s.new_bid <= 1000 for s in sent)
+
+    goods = emulator.expected(SELLER, "prices.goods_list")
+    targets = [PriceTarget(nm_id=g["nmID"], price=777, discount=10) for g in goods[:3]]
+    await store.ledger.set_price_targets(cabinet_id, targets)
+    settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
+    async with WbClient("shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE),
+                        settings=settings) as client:  # fmt: skip
+        inp = SyncInput(client, store, cabinet_id, None, emulator.config.anchor_date, OPTIONS)
+        await run_sync(SYNCS["pricing-bulk"], inp)
+    uploads = await store.ledger.price_uploads(cabinet_id)
+    assert [u.items_count for u in uploads] == [3]
+    assert await store.ledger.price_targets(cabinet_id) == []
+    assert emulator.expected(SELLER, "prices.upload_task")[0]["id"] == uploads[0].task_id
+    stored = {row["nmID"]: row for row in await store.fetch("prices", cabinet_id)}
+    assert all(stored[t.nm_id]["sizes"][0]["price"] == 777 for t in targets)

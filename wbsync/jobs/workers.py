@@ -1,0 +1,77 @@
+"""Workers of the sync queues: each sync becomes a processor, long ones wrapped for deferral."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from wbsync import clock
+from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
+from wbsync.jobs.reschedule import RescheduleService
+from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
+from wbsync.runtime import Runtime
+from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, run_sync
+
+log = logging.getLogger(__name__)
+
+
+def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
+    """A processor running ``sync`` for the job's cabinet, from the job's or the stored cursor."""
+
+    async def process(job: JobHandle) -> dict[str, Any]:
+        store = runtime.store
+        cabinet = await store.cabinets.get(int(job.cabinet))
+        if not cabinet.active:
+            log.info("cabinet %s is inactive; nothing to do", cabinet.name)
+            return {"skipped": "inactive"}
+        cursor = job.cursor
+        if cursor is None:
+            cursor = await store.cursors.get(cabinet.id, sync.name)
+
+        async def saved(page: SyncPage) -> None:
+            await job.save_cursor(page.cursor)
+            if page.dataset is not None:
+                SYNC_PAGES.labels(sync.name).inc()
+                SYNC_ROWS.labels(sync.name).inc(len(page.rows))
+
+        inp = SyncInput(
+            client=runtime.client(cabinet),
+            store=store,
+            cabinet_id=cabinet.id,
+            cursor=cursor,
+            today=clock.today(),
+            options=runtime.sync_options,
+        )
+        totals = await run_sync(sync, inp, on_page=saved)
+        return {"pages": totals.pages, "rows": totals.rows}
+
+    return process
+
+
+def build_workers(
+    runtime: Runtime,
+    names: Iterable[str] | None = None,
+    *,
+    concurrency: int | None = None,
+    on_outcome: OutcomeListener | None = None,
+) -> list[SyncWorker]:
+    """One (unstarted) worker per named queue (all by default); long syncs defer long waits."""
+    settings = runtime.settings
+    service = RescheduleService(threshold_ms=settings.defer_threshold_ms * settings.time_scale)
+    workers = []
+    for name in names if names is not None else SYNCS:
+        sync = SYNCS[name]
+        processor = sync_processor(sync, runtime)
+        workers.append(
+            SyncWorker(
+                name,
+                service.wrap(processor) if sync.long else processor,
+                redis_url=runtime.redis_url,
+                prefix=runtime.queue_prefix,
+                concurrency=concurrency or settings.sync_queue_concurrency,
+                lock_duration_ms=settings.job_lock_ms,
+                on_outcome=on_outcome,
+            )
+        )
+    return workers

@@ -1,0 +1,110 @@
+"""What one wbsync process shares: settings, Redis, the limiter, the database, HTTP, the queues.
+
+``open_runtime(settings)`` gives a started runtime and closes everything on exit, starting a
+private embedded Redis first when ``WBSYNC_REDIS_URL`` is not set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from redis.asyncio import Redis
+
+from wbsync import keys
+from wbsync.config import Settings
+from wbsync.errors import WbSyncError
+from wbsync.jobs.queue import SyncQueue
+from wbsync.ratelimit import RateLimiter
+from wbsync.redis_server import redis_url as resolve_redis_url
+from wbsync.store import Cabinet, Database, Store
+from wbsync.syncs import SYNCS, BidRule, SyncOptions
+from wbsync.wb.client import WbClient
+
+
+class Runtime:
+    """The process's shared resources; ``start``/``aclose`` explicit, no I/O in the constructor."""
+
+    def __init__(self, settings: Settings, *, redis_url: str) -> None:
+        self.settings = settings
+        self.redis_url = redis_url
+        self.redis = Redis.from_url(redis_url, decode_responses=True)
+        self.limiter = RateLimiter(
+            self.redis,
+            prefix=settings.redis_prefix,
+            time_scale=settings.time_scale,
+            ceiling_margin_ms=settings.wait_ceiling_margin_ms,
+        )
+        self.database = Database(settings.database_url)
+        self.store = Store(self.database, secret_key=settings.secret_key)
+        self.http = httpx.AsyncClient(timeout=60.0)
+        self.sync_options = SyncOptions(
+            lookback_days=settings.sync_lookback_days,
+            stats_days=settings.sync_stats_days,
+            bid_rule=BidRule(
+                min_bid=settings.autobid_min,
+                max_bid=settings.autobid_max,
+                target=settings.autobid_target,
+                step=settings.autobid_step,
+            ),
+        )
+        self._queues: dict[str, SyncQueue] = {}
+        self._closed = False
+
+    @property
+    def queue_prefix(self) -> str:
+        """The prefix of every BullMQ key of this deployment."""
+        return keys.queue_prefix(self.settings.redis_prefix)
+
+    async def start(self, *, migrate: bool = True) -> Runtime:
+        """Connect the database (migrating it to the latest schema) and check Redis."""
+        if self._closed:
+            raise WbSyncError("a closed Runtime cannot be started again")
+        await self.database.start()
+        if migrate:
+            await self.database.migrate()
+        await self.redis.ping()
+        return self
+
+    async def aclose(self) -> None:
+        """Close every connection this runtime opened."""
+        if self._closed:
+            return
+        self._closed = True
+        for queue in self._queues.values():
+            await queue.close()
+        await self.http.aclose()
+        await self.database.aclose()
+        await self.redis.aclose()
+
+    def queue(self, name: str) -> SyncQueue:
+        """The producer of queue ``name`` (one per process)."""
+        if name not in SYNCS:
+            raise WbSyncError(f"unknown queue {name!r}; queues: {', '.join(SYNCS)}")
+        if name not in self._queues:
+            self._queues[name] = SyncQueue(
+                name,
+                redis_url=self.redis_url,
+                prefix=self.queue_prefix,
+                attempts=self.settings.job_attempts,
+                backoff_ms=max(1, round(1000 * self.settings.time_scale)),
+            )
+        return self._queues[name]
+
+    def client(self, cabinet: Cabinet) -> WbClient:
+        """A WB client for ``cabinet`` on the shared HTTP connection pool and limiter."""
+        return WbClient(
+            cabinet.name, cabinet.token(), self.limiter, settings=self.settings, http=self.http
+        )
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Runtime]:
+    """A started runtime on the configured Redis (or a private embedded one)."""
+    with resolve_redis_url(settings.redis_url) as url:
+        runtime = Runtime(settings, redis_url=url)
+        try:
+            yield await runtime.start(migrate=migrate)
+        finally:
+            await runtime.aclose()

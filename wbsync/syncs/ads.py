@@ -1,0 +1,33 @@
+"""rnp-ads-sync: the advert list, then full stats of the campaigns in batches of 50 ids."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+from wbsync.store.datasets import advert_stats_rows
+from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.wb import methods
+
+
+async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
+    """Campaigns (one page), then each batch's daily stats over the stats window."""
+    cursor = inp.cursor or {}
+    if "ids" not in cursor:
+        campaigns = await methods.adverts(inp.client)
+        cursor = {"ids": [c["id"] for c in campaigns], "done": 0}
+        yield SyncPage("adverts", campaigns, cursor)
+    ids, done = list(cursor["ids"]), int(cursor["done"])
+    begin = inp.today - timedelta(days=inp.options.stats_days - 1)
+    async for page in methods.fullstats(inp.client, ids=ids[done:], begin=begin, end=inp.today):
+        rows = [row for item in page.rows for row in advert_stats_rows(item)]
+        yield SyncPage("advert_stats", rows, {"ids": ids, "done": done + int(page.cursor)})
+
+
+SYNC = Sync(
+    name="rnp-ads-sync",
+    long=True,
+    interval_s=3600,
+    datasets=("adverts", "advert_stats"),
+    pages=pages,
+)

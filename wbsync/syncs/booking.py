@@ -1,0 +1,27 @@
+"""booking-slot-monitor: acceptance coefficients (free supply slots), polled often.
+
+A short queue: one request a run, not wrapped by the reschedule service (a long wait follows
+the no-context policy: sleep up to the ceiling, then fail the attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.wb import methods
+
+
+async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
+    """All warehouses' coefficients for the coming days."""
+    rows = await methods.acceptance_coefficients(inp.client)
+    yield SyncPage("acceptance_coefficients", rows, {})
+
+
+SYNC = Sync(
+    name="booking-slot-monitor",
+    long=False,
+    interval_s=60,
+    datasets=("acceptance_coefficients",),
+    pages=pages,
+)

@@ -1,0 +1,25 @@
+"""catalog-sync: content cards, ascending by (updatedAt, nmID) (incremental)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.wb import methods
+
+
+async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
+    """Cards updated after the cursor's position; the next run continues from the last one."""
+    position = (inp.cursor or {}).get("position")
+    async for page in methods.cards(inp.client, cursor=position):
+        yield SyncPage("cards", page.rows, {"position": page.cursor})
+
+
+SYNC = Sync(
+    name="catalog-sync",
+    long=True,
+    interval_s=3600,
+    datasets=("cards",),
+    pages=pages,
+    incremental=True,
+)

@@ -1,0 +1,24 @@
+"""inventory-sync: the stocks report by WB warehouses, offset paging."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.wb import methods
+
+
+async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
+    """Stock rows from the cursor's offset to the end of the report."""
+    offset = int((inp.cursor or {}).get("offset", 0))
+    async for page in methods.stocks(inp.client, offset=offset):
+        yield SyncPage("stocks", page.rows, {"offset": page.cursor})
+
+
+SYNC = Sync(
+    name="inventory-sync",
+    long=True,
+    interval_s=30 * 60,
+    datasets=("stocks",),
+    pages=pages,
+)

@@ -1,0 +1,46 @@
+"""Runs a sync: stores each page, then saves its cursor, page after page."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from wbsync.syncs.base import Sync, SyncInput, SyncPage
+
+log = logging.getLogger(__name__)
+
+PageListener = Callable[[SyncPage], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class SyncTotals:
+    """What one run did: pages fetched and rows written."""
+
+    pages: int = 0
+    rows: int = 0
+
+
+async def run_sync(
+    sync: Sync, inp: SyncInput, *, on_page: PageListener | None = None
+) -> SyncTotals:
+    """Run ``sync`` from ``inp.cursor`` to the end.
+
+    After each page: rows upserted, cursor saved in ``wb_sync_cursors``, then ``on_page`` (the
+    job layer saves the cursor in the job too). At the end a non-incremental sync's cursor is
+    cleared, so its next run starts from the beginning.
+    """
+    totals = SyncTotals()
+    cursors = inp.store.cursors
+    async for page in sync.pages(inp):
+        if page.dataset is not None:
+            totals.pages += 1
+            if page.rows:
+                totals.rows += await inp.store.upsert(page.dataset, inp.cabinet_id, page.rows)
+        await cursors.save(inp.cabinet_id, sync.name, page.cursor)
+        if on_page is not None:
+            await on_page(page)
+    if not sync.incremental:
+        await cursors.reset(inp.cabinet_id, sync.name)
+    log.info("%s done: %d pages, %d rows", sync.name, totals.pages, totals.rows)
+    return totals
