@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import datetime, time, timedelta
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
 
 from tests.conftest import LimiterFactory
 from wbsync.config import Settings
+from wbsync.demo.expected import expected_datasets
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.server import Emulator, running_emulator
 from wbsync.store import Store
-from wbsync.store.datasets import DATASETS, advert_stats_rows, funnel_history_rows
+from wbsync.store.datasets import DATASETS
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
 from wbsync.wb.client import WbClient
@@ -64,64 +64,9 @@ async def assert_stored(
     assert keyed(dataset, stored) == keyed(dataset, expected)  # keys and content, row by row
 
 
-def window(emu: Emulator) -> dict[str, Any]:
-    today = emu.config.anchor_date
-    return {"today": today, "from": today - timedelta(days=30), "begin": today - timedelta(6)}
-
-
-Expectation = Callable[[Emulator], dict[str, list[Mapping[str, Any]]]]
-
-
-def finance(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
-    w = window(emu)
-    return {"finance_report": emu.expected(SELLER, "finance.detailed_report",
-                                           date_from=w["from"], date_to=w["today"])}  # fmt: skip
-
-
-def sections(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
-    start = datetime.combine(window(emu)["from"], time()).isoformat()
-    return {
-        "orders": emu.expected(SELLER, "statistics.orders", date_from=start),
-        "sales": emu.expected(SELLER, "statistics.sales", date_from=start),
-    }
-
-
-def ads(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
-    w = window(emu)
-    stats = emu.expected(SELLER, "promotion.fullstats", begin=w["begin"], end=w["today"])
-    return {
-        "adverts": emu.expected(SELLER, "promotion.adverts"),
-        "advert_stats": [row for item in stats for row in advert_stats_rows(item)],
-    }
-
-
-def digitization(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
-    w = window(emu)
-    items = emu.expected(SELLER, "analytics.sales_funnel_history", begin=w["begin"],
-                         end=w["today"])  # fmt: skip
-    return {"funnel_history": [row for item in items for row in funnel_history_rows(item)]}
-
-
-def autobidder(emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
-    pairs = {(c["id"], nm["nm_id"]) for c in emu.expected(SELLER, "promotion.adverts")
-             if c["status"] == 9 and c["bid_type"] == "manual" for nm in c["nm_settings"]}  # fmt: skip
-    bids = emu.expected(SELLER, "promotion.get_bids")  # as WB holds them after the run
-    return {"bids": [b for b in bids if (b["advert_id"], b["nm_id"]) in pairs]}
-
-
-EXPECTED: dict[str, Expectation] = {
-    "rnp-finance-sync": finance,
-    "rnp-sections-sync": sections,
-    "rnp-ads-sync": ads,
-    "digitization-sync": digitization,
-    "inventory-sync": lambda e: {"stocks": e.expected(SELLER, "analytics.stocks_wb_warehouses")},
-    "autobidder-sync": autobidder,
-    "catalog-sync": lambda e: {"cards": e.expected(SELLER, "content.cards_list")},
-    "pricing-bulk": lambda e: {"prices": e.expected(SELLER, "prices.goods_list")},
-    "booking-slot-monitor": lambda e: {
-        "acceptance_coefficients": e.expected(SELLER, "tariffs.acceptance_coefficients")
-    },
-}
+def expected(name: str, emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+    every = expected_datasets(emu, SELLER, today=emu.config.anchor_date, options=OPTIONS)
+    return {dataset: every[dataset] for dataset in SYNCS[name].datasets}
 
 
 @pytest.mark.parametrize("name", list(SYNCS))
@@ -129,7 +74,7 @@ async def test_sync_stores_exactly_the_generated_data(
     name: str, emulator: Emulator, store: Store, limiter_factory: LimiterFactory
 ) -> None:
     cabinet_id, pages = await run(name, emulator, store, limiter_factory)
-    for dataset, rows in EXPECTED[name](emulator).items():
+    for dataset, rows in expected(name, emulator).items():
         await assert_stored(store, cabinet_id, dataset, rows)
     assert pages >= 1
     assert emulator.counters.total("rate_limited") == 0

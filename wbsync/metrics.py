@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import REGISTRY, Counter, Histogram
 
 RESCHEDULES = Counter(
     "wbsync_rate_limit_reschedules",
@@ -41,3 +41,25 @@ JOB_DURATION = Histogram(
     ["queue", "outcome"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0),
 )
+
+
+def sample(name: str, **labels: str) -> float:
+    """The current value of one sample of the default registry (0 if it was never set)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def queue_value(counter: Counter, queue: str) -> float:
+    """A per-queue counter's value for ``queue``."""
+    return sample(f"{counter._name}_total", queue=queue)
+
+
+def upstream_rate_limited(queue: str) -> float:
+    """429s WB (or the emulator) sent to ``queue``'s jobs, over every section."""
+    return sum(
+        s.value
+        for metric in UPSTREAM_REQUESTS.collect()
+        for s in metric.samples
+        if s.name.endswith("_total")
+        and s.labels.get("queue") == queue
+        and s.labels.get("status") == "429"
+    )

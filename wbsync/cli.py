@@ -1,0 +1,224 @@
+"""The command line: ``wbsync run | demo | cabinets | emulator | bench | migrate``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from wbsync.config import Settings, get_settings
+from wbsync.emulator.cli import app as emulator_app
+from wbsync.errors import WbSyncError
+from wbsync.logs import configure_logging
+from wbsync.store import Database, Store
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    help="Keep many Wildberries seller accounts in sync without stalling on rate limits.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+cabinets_app = typer.Typer(help="Manage cabinets (seller accounts and their WB tokens).")
+app.add_typer(cabinets_app, name="cabinets")
+app.add_typer(emulator_app, name="emulator")
+
+
+def _settings() -> Settings:
+    try:
+        return get_settings()
+    except WbSyncError as exc:
+        _fail(str(exc))
+
+
+def _fail(message: str) -> NoReturn:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(1)
+
+
+def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine; our errors become a one-line message and exit status 1."""
+    try:
+        return asyncio.run(make())
+    except WbSyncError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def run() -> None:
+    """Run the workers of every sync queue and the fan-out until SIGINT/SIGTERM."""
+    from wbsync.service import run_service
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    _run(lambda: run_service(settings))
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the database schema to the latest version."""
+    async def go() -> None:
+        async with Database(_settings().database_url) as db:
+            await db.migrate()
+
+    _run(go)
+    typer.echo("database is at the latest schema")
+
+
+@app.command()
+def demo(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    cabinets: Annotated[int, typer.Option(min=1, max=50, help="Demo cabinets.")] = 5,
+    database: Annotated[
+        Path, typer.Option(help="SQLite file the demo (re)creates.")
+    ] = Path("wbsync-demo.db"),
+    log_file: Annotated[
+        Path, typer.Option(help="Where the demo's JSON log lines go.")
+    ] = Path("wbsync-demo.log"),
+) -> None:
+    """Every sync once for demo cabinets against the bundled WB emulator (time scale 0.01)."""
+    from wbsync.demo.run import run_demo
+
+    settings = _settings()
+    with log_file.open("w", encoding="utf-8") as stream:
+        configure_logging(settings.log_level, stream=stream)
+        summary = _run(lambda: run_demo(
+            settings, cabinets=cabinets, database=database.resolve(), show_progress=not as_json
+        ))  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary, log_file)
+    problems = _demo_problems(summary)
+    if problems:
+        _fail("; ".join(problems))
+
+
+def _print_summary(summary: dict[str, Any], log_file: Path) -> None:
+    table = Table(title="wbsync demo: summary", title_justify="left")
+    columns = ("pages", "rows_stored", "rows_expected", "deferrals", "upstream_429",
+               "slot_sleep_s")  # fmt: skip
+    table.add_column("queue")
+    for column in columns:
+        table.add_column(column.replace("_", " "), justify="right")
+    for name, row in summary["queues"].items():
+        table.add_row(name, *(str(row[c]) for c in columns))
+    console = Console()
+    console.print(table)
+    console.print(
+        f"makespan {summary['makespan_s']} s; lower bound from WB's limits "
+        f"{summary['lower_bound_s']} s; {summary['cabinets']} cabinets; logs in {log_file}"
+    )
+
+
+def _demo_problems(summary: dict[str, Any]) -> list[str]:
+    problems = [f"{name}: stored {row['rows_stored']} rows, emulator holds {row['rows_expected']}"
+                for name, row in summary["queues"].items()
+                if row["rows_stored"] != row["rows_expected"]]  # fmt: skip
+    if summary["upstream_429_total"]:
+        problems.append(f"{summary['upstream_429_total']} upstream 429s")
+    if summary["failed_runs"]:
+        problems.append(f"{summary['failed_runs']} failed job runs")
+    return problems
+
+
+@cabinets_app.command("add")
+def cabinets_add(
+    name: Annotated[str, typer.Argument(help="A name of your choice for the cabinet.")],
+    token: Annotated[
+        str | None,
+        typer.Option(help="The WB API token; omit it to be asked (input hidden) or pipe it."),
+    ] = None,
+) -> None:
+    """Store a cabinet with its WB token (encrypted with WBSYNC_SECRET_KEY)."""
+    from wbsync.wb.tokens import parse_token
+
+    if token is None:
+        token = sys.stdin.readline() if not sys.stdin.isatty() else typer.prompt(
+            "WB token", hide_input=True
+        )
+    raw = token.strip()
+    try:
+        parsed = parse_token(raw, cabinet=name)
+    except WbSyncError as exc:
+        _fail(str(exc))
+
+    async def go() -> None:
+        async with _store() as store:
+            cabinet = await store.cabinets.add(name, raw, parsed.seller_id)
+        typer.echo(f"added cabinet {cabinet.id} {cabinet.name!r} (seller {cabinet.seller_id})")
+
+    _run(go)
+
+
+@cabinets_app.command("list")
+def cabinets_list() -> None:
+    """List cabinets (tokens are never shown)."""
+
+    async def go() -> None:
+        async with _store() as store:
+            rows = await store.cabinets.list()
+        table = Table("id", "name", "seller", "active", "created")
+        for c in rows:
+            table.add_row(str(c.id), c.name, c.seller_id, "yes" if c.active else "no",
+                          c.created_at.isoformat(timespec="seconds"))  # fmt: skip
+        Console().print(table)
+
+    _run(go)
+
+
+@cabinets_app.command("remove")
+def cabinets_remove(
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+) -> None:
+    """Remove a cabinet and everything stored for it."""
+
+    async def go() -> None:
+        async with _store() as store:
+            await store.cabinets.remove(int(ref) if ref.isdigit() else ref)
+        typer.echo(f"removed cabinet {ref}")
+
+    _run(go)
+
+
+@cabinets_app.command("deactivate")
+def cabinets_deactivate(
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+) -> None:
+    """Stop syncing a cabinet, keeping its data."""
+
+    async def go() -> None:
+        async with _store() as store:
+            await store.cabinets.deactivate(int(ref) if ref.isdigit() else ref)
+        typer.echo(f"deactivated cabinet {ref}")
+
+    _run(go)
+
+
+@asynccontextmanager
+async def _store() -> AsyncIterator[Store]:
+    """A Store on the configured database, migrated to the latest schema."""
+    settings = _settings()
+    async with Database(settings.database_url) as db:
+        await db.migrate()
+        yield Store(db, secret_key=settings.secret_key)
+
+
+def _mount_optional() -> None:
+    """Sub-apps whose dependencies are optional extras."""
+    try:
+        from wbsync.bench.cli import app as bench_app
+    except ImportError:  # the bench extra is not installed
+        return
+    app.add_typer(bench_app, name="bench")
+
+
+_mount_optional()

@@ -1,0 +1,175 @@
+"""``wbsync demo``: every sync once for a handful of demo cabinets, on embedded defaults.
+
+A private Redis (unless ``WBSYNC_REDIS_URL`` is set; then keys under a prefix of the demo's own),
+a fresh SQLite file, and the WB emulator at time scale 0.01 (WB's minute is 0.6 s). One worker
+slot per queue. The summary compares what was stored with what the emulator holds, counts
+deferrals, upstream 429s and slot time spent sleeping, and sets the makespan against the lower
+bound that WB's limits allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wbsync import clock
+from wbsync.config import Settings
+from wbsync.demo.expected import expected_datasets
+from wbsync.demo.progress import Progress, Tally
+from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.errors import WbSyncError
+from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.workers import build_workers
+from wbsync.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
+from wbsync.runtime import Runtime, open_runtime
+from wbsync.store.ledger import PriceTarget
+from wbsync.syncs import SYNCS
+from wbsync.wb.endpoints import ENDPOINTS
+
+DEMO_SCALE = 0.01
+DEMO_SIZES = SellerSizes(products=60, campaigns=6, report_rows=60, orders=40, sales=30)
+# Pages small enough that the brutal buckets (finance, sales) need several windows.
+DEMO_PAGES = {"finance.detailed_report": 10, "statistics.orders": 10, "statistics.sales": 10}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The process-wide counters before the demo, so the summary counts only the demo."""
+
+    pages: dict[str, float]
+    slot_sleep: dict[str, float]
+    upstream_429: dict[str, float]
+
+    @classmethod
+    def now(cls) -> Baseline:
+        """The counters' values now."""
+        return cls(
+            pages={q: queue_value(SYNC_PAGES, q) for q in SYNCS},
+            slot_sleep={q: queue_value(SLOT_SLEEP, q) for q in SYNCS},
+            upstream_429={q: upstream_rate_limited(q) for q in SYNCS},
+        )
+
+
+async def _register(runtime: Runtime, emu: Emulator, cabinets: int) -> dict[int, str]:
+    """Demo cabinets with Personal tokens, and a few price targets for pricing-bulk each."""
+    sellers = {}
+    for i in range(cabinets):
+        seller = str(uuid.UUID(int=0xDE30_0000 + i))
+        cabinet = await runtime.store.cabinets.add(f"demo-{i + 1}", emu.token(seller), seller)
+        goods = emu.expected(seller, "prices.goods_list")[:5]
+        await runtime.store.ledger.set_price_targets(cabinet.id, [
+            PriceTarget(nm_id=g["nmID"], price=int(g["sizes"][0]["price"]) + 100, discount=15)
+            for g in goods
+        ])  # fmt: skip
+        sellers[cabinet.id] = seller
+    return sellers
+
+
+def _lower_bound_s(emu: Emulator, time_scale: float) -> float:
+    """The longest (requests - burst) x interval over every (seller, limit group) bucket."""
+    requests: Counter[tuple[str, str]] = Counter()
+    limits = {}
+    for seller, methods in emu.counters.snapshot()["sellers"].items():
+        for method, counts in methods.items():
+            ep = ENDPOINTS[method]
+            requests[(seller, ep.group)] += counts["requests"]
+            limits[ep.group] = ep.limits.personal
+    bound = 0.0
+    for (_, group), n in requests.items():
+        limit = limits[group]
+        bound = max(bound, max(0, n - limit.burst) * limit.interval_ms / 1000 * time_scale)
+    return bound
+
+
+async def _summary(
+    runtime: Runtime, emu: Emulator, sellers: dict[int, str], state: Tally,
+    before: Baseline, makespan_s: float,
+) -> dict[str, Any]:  # fmt: skip
+    store, options = runtime.store, runtime.sync_options
+    expected = {cid: expected_datasets(emu, seller, today=clock.today(), options=options)
+                for cid, seller in sellers.items()}  # fmt: skip
+    queues = {}
+    for name, sync in SYNCS.items():
+        stored = sum([await store.count(d, cid) for cid in sellers for d in sync.datasets])
+        queues[name] = {
+            "pages": int(queue_value(SYNC_PAGES, name) - before.pages[name]),
+            "rows_stored": stored,
+            "rows_expected": sum(len(expected[cid][d]) for cid in sellers for d in sync.datasets),
+            "deferrals": state.count(name, "deferred"),
+            "upstream_429": int(upstream_rate_limited(name) - before.upstream_429[name]),
+            "slot_sleep_s": round(queue_value(SLOT_SLEEP, name) - before.slot_sleep[name], 3),
+        }
+    return {
+        "queues": queues,
+        "makespan_s": round(makespan_s, 3),
+        "lower_bound_s": round(_lower_bound_s(emu, runtime.settings.time_scale), 3),
+        "cabinets": len(sellers),
+        "failed_runs": sum(state.count(q, "failed") for q in SYNCS),
+        "upstream_429_total": emu.counters.total("rate_limited"),
+    }
+
+
+async def run_demo(
+    base: Settings, *, cabinets: int, database: Path, show_progress: bool, timeout_s: float = 110.0
+) -> dict[str, Any]:
+    """Run the demo; returns the summary (see the module docstring)."""
+    await asyncio.to_thread(database.unlink, missing_ok=True)
+    settings = base.model_copy(update={
+        "time_scale": DEMO_SCALE, "database_url": f"sqlite+aiosqlite:///{database}",
+        "secret_key": base.secret_key or secrets.token_urlsafe(32),
+        "redis_prefix": f"{base.redis_prefix}-demo-{uuid.uuid4().hex[:8]}",
+    })  # fmt: skip
+    config = EmulatorConfig(time_scale=DEMO_SCALE, sizes=DEMO_SIZES, page_size=DEMO_PAGES,
+                            anchor_date=clock.today())  # fmt: skip
+    async with running_emulator(config) as emu:
+        settings = settings.model_copy(update={"wb_base_url": emu.base_url})
+        async with open_runtime(settings) as runtime:
+            try:
+                return await _run(runtime, emu, cabinets, show_progress, timeout_s)
+            finally:
+                await _forget(runtime)
+
+
+async def _run(
+    runtime: Runtime, emu: Emulator, cabinets: int, show_progress: bool, timeout_s: float
+) -> dict[str, Any]:
+    sellers = await _register(runtime, emu, cabinets)
+    state = Tally(cabinets=cabinets, queues=tuple(SYNCS))
+    workers = build_workers(runtime, concurrency=1, on_outcome=state.record)
+    before = Baseline.now()
+    queues = {name: runtime.queue(name) for name in SYNCS}
+    fanout = FanOut(queues, _cabinet_ids(sellers), dict.fromkeys(SYNCS, 3600.0))
+    progress = Progress(state, queues, show=show_progress)
+    started = clock.monotonic()
+    for worker in workers:
+        await worker.start()
+    try:
+        await fanout.run_once()
+        async with progress:
+            await asyncio.wait_for(state.done.wait(), timeout=timeout_s)
+    except TimeoutError:
+        raise WbSyncError(f"the demo did not finish within {timeout_s:.0f} s") from None
+    finally:
+        makespan = clock.monotonic() - started
+        for worker in workers:
+            await worker.close()
+    return await _summary(runtime, emu, sellers, state, before, makespan)
+
+
+def _cabinet_ids(sellers: dict[int, str]) -> Any:
+    async def active() -> list[str]:
+        return [str(cid) for cid in sellers]
+
+    return active
+
+
+async def _forget(runtime: Runtime) -> None:
+    """Delete the demo's Redis keys (it may have run on a shared server)."""
+    async for key in runtime.redis.scan_iter(match=f"{runtime.settings.redis_prefix}*"):
+        await runtime.redis.delete(key)
+
