@@ -53,13 +53,18 @@ def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 @app.command()
-def run() -> None:
-    """Run the workers of every sync queue and the fan-out until SIGINT/SIGTERM."""
+def run(
+    queues: Annotated[
+        str | None, typer.Option(help="Comma-separated queues to serve; all by default.")
+    ] = None,
+) -> None:
+    """Run the workers of the sync queues and the fan-out until SIGINT/SIGTERM."""
     from wbsync.service import run_service
 
     settings = _settings()
     configure_logging(settings.log_level)
-    _run(lambda: run_service(settings))
+    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    _run(lambda: run_service(settings, queues=names))
 
 
 @app.command()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from wbsync.config import Settings
@@ -43,18 +43,29 @@ async def active_cabinet_ids(runtime: Runtime) -> list[str]:
     return [str(c.id) for c in await runtime.store.cabinets.list(active_only=True)]
 
 
-async def run_service(settings: Settings, *, extra: Extra | None = None) -> None:
-    """Run workers and fan-out (and ``extra``, e.g. the HTTP API) until a signal arrives."""
+async def run_service(
+    settings: Settings, *, queues: Sequence[str] | None = None, extra: Extra | None = None
+) -> None:
+    """Run workers and fan-out of ``queues`` (all by default) and ``extra`` (e.g. the HTTP API)
+    until SIGINT or SIGTERM."""
+    names = list(queues or SYNCS)
+    unknown = set(names) - set(SYNCS)
+    if unknown:
+        raise ConfigError(f"unknown queues {sorted(unknown)}; queues: {', '.join(SYNCS)}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with open_runtime(settings) as runtime:
-        workers = build_workers(runtime)
+        workers = build_workers(runtime, names)
         for worker in workers:
             await worker.start()
-        queues = {name: runtime.queue(name) for name in SYNCS}
-        fanout = FanOut(queues, lambda: active_cabinet_ids(runtime), fanout_intervals(settings))
+        intervals = fanout_intervals(settings)
+        fanout = FanOut(
+            {name: runtime.queue(name) for name in names},
+            lambda: active_cabinet_ids(runtime),
+            {name: intervals[name] for name in names},
+        )
         tasks = [asyncio.create_task(fanout.run(stop), name="fan-out")]
         if extra is not None:
             tasks.append(asyncio.create_task(extra(runtime, stop), name="extra"))

@@ -1,0 +1,232 @@
+"""The main job end to end: crash recovery, deferral in the real flow, short queues, the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest_store import DatabaseFactory
+from wbsync import clock
+from wbsync.config import Settings
+from wbsync.demo.expected import expected_datasets
+from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.jobs.queue import Outcome
+from wbsync.jobs.workers import build_workers
+from wbsync.metrics import SLOT_SLEEP, queue_value
+from wbsync.runtime import Runtime
+from wbsync.store.datasets import DATASETS
+from wbsync.syncs import SyncOptions
+
+SCALE = 0.005  # WB's minute is 300 ms
+SECRET = "flow-test-secret"
+SELLERS = [f"0000000{i}-0000-4000-8000-000000000000" for i in range(1, 4)]
+
+
+async def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await condition():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        time_scale=SCALE, anchor_date=clock.today(), sizes=SellerSizes(report_rows=60),
+        page_size={"finance.detailed_report": 6},
+    )  # fmt: skip
+    async with running_emulator(config) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def database_url(db_backend: str, database_factory: DatabaseFactory) -> str:
+    return await database_factory.migrated_url(db_backend)
+
+
+def settings_for(
+    redis_url: str, prefix: str, database_url: str, emu: Emulator, **extra: Any
+) -> Settings:
+    return Settings(
+        redis_url=redis_url, redis_prefix=prefix, database_url=database_url, secret_key=SECRET,
+        wb_base_url=emu.base_url, time_scale=SCALE, **extra,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def runtime_factory(
+    redis_url: str, prefix: str, database_url: str, emulator: Emulator
+) -> AsyncIterator[Callable[..., Any]]:
+    runtimes: list[Runtime] = []
+
+    async def make(**extra: Any) -> Runtime:
+        runtime = Runtime(settings_for(redis_url, prefix, database_url, emulator, **extra),
+                          redis_url=redis_url)  # fmt: skip
+        runtimes.append(await runtime.start())
+        return runtime
+
+    yield make
+    for runtime in runtimes:
+        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
+            await runtime.redis.delete(key)
+        await runtime.aclose()
+
+
+def finance_rows(emu: Emulator, seller: str) -> dict[Any, Any]:
+    rows = expected_datasets(emu, seller, today=clock.today(), options=SyncOptions())
+    spec = DATASETS["finance_report"]
+    return {spec.row_key(r): r for r in rows["finance_report"]}
+
+
+async def stored_finance(runtime: Runtime, cabinet_id: int) -> dict[Any, Any]:
+    spec = DATASETS["finance_report"]
+    rows = await runtime.store.fetch("finance_report", cabinet_id)
+    return {spec.row_key(r): r for r in rows}
+
+
+async def test_worker_killed_mid_sync_recovers_without_loss_or_duplicates(
+    runtime_factory: Callable[..., Any], emulator: Emulator, redis_url: str, prefix: str,
+    database_url: str,
+) -> None:  # fmt: skip
+    runtime: Runtime = await runtime_factory()
+    cabinet = await runtime.store.cabinets.add("crash", emulator.token(SELLERS[0]), SELLERS[0])
+    env = {
+        **os.environ, "WBSYNC_REDIS_URL": redis_url, "WBSYNC_REDIS_PREFIX": prefix,
+        "WBSYNC_DATABASE_URL": database_url, "WBSYNC_SECRET_KEY": SECRET,
+        "WBSYNC_WB_BASE_URL": emulator.base_url, "WBSYNC_TIME_SCALE": str(SCALE),
+        # Sleep in place between pages, so the job is active (holding its lock) when killed.
+        "WBSYNC_DEFER_THRESHOLD_MS": "1000000", "WBSYNC_JOB_LOCK_MS": "1000",
+    }  # fmt: skip
+    command = [sys.executable, "-m", "wbsync", "run", "--queues", "rnp-finance-sync"]
+    first = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    try:
+        await wait_for(lambda: _at_least(runtime, cabinet.id, 18))  # three pages of six
+    finally:
+        first.kill()  # SIGKILL: no cleanup, the job stays active with a lock that will expire
+        first.wait()
+    job = await runtime.queue("rnp-finance-sync").job(str(cabinet.id))
+    assert job is not None and job.state == "active"
+    killed_at = job.data["cursor"]["rrdId"]
+
+    second = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    try:
+        queue = runtime.queue("rnp-finance-sync")
+        await wait_for(lambda: _finished(queue, str(cabinet.id)))
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0  # stops cleanly on SIGTERM
+    assert await stored_finance(runtime, cabinet.id) == finance_rows(emulator, SELLERS[0])
+    cursor = await runtime.store.cursors.get(cabinet.id, "rnp-finance-sync")
+    assert cursor is not None and cursor["rrdId"] > killed_at
+
+
+async def _at_least(runtime: Runtime, cabinet_id: int, rows: int) -> bool:
+    return await runtime.store.count("finance_report", cabinet_id) >= rows
+
+
+async def _finished(queue: Any, cabinet: str) -> bool:
+    return await queue.job(cabinet) is None
+
+
+async def test_long_sync_on_an_empty_bucket_defers_and_frees_its_slot(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    runtime: Runtime = await runtime_factory()
+    outcomes: list[Outcome] = []
+    ids = []
+    for i, seller in enumerate(SELLERS):
+        cabinet = await runtime.store.cabinets.add(f"c{i}", emulator.token(seller), seller)
+        ids.append(cabinet.id)
+    # The first cabinet's finance bucket is empty for a while (another client used it up).
+    client = runtime.client(await runtime.store.cabinets.get(ids[0]))
+    from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+
+    await runtime.limiter.penalize(client.scope(FINANCE_DETAILED_REPORT), 2000)
+    sleep_before = queue_value(SLOT_SLEEP, "rnp-finance-sync")
+    [worker] = build_workers(runtime, ["rnp-finance-sync"], concurrency=1,
+                             on_outcome=outcomes.append)  # fmt: skip
+    await worker.start()
+    try:
+        queue = runtime.queue("rnp-finance-sync")
+        for cabinet_id in ids:
+            await queue.enqueue(str(cabinet_id))
+        await wait_for(lambda: _all_finished(queue, ids), timeout_s=60)
+    finally:
+        await worker.close()
+    completed = [o.cabinet for o in outcomes if o.outcome == "completed"]
+    assert completed[-1] == str(ids[0])  # the others used the slot while it waited
+    assert sorted(completed) == sorted(map(str, ids))
+    assert any(o.outcome == "deferred" and o.cabinet == str(ids[0]) for o in outcomes)
+    assert queue_value(SLOT_SLEEP, "rnp-finance-sync") - sleep_before < 0.05
+    for cabinet_id, seller in zip(ids, SELLERS, strict=True):
+        assert await stored_finance(runtime, cabinet_id) == finance_rows(emulator, seller)
+    assert emulator.counters.total("rate_limited") == 0
+
+
+async def _all_finished(queue: Any, ids: list[int]) -> bool:
+    return all([await queue.job(str(i)) is None for i in ids])
+
+
+async def test_short_queue_over_its_ceiling_fails_with_the_local_rate_limit_error(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    runtime: Runtime = await runtime_factory(job_attempts=1)
+    cabinet = await runtime.store.cabinets.add("slots", emulator.token(SELLERS[0]), SELLERS[0])
+    client = runtime.client(cabinet)
+    from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+
+    ceiling_ms = runtime.limiter.ceiling_ms(client.scope(COEFFICIENTS))
+    await runtime.limiter.penalize(client.scope(COEFFICIENTS), ceiling_ms + 5000)
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(runtime, ["booking-slot-monitor"], on_outcome=outcomes.append)
+    await worker.start()
+    try:
+        queue = runtime.queue("booking-slot-monitor")
+        await queue.enqueue(str(cabinet.id))
+        await wait_for(lambda: _state_is(queue, str(cabinet.id), "failed"))
+    finally:
+        await worker.close()
+    job = await runtime.queue("booking-slot-monitor").job(str(cabinet.id))
+    assert job is not None and job.failed_reason is not None
+    assert "rate limit of tariffs" in job.failed_reason and "retry after" in job.failed_reason
+    assert [o.outcome for o in outcomes] == ["failed"]  # not deferred
+    assert emulator.counters.total("requests") == 0
+
+
+async def _state_is(queue: Any, cabinet: str, state: str) -> bool:
+    job = await queue.job(cabinet)
+    return job is not None and job.state == state
+
+
+def test_demo_json_stores_the_emulators_rows_with_no_429s(tmp_path: Path, prefix: str,
+                                                          redis_url: str) -> None:  # fmt: skip
+    env = {**os.environ, "WBSYNC_REDIS_URL": redis_url, "WBSYNC_REDIS_PREFIX": prefix}
+    done = subprocess.run(
+        [sys.executable, "-m", "wbsync", "demo", "--json", "--cabinets", "3"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert set(summary["queues"]) == {
+        "rnp-finance-sync", "rnp-sections-sync", "rnp-ads-sync", "digitization-sync",
+        "inventory-sync", "autobidder-sync", "catalog-sync", "pricing-bulk",
+        "booking-slot-monitor",
+    }  # fmt: skip
+    for row in summary["queues"].values():
+        assert row["rows_stored"] == row["rows_expected"] > 0
+        assert row["upstream_429"] == 0
+    assert summary["queues"]["rnp-finance-sync"]["deferrals"] > 0
+    assert 0 < summary["lower_bound_s"] <= summary["makespan_s"] < 120
+    log = (tmp_path / "wbsync-demo.log").read_text()
+    job_lines = [json.loads(line) for line in log.splitlines() if '"job_id"' in line]
+    assert job_lines and all(line.get("correlation_id") for line in job_lines)

@@ -1,0 +1,5 @@
+"""``python -m wbsync``: the command line."""
+
+from wbsync.cli import app
+
+app()
