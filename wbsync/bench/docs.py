@@ -1,0 +1,282 @@
+"""``--write-docs``: results into ``docs/benchmarks.md`` and plots into ``docs/*.png``.
+
+Results accumulate in ``docs/benchmarks.json`` (one entry per benchmark, the latest run), and
+the whole page is rendered from it, so running one benchmark updates its section only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wbsync.bench import plots
+from wbsync.bench.common import rounded
+
+ORDER = ("slots", "limiter", "reschedule", "lateness", "scale")
+
+_HEADER = """# Benchmarks
+
+Measured by `wbsync bench` (`make bench` runs `wbsync bench all --write-docs`). Every benchmark
+uses the real stack: Redis (`WBSYNC_REDIS_URL`, else a private embedded `redis-server`), BullMQ
+workers, and, where WB is called, the real `WbClient` against the WB emulator served by uvicorn
+in a child process on loopback. Comparisons are measured in the same run, interleaved: the
+implementations or modes alternate in rounds (ABBA order), so a machine that slows down during
+the run does not favour one side. Medians are over rounds; latency percentiles over every call.
+Each section names the command that produced it and the machine it ran on; the raw results are
+in `benchmarks.json`. Regenerate with `make bench` (about 8 minutes).
+"""
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
+    return str(value)
+
+
+def _table(columns: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _meta(r: dict[str, Any]) -> str:
+    m = r.get("machine", {})
+    return (f"Command: `{r.get('command', '?')}` ({r.get('measured_at', '?')}, "
+            f"{_fmt(r.get('wall_s'))} s). Machine: {m.get('cpu')}, {m.get('cores')} cores, "
+            f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}.")  # fmt: skip
+
+
+def _check(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def _slots(r: dict[str, Any]) -> str:
+    p, modes = r["params"], r["modes"]
+    cols = ["makespan_s", "lower_bound_s", "efficiency", "slot_sleep_s", "upstream_requests",
+            "upstream_429", "deferrals", "attempts_made_max", "failed_jobs"]  # fmt: skip
+    rows = [[m, *(v[c] for c in cols)] for m, v in modes.items()]
+    defer = modes.get("defer", {})
+    speed = r.get("speedup_defer_vs_block") or math.nan
+    clean = all(v["upstream_429"] == 0 and v["failed_jobs"] == 0 for v in modes.values())
+    out = [
+        f"K={p['cabinets']} cabinets each pull P={p['pages']} pages of the finance detailed "
+        f"report (1 request per 60 s, burst 1; time scale {p['time_scale']:g}, so the window is "
+        f"{p['period_s']:g} s) through a worker of C={p['concurrency']} slot(s); "
+        f"{p['rounds']} round(s). Modes: `defer` (RescheduleService: the job goes to delayed for "
+        "the rest of the window, no attempt spent), `block` (no deferral context: `acquire` "
+        "sleeps in the slot; its ceiling is raised to three periods so it is never reached: a "
+        "job waits at most one period for its own bucket, two after a 429), `retry` (the "
+        "closed window becomes a plain error; BullMQ retries after a fixed backoff of one "
+        "period, spending an attempt each time). `lower_bound_s` = (P - burst) x period, or "
+        "K x P x page time / C when larger; `efficiency` = lower bound / makespan. "
+        "`upstream_*` are the emulator's own counters; `attempts_made_max` is the highest "
+        "`attemptsMade` a run of a job started with.",
+        "",
+        _table(["mode", *cols], rows),
+        "",
+        f"Speedup of defer over block: **{_fmt(speed)}x**. Targets: defer efficiency >= 0.9: "
+        f"{_check((defer.get('efficiency') or 0) >= 0.9)} ({_fmt(defer.get('efficiency'))}); "
+        f"speedup >= 10: {_check(speed >= 10)}; no 429 and no failed job in any mode: "
+        f"{_check(clean)}; defer spends no attempt: "
+        f"{_check(defer.get('attempts_made_max', 1) == 0)}.",
+    ]
+    return "\n".join(out)
+
+
+def _sweep(r: dict[str, Any]) -> str:
+    modes = list(next(iter(r["sweep"].values())))
+    rows = [[k, *(v[m] for m in modes)] for k, v in r["sweep"].items()]
+    p = r["params"]
+    return "\n".join([
+        f"Makespan (s) of every mode for K in {', '.join(r['sweep'])} (P={p['pages']}, "
+        f"C={p['concurrency']}, {p['rounds']} round(s) per point). Blocking grows as "
+        "K x (P - 1) x period / C: each job holds the slot through its own windows; deferring "
+        "stays at the window bound until the slot's work (K x P pages) catches up with it.",
+        "", _table(["K", *modes], rows), "", "![slots](bench-slots.png)",
+    ])  # fmt: skip
+
+
+def _limiter(r: dict[str, Any]) -> str:
+    out = [
+        f"One process, {r['params']['tasks']} asyncio tasks calling one implementation for "
+        f"{r['params']['window_s']:g} s, implementations alternating, {r['params']['rounds']} "
+        f"rounds; limit {r['params']['limit_per_s']}/s, burst {r['params']['limit_per_s']}. "
+        "`many_buckets`: tasks walk 10,000 buckets (nearly every call admitted, the writing "
+        "path); `hot_bucket`: one bucket (nearly every call refused). `bare_evalsha` is one "
+        "EVALSHA of `return 0`: the ceiling of any one-round-trip design. `limits_*` run on "
+        "`limits`' async Redis storage through redis-py (the same client as ours). "
+        "`pyrate_limiter` is its public `Limiter.try_acquire_async(blocking=False)` over "
+        "`RedisBucket`, which holds a per-limiter asyncio lock around each call (one call in "
+        "flight per process); `pyrate_bucket` calls `RedisBucket.put` directly (its one "
+        "EVALSHA, no lock). `x bare` is the median over rounds of the ratio to the bare call "
+        "measured in the same round.",
+    ]
+    for name, s in r["scenarios"].items():
+        rows = [[impl, m["ops_per_s"], m["p50_ms"], m["p99_ms"], s["ratio_to_bare"].get(impl),
+                 m.get("admitted_share")] for impl, m in s["implementations"].items()]  # fmt: skip
+        out += ["", f"**{name}**", "",
+                _table(["implementation", "ops/s", "p50 ms", "p99 ms", "x bare", "admitted"],
+                       rows)]  # fmt: skip
+    out += ["", _limiter_verdict(r), "", "![limiter](bench-limiter.png)"]
+    return "\n".join(out)
+
+
+def _limiter_verdict(r: dict[str, Any]) -> str:
+    parts = []
+    for name, s in r["scenarios"].items():
+        ours = s["implementations"]["wbsync"]["ops_per_s"]
+        peers = {k: v["ops_per_s"] for k, v in s["implementations"].items()
+                 if k not in ("wbsync", "bare_evalsha")}  # fmt: skip
+        beaten = [k for k, v in peers.items() if v >= ours]
+        parts.append(f"{name}: {_fmt(s['ratio_to_bare']['wbsync'])} of bare "
+                     f"({_check(s['ratio_to_bare']['wbsync'] >= 0.8)}), "
+                     + ("faster than every peer" if not beaten
+                        else f"not faster than {', '.join(beaten)}"))  # fmt: skip
+    return "Targets (>= 0.8 of bare, faster than every peer): " + "; ".join(parts) + "."
+
+
+def _reschedule(r: dict[str, Any]) -> str:
+    d = r["detail"]
+    rows = [[label, v["commands"], v["executions"],
+             ", ".join(f"{k} {x:g}" for k, x in v.get("commands_by_name", {}).items())]
+            for label, v in d.items()]  # fmt: skip
+    return "\n".join([
+        f"Over n={r['n']} operations on a private embedded Redis. Each operation runs in a window "
+        "bracketed by ECHO markers while nothing else talks to Redis (the worker runs one job "
+        "at a time and fetches nothing while its processor runs). *Commands* are the top-level "
+        "commands sent in the window (client round trips), read from MONITOR, which tags the "
+        "commands run inside Lua; *executions* are the `INFO commandstats` delta, Lua-internal "
+        "calls included. The deferral window runs from `RescheduleService` catching "
+        "`RateLimitDeferred` (the processor raises it, so no limiter call is inside) through "
+        "the wake-up at the due time: `updateData` (job data: deferral count, scope, "
+        "resume_at_ms) and `moveToDelayed` (one EVALSHA each) and the queue wake-up marker "
+        "(one ZADD). The first job, which loads BullMQ's scripts, is not counted. The full "
+        "cycle is everything per job of a run where each job is added, deferred once and "
+        "completed (enqueue's state checks, fetches, the deferral, completion).",
+        "",
+        _table(["operation", "commands (round trips)", "executions (incl. Lua)", "commands"],
+               rows),
+        "",
+        f"Targets: <= 4 commands per deferral: {_check(r['redis_commands_per_deferral'] <= 4)} "
+        f"({_fmt(r['redis_commands_per_deferral'])}); exactly 1 per try_acquire: "
+        f"{_check(r['redis_commands_per_try_acquire'] == 1)} "
+        f"({_fmt(r['redis_commands_per_try_acquire'])}).",
+    ])  # fmt: skip
+
+
+def _lateness(r: dict[str, Any]) -> str:
+    p = r["params"]
+    return "\n".join([
+        f"{r['samples']} jobs, each deferred once by the real path (limiter -> "
+        f"RateLimitDeferred -> RescheduleService -> moveToDelayed) for a "
+        f"{_fmt(p['window_ms'])} ms window. Lateness = the resumed processor's start minus "
+        "`job.data[\"resume_at_ms\"]` (both on this host's clock). Jobs are added "
+        f"{_fmt(p['stagger_ms'])} ms apart and the worker has {p['concurrency']} slots, so "
+        "resumes rarely coincide and a slot is free when one is due: the figure is the queue's "
+        "wake-up delay, not jobs queueing behind one another on one slot.",
+        "",
+        _table(["samples", "p50 ms", "p95 ms", "max ms", "min ms"],
+               [[r["samples"], r["p50_ms"], r["p95_ms"], r["max_ms"], r["min_ms"]]]),
+        "",
+        f"Target p95 <= 50 ms: {_check(r['p95_ms'] <= 50)}.",
+        "",
+        "![lateness](bench-lateness.png)",
+    ])  # fmt: skip
+
+
+def _scale(r: dict[str, Any]) -> str:
+    d = r["detail"]
+    rows = [
+        ["jobs (cabinets x queues)", f"{r['jobs']:,} ({r['cabinets']:,} x {d['queues']})"],
+        ["enqueue, `enqueue_many`", f"{r['enqueue_s']:.2f} s ({d['enqueue_many_jobs_per_s']:,.0f}"
+                                    " jobs/s)"],
+        ["enqueue one by one, `enqueue` (1,000-job sample, 64 in flight)",
+         f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s"],
+        ["Redis memory per delayed job", f"{r['redis_bytes_per_delayed_job']:,.0f} bytes"],
+        ["Redis memory per waiting job (before the first run)",
+         f"{d['redis_bytes_per_waiting_job']:,.0f} bytes"],
+        ["Redis memory per empty bucket", f"{d['redis_bytes_per_bucket']:,.0f} bytes"],
+        ["first runs (each job defers)", f"{d['first_runs_jobs_per_s']:,.0f} jobs/s"],
+        ["resumed runs once windows open", f"{r['jobs_per_s']:,.0f} jobs/s"],
+    ]  # fmt: skip
+    return "\n".join([
+        "A fan-out of every cabinet over the seven long queues on a private embedded Redis; one "
+        f"worker process with one worker of {d['worker_concurrency_per_queue']} slots per "
+        "queue. Every job takes its bucket's one token (1 per hour) and asks for another, so "
+        "it is deferred by the real path; with every job delayed, `used_memory` is read, the "
+        "bucket keys are deleted (the windows open) and `used_memory` read again: bytes per "
+        "delayed job = (that - before the fan-out) / jobs, BullMQ's event stream (capped at "
+        "~10,000 entries) included. Then every delayed job is made due at once "
+        "(`promote_delayed`) and the same process runs them all to completion.",
+        "",
+        _table(["measure", "value"], rows),
+        "",
+        f"Target <= 2 KB per delayed job: {_check(r['redis_bytes_per_delayed_job'] <= 2048)}.",
+    ])  # fmt: skip
+
+
+_RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
+    "slots": _slots, "limiter": _limiter, "reschedule": _reschedule, "lateness": _lateness,
+    "scale": _scale,
+}  # fmt: skip
+_TITLES = {
+    "slots": "slots: worker slots while windows are closed",
+    "limiter": "limiter: try_acquire throughput and latency",
+    "reschedule": "reschedule: Redis commands per deferral",
+    "lateness": "lateness: how late deferred jobs resume",
+    "scale": "scale: fan-out of many cabinets",
+}
+_PLOTS = {
+    "slots": (plots.slots_plot, "bench-slots.png"),
+    "limiter": (plots.limiter_plot, "bench-limiter.png"),
+    "lateness": (plots.lateness_plot, "bench-lateness.png"),
+}
+
+
+def write_docs(results: dict[str, dict[str, Any]], *, docs_dir: Path, command: str) -> None:
+    """Merge ``results`` into ``docs_dir``'s benchmarks.json; render the page and plots."""
+    from datetime import UTC, datetime
+
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    store = docs_dir / "benchmarks.json"
+    merged: dict[str, Any] = json.loads(store.read_text("utf-8")) if store.exists() else {}
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    for name, result in results.items():
+        entry = rounded({**result, "command": command, "measured_at": stamp})
+        merged[_store_key(name, result)] = entry
+        if name == "slots" and "sweep" in result:
+            merged["slots_sweep"] = entry  # kept until the next sweep: plain runs have none
+        if name in _PLOTS:
+            plot, file = _PLOTS[name]
+            plot(merged.get("slots_sweep", result) if name == "slots" else result, docs_dir / file)
+    store.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    sections = [_HEADER]
+    for name in ORDER:
+        for key in sorted((k for k in merged if k == name or k.startswith(f"{name}@")),
+                          key=_size_order):  # fmt: skip
+            entry = merged[key]
+            sections.append(f"## {_TITLES[name]}{_size_title(key)}\n\n{_meta(entry)}\n\n"
+                            f"{_RENDER[name](entry)}\n")  # fmt: skip
+        if name == "slots" and "slots_sweep" in merged:
+            sweep = merged["slots_sweep"]
+            sections.append(f"### slots: makespan against K\n\n{_meta(sweep)}\n\n"
+                            f"{_sweep(sweep)}\n")  # fmt: skip
+    (docs_dir / "benchmarks.md").write_text("\n".join(sections), "utf-8")
+
+
+def _store_key(name: str, result: dict[str, Any]) -> str:
+    # Scale runs of different sizes are kept side by side: make bench runs a small one.
+    return f"{name}@{result['cabinets']}" if name == "scale" else name
+
+
+def _size_order(key: str) -> int:
+    return int(key.split("@", 1)[1]) if "@" in key else 0
+
+
+def _size_title(key: str) -> str:
+    return f" ({int(key.split('@', 1)[1]):,} cabinets)" if "@" in key else ""

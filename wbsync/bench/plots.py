@@ -1,0 +1,82 @@
+"""The benchmark plots (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+
+_MODE_STYLE = {"defer": "o-", "block": "s--", "retry": "^:"}
+
+
+def slots_plot(result: dict[str, Any], path: Path) -> bool:
+    """Makespan against K per mode (the sweep), else makespan per mode at the default K."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    sweep = result.get("sweep")
+    if sweep:
+        ks = sorted(int(k) for k in sweep)
+        for mode in next(iter(sweep.values())):
+            ax.plot(ks, [sweep[str(k)][mode] for k in ks], _MODE_STYLE.get(mode, "o-"),
+                    label=mode)  # fmt: skip
+        p = result["params"]
+        bound = (p["pages"] - p["burst"]) * p["period_s"]
+        ax.axhline(bound, color="grey", linewidth=0.8, label="window bound (P-1) x period")
+        ax.set_xlabel("cabinets K")
+        ax.set_xscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.set_yscale("log")
+        ax.legend()
+    else:
+        modes = list(result["modes"])
+        ax.bar(modes, [result["modes"][m]["makespan_s"] for m in modes])
+    ax.set_ylabel("makespan, s")
+    ax.set_title(f"slots: P={result['params']['pages']} pages, C={result['params']['concurrency']}"
+                 f" slot(s), window {result['params']['period_s']:g} s")  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    return _save(fig, path)
+
+
+def limiter_plot(result: dict[str, Any], path: Path) -> bool:
+    """ops/s per implementation, one group of bars per scenario."""
+    scenarios = list(result["scenarios"])
+    impls = list(next(iter(result["scenarios"].values()))["implementations"])
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / len(scenarios)
+    for i, scenario in enumerate(scenarios):
+        values = [result["scenarios"][scenario]["implementations"][m]["ops_per_s"] for m in impls]
+        ax.bar([x + i * width for x in range(len(impls))], values, width, label=scenario)
+    ax.set_xticks([x + width * (len(scenarios) - 1) / 2 for x in range(len(impls))], impls,
+                  rotation=20, ha="right")  # fmt: skip
+    ax.set_ylabel("calls per second (median of rounds)")
+    ax.set_title(f"limiter: one process, {result['params']['tasks']} concurrent tasks")
+    ax.legend()
+    ax.grid(True, axis="y", alpha=0.3)
+    return _save(fig, path)
+
+
+def lateness_plot(result: dict[str, Any], path: Path) -> bool:
+    """Histogram of resume lateness."""
+    values = result.get("lateness_ms") or []
+    if not values:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.hist(values, bins=40)
+    for q, style in (("p50_ms", "--"), ("p95_ms", ":")):
+        ax.axvline(result[q], color="black", linestyle=style, label=f"{q[:-3]} {result[q]:.1f} ms")
+    ax.set_xlabel("start after resume_at_ms, ms")
+    ax.set_ylabel("deferrals")
+    ax.set_title(f"lateness of {result['samples']} deferred jobs")
+    ax.legend()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> bool:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
