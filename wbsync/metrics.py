@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY, Counter, Histogram
 
+from wbsync.context import current_job
+
 RESCHEDULES = Counter(
     "wbsync_rate_limit_reschedules",
     "Jobs moved to delayed because a rate-limit window was longer than the deferral threshold.",
@@ -27,9 +29,15 @@ SLOT_SLEEP = Counter(
 UPSTREAM_REQUESTS = Counter(
     "wbsync_upstream_requests_total",
     "Requests sent to WB (or the emulator), by section and reply status "
-    "('transport' when no reply came).",
-    ["section", "status"],
+    "('transport' when no reply came), and the queue whose job sent it ('' outside jobs).",
+    ["section", "status", "queue"],
 )
+
+
+def count_upstream(section: str, status: str) -> None:
+    """Count one request to WB, labelled with the queue of the job that sent it, if any."""
+    job = current_job()
+    UPSTREAM_REQUESTS.labels(section, status, job.queue if job else "").inc()
 
 SYNC_PAGES = Counter("wbsync_sync_pages", "Pages a sync fetched and stored.", ["queue"])
 

@@ -30,7 +30,7 @@ from wbsync.errors import (
     WbServerError,
     WbTransportError,
 )
-from wbsync.metrics import UPSTREAM_REQUESTS
+from wbsync.metrics import count_upstream
 from wbsync.ratelimit.scope import BucketScope
 from wbsync.wb.endpoints import Endpoint, check_token
 from wbsync.wb.retry import RetryPolicy, rate_limit_wait_ms
@@ -164,7 +164,7 @@ class WbClient:
                 failures += 1
                 await self._backoff(ep, failures)
                 continue
-            UPSTREAM_REQUESTS.labels(ep.section.value, str(response.status_code)).inc()
+            count_upstream(ep.section.value, str(response.status_code))
             if response.status_code == 429:
                 limited += 1
                 await self._on_429(ep, scope, response, limited)
@@ -194,7 +194,7 @@ class WbClient:
                 ep.method, ep.url(self._settings), params=params, json=body, headers=headers
             )
         except httpx.TransportError as exc:
-            UPSTREAM_REQUESTS.labels(ep.section.value, "transport").inc()
+            count_upstream(ep.section.value, "transport")
             error = WbTransportError(f"no answer from WB: {type(exc).__name__}", method=ep.name)
             self._check_budget(failures + 1, error)
             log.warning(
