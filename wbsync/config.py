@@ -47,6 +47,13 @@ class Settings(BaseSettings):
         description="Outside a job the limiter sleeps while the total wait stays under two "
         "periods of the bucket plus this margin (scaled), then raises RateLimitExceeded.",
     )
+    limiter_refill_margin_ms: float = Field(
+        default=25.0,
+        ge=0,
+        description="Real milliseconds added to each token's refill interval (not scaled), so "
+        "jitter between our clock and WB's never makes a request arrive before WB's bucket "
+        "refilled.",
+    )
     sync_queue_concurrency: int = Field(
         default=5, ge=1, description="Jobs each sync queue's worker runs at once."
     )

@@ -35,6 +35,7 @@ class Runtime:
             prefix=settings.redis_prefix,
             time_scale=settings.time_scale,
             ceiling_margin_ms=settings.wait_ceiling_margin_ms,
+            refill_margin_ms=settings.limiter_refill_margin_ms,
         )
         self.database = Database(settings.database_url)
         self.store = Store(self.database, secret_key=settings.secret_key)

@@ -50,6 +50,10 @@ class RateLimiter:
 
     ``time_scale`` multiplies every bucket's period and the ceiling margin, so tests and demos
     can turn WB's minutes into milliseconds. Penalties are real milliseconds, not scaled.
+
+    ``refill_margin_ms`` (real milliseconds) is added to every token's refill interval: WB's
+    bucket and ours see each request a few milliseconds apart (network, a busy event loop), and
+    a request that reaches WB even slightly before WB's bucket refilled is refused with a 429.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class RateLimiter:
         prefix: str,
         time_scale: float = 1.0,
         ceiling_margin_ms: float = 5000.0,
+        refill_margin_ms: float = 0.0,
     ) -> None:
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
@@ -66,6 +71,7 @@ class RateLimiter:
         self._prefix = prefix
         self._time_scale = time_scale
         self._ceiling_margin_ms = ceiling_margin_ms * time_scale
+        self._refill_margin_ms = refill_margin_ms
         self._script = redis.register_script(_SCRIPT)
 
     @property
@@ -113,7 +119,7 @@ class RateLimiter:
             waited_ms = (clock.monotonic() - started) * 1000.0
 
     async def _pass(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> TryResult:
-        interval_ms = scope.limit.interval_ms * self._time_scale
+        interval_ms = scope.limit.interval_ms * self._time_scale + self._refill_margin_ms
         try:
             acquired, remaining, wait_ms = await self._script(
                 keys=[keys.bucket_key(self._prefix, scope)],
