@@ -198,6 +198,8 @@ def _scale(r: dict[str, Any]) -> str:
         ["enqueue one by one, `enqueue` (1,000-job sample, 64 in flight)",
          f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s"],
         ["Redis memory per delayed job", f"{r['redis_bytes_per_delayed_job']:,.0f} bytes"],
+        ["  the job's own keys (no event streams, no client buffers)",
+         f"{d['redis_bytes_per_delayed_job_keys_only']:,.0f} bytes"],
         ["Redis memory per waiting job (before the first run)",
          f"{d['redis_bytes_per_waiting_job']:,.0f} bytes"],
         ["Redis memory per empty bucket", f"{d['redis_bytes_per_bucket']:,.0f} bytes"],
@@ -210,8 +212,11 @@ def _scale(r: dict[str, Any]) -> str:
         "queue. Every job takes its bucket's one token (1 per hour) and asks for another, so "
         "it is deferred by the real path; with every job delayed, `used_memory` is read, the "
         "bucket keys are deleted (the windows open) and `used_memory` read again: bytes per "
-        "delayed job = (that - before the fan-out) / jobs, BullMQ's event stream (capped at "
-        "~10,000 entries) included. Then every delayed job is made due at once "
+        "delayed job = (that - before the fan-out) / jobs, BullMQ's event streams (capped at "
+        "~10,000 entries per queue, so their share per job falls as cabinets grow) included; "
+        "the second line takes out the streams (MEMORY USAGE) and the connections' buffers "
+        "(`mem_clients_normal`): what the jobs' own keys cost. Then every "
+        "delayed job is made due at once "
         "(`promote_delayed`) and the same process runs them all to completion.",
         "",
         _table(["measure", "value"], rows),

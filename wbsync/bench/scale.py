@@ -75,9 +75,25 @@ class _Tally:
         await asyncio.wait_for(event.wait(), timeout_s)
 
 
-async def _used_memory(redis: Redis) -> int:
+@dataclass(frozen=True)
+class _Memory:
+    """``used_memory``, the part of it in client connection buffers, and the event streams."""
+
+    used: int
+    clients: int
+    events: int
+
+    def jobs_only(self) -> int:
+        """What is left for keys other than the event streams."""
+        return self.used - self.clients - self.events
+
+
+async def _memory(redis: Redis, qprefix: str, queues: tuple[str, ...]) -> _Memory:
     info = await redis.info("memory")
-    return int(info["used_memory"])
+    events = 0
+    for name in queues:  # BullMQ's per-queue stream, <prefix>:<queue>:events, capped ~10,000
+        events += int(await redis.memory_usage(f"{qprefix}:{name}:events", samples=0) or 0)
+    return _Memory(int(info["used_memory"]), int(info["mem_clients_normal"]), events)
 
 
 async def _enqueue_sample(url: str, prefix: str) -> float:
@@ -99,72 +115,98 @@ async def _enqueue_sample(url: str, prefix: str) -> float:
     return rate
 
 
+class _Scenario:
+    """The queues, workers and tallies of one run."""
+
+    def __init__(self, url: str, prefix: str, params: Params) -> None:
+        self.url, self.params = url, params
+        self.qprefix = f"{prefix}:q"
+        self.redis = Redis.from_url(url)
+        self.limiter = RateLimiter(self.redis, prefix=f"{prefix}:rl")
+        self.jobs = params.cabinets * len(params.queues)
+        self.tally = _Tally()
+        self.queues = {n: SyncQueue(n, redis_url=url, prefix=self.qprefix) for n in params.queues}
+        self.workers: list[SyncWorker] = []
+
+    async def memory(self) -> _Memory:
+        return await _memory(self.redis, self.qprefix, self.params.queues)
+
+    async def enqueue(self) -> float:
+        cabinets = [f"cab-{i:06d}" for i in range(self.params.cabinets)]
+        started = time.perf_counter()
+        for queue in self.queues.values():
+            await queue.enqueue_many(cabinets)
+        return time.perf_counter() - started
+
+    async def start_workers(self) -> None:
+        processor = RescheduleService(threshold_ms=5000).wrap(_processor(self.limiter))
+        for name in self.params.queues:
+            worker = SyncWorker(name, processor, redis_url=self.url, prefix=self.qprefix,
+                                concurrency=self.params.concurrency,
+                                on_outcome=lambda o: self.tally.bump(o.outcome))  # fmt: skip
+            self.workers.append(worker)
+            await worker.start()
+
+    async def until(self, check: Callable[[], bool]) -> float:
+        started = time.perf_counter()
+        await self.tally.until(check, timeout_s=60 + self.jobs / 20)
+        return time.perf_counter() - started
+
+    async def close(self, prefix: str) -> None:
+        for worker in self.workers:
+            await worker.close()
+        for queue in self.queues.values():
+            await queue.obliterate()
+            await queue.close()
+        await delete_prefix(self.redis, prefix)
+        await self.redis.aclose()
+
+
 async def run(url: str, params: Params | None = None) -> dict[str, Any]:
     """The whole scenario; ``url`` must be a private server (see the module docstring)."""
     params = params or Params()
     prefix = unique_prefix("scale")
-    qprefix = f"{prefix}:q"
-    redis = Redis.from_url(url)
-    limiter = RateLimiter(redis, prefix=f"{prefix}:rl")
-    jobs = params.cabinets * len(params.queues)
-    cabinets = [f"cab-{i:06d}" for i in range(params.cabinets)]
-    tally = _Tally()
-    queues = {n: SyncQueue(n, redis_url=url, prefix=qprefix) for n in params.queues}
-    workers: list[SyncWorker] = []
+    sc = _Scenario(url, prefix, params)
+    jobs, tally = sc.jobs, sc.tally
     try:
         per_job_rate = await _enqueue_sample(url, f"{prefix}:sample")
-        mem_empty = await _used_memory(redis)
-        started = time.perf_counter()
-        for queue in queues.values():
-            await queue.enqueue_many(cabinets)
-        enqueue_s = time.perf_counter() - started
-        mem_waiting = await _used_memory(redis)
-
-        processor = RescheduleService(threshold_ms=5000).wrap(_processor(limiter))
-        for name in params.queues:
-            worker = SyncWorker(name, processor, redis_url=url, prefix=qprefix,
-                                concurrency=params.concurrency,
-                                on_outcome=lambda o: tally.bump(o.outcome))  # fmt: skip
-            workers.append(worker)
-            await worker.start()
-        started = time.perf_counter()
-        await tally.until(lambda: tally.deferred >= jobs, timeout_s=60 + jobs / 20)
-        defer_s = time.perf_counter() - started
-        mem_delayed = await _used_memory(redis)
-        await delete_prefix(redis, f"{prefix}:rl")  # the windows open: buckets full again
-        mem_no_buckets = await _used_memory(redis)
-
-        started = time.perf_counter()
-        for queue in queues.values():
+        empty = await sc.memory()
+        enqueue_s = await sc.enqueue()
+        waiting = await sc.memory()
+        await sc.start_workers()
+        defer_s = await sc.until(lambda: tally.deferred >= jobs)
+        delayed = await sc.memory()
+        await delete_prefix(sc.redis, f"{prefix}:rl")  # the windows open: buckets full again
+        no_buckets = await sc.memory()
+        started = time.perf_counter()  # from the windows opening to the last completion
+        for queue in sc.queues.values():
             await queue.promote_delayed()
-        await tally.until(lambda: tally.completed >= jobs, timeout_s=60 + jobs / 20)
+        await sc.until(lambda: tally.completed >= jobs)
         complete_s = time.perf_counter() - started
     finally:
-        for worker in workers:
-            await worker.close()
-        for queue in queues.values():
-            await queue.obliterate()
-            await queue.close()
-        await delete_prefix(redis, prefix)
-        await redis.aclose()
+        await sc.close(prefix)
     return {
         "cabinets": params.cabinets,
         "jobs": jobs,
         "enqueue_s": enqueue_s,
-        "redis_bytes_per_delayed_job": (mem_no_buckets - mem_empty) / jobs,
+        "redis_bytes_per_delayed_job": (no_buckets.used - empty.used) / jobs,
         "jobs_per_s": jobs / complete_s,
         "detail": {
             "queues": len(params.queues),
             "worker_concurrency_per_queue": params.concurrency,
             "enqueue_many_jobs_per_s": jobs / enqueue_s,
             "enqueue_one_by_one_jobs_per_s": per_job_rate,
-            "redis_bytes_per_waiting_job": (mem_waiting - mem_empty) / jobs,
-            "redis_bytes_per_bucket": (mem_delayed - mem_no_buckets) / jobs,
+            "redis_bytes_per_waiting_job": (waiting.used - empty.used) / jobs,
+            "redis_bytes_per_bucket": (delayed.used - no_buckets.used) / jobs,
+            "redis_bytes_per_delayed_job_keys_only":
+                (no_buckets.jobs_only() - empty.jobs_only()) / jobs,
+            "events_stream_bytes": no_buckets.events,
+            "client_buffer_bytes": no_buckets.clients - empty.clients,
             "first_runs_s": defer_s,
             "first_runs_jobs_per_s": jobs / defer_s,
             "complete_s": complete_s,
         },
-    }
+    }  # fmt: skip
 
 
 def _processor(limiter: RateLimiter) -> Callable[[JobHandle], Any]:
@@ -187,6 +229,8 @@ def tables(result: dict[str, Any]) -> list[Any]:
         ["enqueue one by one (sample, 64 in flight)",
          f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s"],
         ["Redis bytes per delayed job", f"{result['redis_bytes_per_delayed_job']:,.0f}"],
+        ["  the job's own keys (no event streams, no client buffers)",
+         f"{d['redis_bytes_per_delayed_job_keys_only']:,.0f}"],
         ["Redis bytes per waiting job", f"{d['redis_bytes_per_waiting_job']:,.0f}"],
         ["first runs (each defers)", f"{d['first_runs_jobs_per_s']:,.0f} jobs/s"],
         ["resumed runs once windows open", f"{result['jobs_per_s']:,.0f} jobs/s"],
