@@ -1,4 +1,4 @@
-"""Control routes under ``/__emulator/``: counters, reset, faults, expected data, tokens, limits.
+"""Control routes under ``/__emulator/``: counters, journal, reset, faults, data, tokens, limits.
 
 No token is needed: the emulator listens on loopback and is a test and demo tool.
 """
@@ -62,6 +62,12 @@ def routes(state: EmulatorState) -> list[Route]:
     async def counters(request: Request) -> Response:
         return json_reply(state.counters.snapshot())
 
+    async def requests(request: Request) -> Response:
+        seller, method = request.query_params.get("seller"), request.query_params.get("method")
+        rows = [e for e in state.counters.journal
+                if seller in (None, e["seller"]) and method in (None, e["method"])]  # fmt: skip
+        return json_reply({"requests": rows})
+
     async def reset(request: Request) -> Response:
         try:
             what = _Reset.model_validate(await _json(request))
@@ -117,6 +123,7 @@ def routes(state: EmulatorState) -> list[Route]:
 
     return [
         Route(f"{PREFIX}/counters", counters, methods=["GET"]),
+        Route(f"{PREFIX}/requests", requests, methods=["GET"]),
         Route(f"{PREFIX}/reset", reset, methods=["POST"]),
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "PUT", "DELETE"]),
         Route(f"{PREFIX}/expected/{{method}}", expected, methods=["GET"]),

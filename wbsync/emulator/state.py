@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import time
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -61,11 +62,15 @@ class _Count:
 class Counters:
     """Requests, 429s and injected faults per seller and method."""
 
-    def __init__(self) -> None:
+    def __init__(self, journal_size: int = 10_000) -> None:
         self._counts: dict[str, dict[str, _Count]] = defaultdict(lambda: defaultdict(_Count))
+        #: The latest replies in order, with wall-clock time: when, not just how many.
+        self.journal: deque[dict[str, Any]] = deque(maxlen=journal_size)
 
     def record(self, seller: str, method: str, status: int, *, fault: str | None) -> None:
         """Count one reply (``status`` 0 for a dropped connection)."""
+        self.journal.append({"t": time.time(), "seller": seller, "method": method,
+                             "status": status, "fault": fault})  # fmt: skip
         count = self._counts[seller][method]
         count.requests += 1
         count.status[str(status)] += 1
@@ -75,8 +80,9 @@ class Counters:
             count.faults += 1
 
     def reset(self) -> None:
-        """All counters to zero."""
+        """All counters to zero, journal emptied."""
         self._counts.clear()
+        self.journal.clear()
 
     def total(self, field_name: str = "requests", *, seller: str | None = None) -> int:
         """Sum of one counter over every method (of one seller, or all)."""

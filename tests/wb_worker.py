@@ -1,0 +1,65 @@
+"""A second process for the client tests: ``python -m tests.wb_worker <json args>``.
+
+Modes: ``calls`` makes ``n`` calls of ``method`` and prints their statuses; ``wait-go`` prints
+``ready``, waits for a line on stdin, then makes the calls and prints how long they took. The
+calls run in a deferral context with a long threshold, as a job's would: waits are slept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from wbsync.config import Settings
+from wbsync.context import run_with_rate_limit_deferral
+from wbsync.ratelimit import RateLimiter
+from wbsync.wb.client import WbClient
+from wbsync.wb.endpoints import ENDPOINTS
+
+BODIES: dict[str, dict[str, Any]] = {
+    "finance.detailed_report": {
+        "json": {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}
+    },
+    "prices.goods_list": {"params": {"limit": 1}},
+}
+
+
+async def main(args: dict[str, Any]) -> None:
+    redis = Redis.from_url(args["redis_url"], decode_responses=True)
+    limiter = RateLimiter(redis, prefix=args["prefix"], time_scale=args["time_scale"])
+    settings = Settings(wb_base_url=args["base_url"], time_scale=args["time_scale"])
+    ep = ENDPOINTS[args["method"]]
+    try:
+        async with (
+            httpx.AsyncClient() as http,
+            WbClient(
+                args["cabinet"], args["token"], limiter, settings=settings, http=http
+            ) as client,
+        ):
+            # A cold process's first request pays for lazy imports and the connection, tens of
+            # ms after its token was taken; at test scale that is most of a window. Warm up.
+            await http.get(f"{args['base_url']}/__emulator/limits")
+            if args["mode"] == "wait-go":
+                print("ready", flush=True)
+                await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+            started = time.monotonic()
+
+            async def calls() -> list[int]:
+                return [(await client.call(ep, **BODIES[ep.name])).status for _ in range(args["n"])]
+
+            # Like a job: waits up to the threshold are slept in place, not refused.
+            statuses = await run_with_rate_limit_deferral(60_000, calls)
+            elapsed_ms = (time.monotonic() - started) * 1000.0
+            print(json.dumps({"statuses": statuses, "elapsed_ms": elapsed_ms}), flush=True)
+    finally:
+        await redis.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1])))
