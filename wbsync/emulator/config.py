@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wbsync.errors import ConfigError
 from wbsync.ratelimit.scope import Limit
@@ -113,8 +113,15 @@ class EmulatorConfig(BaseModel):
             data = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read emulator config {path}: {exc.strerror}") from None
-        base = cls.model_validate_json(data)
-        return base.model_copy(update=overrides) if overrides else base
+        try:
+            base = cls.model_validate_json(data)
+            return cls.model_validate(base.model_dump() | overrides) if overrides else base
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ConfigError(f"invalid emulator config {path}: {problems}") from None
 
     def sizes_for(self, seller_id: str) -> SellerSizes:
         """The data sizes of ``seller_id``."""

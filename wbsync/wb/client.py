@@ -162,7 +162,7 @@ class WbClient:
             response = await self._send(http, ep, params, json, failures)
             if response is None:
                 failures += 1
-                await self._backoff(ep, failures)
+                await self._backoff(ep, failures, "transport error")
                 continue
             count_upstream(ep.section.value, str(response.status_code))
             if response.status_code == 429:
@@ -172,7 +172,7 @@ class WbClient:
             if response.status_code >= 500:
                 failures += 1
                 self._check_budget(failures, _server_error(ep, response))
-                await self._backoff(ep, failures)
+                await self._backoff(ep, failures, f"status {response.status_code}")
                 continue
             return self._reply(ep, response)
 
@@ -197,21 +197,29 @@ class WbClient:
             count_upstream(ep.section.value, "transport")
             error = WbTransportError(f"no answer from WB: {type(exc).__name__}", method=ep.name)
             self._check_budget(failures + 1, error)
-            log.warning(
-                "cabinet %s: %s transport error %s, retrying",
-                self.cabinet,
-                ep.name,
-                type(exc).__name__,
-            )
             return None
+        except httpx.HTTPError as exc:
+            # Not a lost answer but an unusable one (bad encoding, redirect loop): not retried.
+            raise WbBadResponseError(
+                f"unusable answer from WB: {type(exc).__name__}", method=ep.name
+            ) from None
 
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:
             raise error
 
-    async def _backoff(self, ep: Endpoint, failures: int) -> None:
+    async def _backoff(self, ep: Endpoint, failures: int, reason: str) -> None:
         delay_s = self._retry.backoff_s(
             failures, time_scale=self._settings.time_scale, rng=self._rng
+        )
+        log.warning(
+            "cabinet %s: %s failed (%s), try %d of %d in %.0f ms",
+            self.cabinet,
+            ep.name,
+            reason,
+            failures + 1,
+            self._retry.attempts,
+            delay_s * 1000.0,
         )
         await clock.sleep_ms(delay_s * 1000.0)
 
