@@ -108,23 +108,23 @@ async def test_worker_killed_mid_sync_recovers_without_loss_or_duplicates(
         "WBSYNC_DEFER_THRESHOLD_MS": "1000000", "WBSYNC_JOB_LOCK_MS": "1000",
     }  # fmt: skip
     command = [sys.executable, "-m", "wbsync", "run", "--queues", "rnp-finance-sync"]
-    first = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    first = await asyncio.create_subprocess_exec(*command, env=env, stderr=subprocess.DEVNULL)
     try:
         await wait_for(lambda: _at_least(runtime, cabinet.id, 18))  # three pages of six
     finally:
         first.kill()  # SIGKILL: no cleanup, the job stays active with a lock that will expire
-        first.wait()
+        await first.wait()
     job = await runtime.queue("rnp-finance-sync").job(str(cabinet.id))
     assert job is not None and job.state == "active"
     killed_at = job.data["cursor"]["rrdId"]
 
-    second = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    second = await asyncio.create_subprocess_exec(*command, env=env, stderr=subprocess.DEVNULL)
     try:
         queue = runtime.queue("rnp-finance-sync")
         await wait_for(lambda: _finished(queue, str(cabinet.id)))
     finally:
         second.send_signal(signal.SIGTERM)
-        assert second.wait(timeout=30) == 0  # stops cleanly on SIGTERM
+        assert await asyncio.wait_for(second.wait(), 30) == 0  # stops cleanly on SIGTERM
     assert await stored_finance(runtime, cabinet.id) == finance_rows(emulator, SELLERS[0])
     cursor = await runtime.store.cursors.get(cabinet.id, "rnp-finance-sync")
     assert cursor is not None and cursor["rrdId"] > killed_at
