@@ -5,6 +5,9 @@ Every setting, its default and its meaning is listed in the README; this module 
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from functools import lru_cache
 
 from pydantic import Field, ValidationError
@@ -99,9 +102,28 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", description="Python logging level.")
 
 
+# Read by the test suite only; allowed beside the settings so CI can set it.
+_NOT_SETTINGS = frozenset({"WBSYNC_TEST_POSTGRES_URL"})
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """``WBSYNC_*`` variables that name no setting, each with a hint (a typo is an error)."""
+    known = {f"WBSYNC_{name.upper()}" for name in Settings.model_fields}
+    problems = []
+    for var in sorted(environ):
+        if var.startswith("WBSYNC_") and var not in known and var not in _NOT_SETTINGS:
+            close = difflib.get_close_matches(var, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(f"{var} is not a setting{hint}")
+    return problems
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process's settings, read from the environment on first use."""
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        raise ConfigError("; ".join(unknown) + "; see the README's settings table")
     try:
         return Settings()
     except ValidationError as exc:
