@@ -147,7 +147,7 @@ async def test_dropped_and_slow_replies_become_transport_errors(
             await client.call(eps.PRICES_GOODS_LIST, **GOODS)
     assert info.value.method == "prices.goods_list" and _sent(emulator) == 3
     emulator.reset()
-    emulator.set_faults([FaultRule(kind="slow", count=10, delay_ms=2000)])
+    emulator.set_faults([FaultRule(kind="slow", count=10, delay_ms=300)])
     async with client_factory(retry=RetryPolicy(attempts=2), timeout_s=0.05) as client:
         with pytest.raises(WbTransportError, match="Timeout"):
             await client.call(eps.PRICES_GOODS_LIST, **GOODS)
