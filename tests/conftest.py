@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -13,6 +14,17 @@ from wbsync.ratelimit import RateLimiter
 from wbsync.redis_server import redis_url as resolve_redis_url
 
 pytest_plugins = ["tests.conftest_store"]
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging() -> Iterator[None]:
+    """Commands under test reconfigure the root logger (often onto a captured stream that is
+    closed afterwards); put it back so later tests' threads do not log into a closed file."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
