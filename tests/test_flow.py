@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -230,3 +231,5 @@ def test_demo_json_stores_the_emulators_rows_with_no_429s(tmp_path: Path, prefix
     log = (tmp_path / "wbsync-demo.log").read_text()
     job_lines = [json.loads(line) for line in log.splitlines() if '"job_id"' in line]
     assert job_lines and all(line.get("correlation_id") for line in job_lines)
+    # The demo cabinets' WB tokens are JWTs: no piece of one may reach a log line.
+    assert not re.search(r"eyJ[\w-]{8,}", log)

@@ -1,4 +1,4 @@
-"""The command line: ``wbsync run | demo | cabinets | emulator | bench | migrate``."""
+"""The command line: ``wbsync run | api | demo | cabinets | emulator | bench | migrate``."""
 
 from __future__ import annotations
 
@@ -57,14 +57,41 @@ def run(
     queues: Annotated[
         str | None, typer.Option(help="Comma-separated queues to serve; all by default.")
     ] = None,
+    with_api: Annotated[
+        bool, typer.Option("--with-api", help="Serve the HTTP API in this process too.")
+    ] = False,
+    host: Annotated[str, typer.Option(help="The API's address (with --with-api).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The API's port (with --with-api).")] = 8000,
 ) -> None:
     """Run the workers of the sync queues and the fan-out until SIGINT/SIGTERM."""
+    from wbsync.api import api_extra
+    from wbsync.api.auth import api_keys
     from wbsync.service import run_service
 
     settings = _settings()
     configure_logging(settings.log_level)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
-    _run(lambda: run_service(settings, queues=names))
+    extra = None
+    if with_api:
+        try:
+            api_keys(settings)  # refuse before any worker starts
+        except WbSyncError as exc:
+            _fail(str(exc))
+        extra = api_extra(host=host, port=port)
+    _run(lambda: run_service(settings, queues=names, extra=extra))
+
+
+@app.command()
+def api(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve the HTTP API, /metrics and the status page (needs WBSYNC_API_KEYS)."""
+    from wbsync.api import serve_api
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    _run(lambda: serve_api(settings, host=host, port=port))
 
 
 @app.command()

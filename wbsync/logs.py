@@ -23,9 +23,10 @@ class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         job = current_job()
         record.correlation_id = getattr(record, "correlation_id", None) or correlation_id()
-        record.queue = job.queue if job else None
-        record.job_id = job.job_id if job else None
-        record.cabinet = job.cabinet if job else None
+        # Outside a job, fields given through ``extra=`` (e.g. by an HTTP route) are kept.
+        record.queue = job.queue if job else getattr(record, "queue", None)
+        record.job_id = job.job_id if job else getattr(record, "job_id", None)
+        record.cabinet = job.cabinet if job else getattr(record, "cabinet", None)
         return True
 
 

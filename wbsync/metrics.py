@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
 from wbsync.context import current_job
 
@@ -48,6 +48,13 @@ JOB_DURATION = Histogram(
     "Duration of one run of a job, by queue and outcome (completed, deferred, failed).",
     ["queue", "outcome"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0),
+)
+
+QUEUE_JOBS = Gauge(
+    "wbsync_queue_jobs",
+    "Jobs in each queue by state (active, waiting, delayed, prioritized, completed, failed); "
+    "read from Redis when /metrics is scraped.",
+    ["queue", "state"],
 )
 
 

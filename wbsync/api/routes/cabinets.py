@@ -1,0 +1,127 @@
+"""Cabinets: create, list, show, deactivate; their live jobs, sync triggers and buckets."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+
+from wbsync.api.deps import CabinetDep, RuntimeDep
+from wbsync.api.problems import Problem
+from wbsync.api.schemas import (
+    BucketOut,
+    CabinetIn,
+    CabinetOut,
+    JobOut,
+    TriggerOut,
+    cabinet_out,
+)
+from wbsync.api.status import cabinet_buckets, cabinet_jobs
+from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
+from wbsync.syncs import SYNCS
+from wbsync.wb.tokens import parse_token
+
+__all__ = ["router"]
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/api/v1/cabinets", tags=["cabinets"])
+
+
+def _invalid_token(exc: TokenError) -> Problem:
+    # TokenError never carries the token itself, so its message is safe to send back.
+    errors = [{"field": "body.token", "message": str(exc)}]
+    return Problem(422, "invalid-request", "Invalid request", "invalid: body.token", errors=errors)
+
+
+@router.post("", status_code=201, response_model=CabinetOut)
+async def create_cabinet(body: CabinetIn, runtime: RuntimeDep) -> CabinetOut:
+    """Store a cabinet and its WB token (encrypted); the token is never returned."""
+    token = body.token.strip()
+    try:
+        parsed = parse_token(token, cabinet=body.name)
+    except TokenError as exc:
+        raise _invalid_token(exc) from None
+    try:
+        cabinet = await runtime.store.cabinets.add(body.name, token, parsed.seller_id)
+    except StoreError:
+        if await _exists(runtime, body.name):
+            raise Problem(409, "conflict", "Conflict",
+                          f"a cabinet named {body.name!r} already exists") from None  # fmt: skip
+        raise
+    log.info("cabinet created", extra={"cabinet": str(cabinet.id)})
+    return cabinet_out(cabinet)
+
+
+async def _exists(runtime: RuntimeDep, name: str) -> bool:
+    try:
+        await runtime.store.cabinets.get(name)
+    except CabinetNotFoundError:
+        return False
+    return True
+
+
+@router.get("", response_model=list[CabinetOut])
+async def list_cabinets(runtime: RuntimeDep) -> list[CabinetOut]:
+    """Every cabinet, by id."""
+    return [cabinet_out(c) for c in await runtime.store.cabinets.list()]
+
+
+@router.get("/{cabinet_id}", response_model=CabinetOut)
+async def show_cabinet(cabinet: CabinetDep) -> CabinetOut:
+    """One cabinet."""
+    return cabinet_out(cabinet)
+
+
+@router.post("/{cabinet_id}/deactivate", response_model=CabinetOut)
+async def deactivate_cabinet(cabinet: CabinetDep, runtime: RuntimeDep) -> CabinetOut:
+    """Stop syncing the cabinet (its data stays; live jobs finish as no-ops)."""
+    done = await runtime.store.cabinets.deactivate(cabinet.id)
+    log.info("cabinet deactivated", extra={"cabinet": str(cabinet.id)})
+    return cabinet_out(done)
+
+
+@router.get("/{cabinet_id}/jobs", response_model=list[JobOut])
+async def live_jobs(cabinet: CabinetDep, runtime: RuntimeDep) -> list[JobOut]:
+    """The cabinet's live jobs over every queue; delayed ones say when and why they wait."""
+    return await cabinet_jobs(runtime, cabinet.id)
+
+
+@router.post(
+    "/{cabinet_id}/syncs/{queue}",
+    status_code=202,
+    response_model=TriggerOut,
+    responses={409: {"description": "The cabinet already has a live job in this queue."}},
+)
+async def trigger_sync(
+    cabinet: CabinetDep,
+    runtime: RuntimeDep,
+    queue: Annotated[str, Path(description="One of the sync queues, e.g. rnp-finance-sync.")],
+) -> JSONResponse:
+    """Run (queue, cabinet) now: 202 with the job id, or 409 naming the live job."""
+    if queue not in SYNCS:
+        raise Problem(404, "not-found", "Not found",
+                      f"no queue {queue!r}; queues: {', '.join(SYNCS)}")  # fmt: skip
+    if not cabinet.active:
+        raise Problem(409, "cabinet-inactive", "Conflict", f"cabinet {cabinet.id} is inactive")
+    result = await runtime.queue(queue).enqueue(str(cabinet.id))
+    context = {"cabinet": str(cabinet.id), "queue": queue, "job_id": result.job_id}
+    if not result.added:
+        log.info("trigger refused: job is live (%s)", result.state, extra=context)
+        raise Problem(
+            409, "job-live", "Conflict",
+            f"cabinet {cabinet.id} already has a live job {result.job_id} ({result.state})",
+            job_id=result.job_id, job_state=result.state,
+        )  # fmt: skip
+    log.info("sync triggered", extra=context)
+    out = TriggerOut(job_id=result.job_id, queue=queue, cabinet=str(cabinet.id),
+                     state=result.state)  # fmt: skip
+    return JSONResponse(out.model_dump(), status_code=202)
+
+
+@router.get("/{cabinet_id}/buckets", response_model=list[BucketOut])
+async def buckets(cabinet: CabinetDep, runtime: RuntimeDep) -> list[BucketOut]:
+    """Per limit group: tokens left and when the next one is there (no token is taken)."""
+    return await cabinet_buckets(runtime, cabinet)

@@ -1,0 +1,68 @@
+"""On-demand WB reads a UI calls directly, on the no-context path of the client.
+
+Outside a job the limiter sleeps a short wait in place and refuses a wait past its ceiling
+(two windows plus a margin) with ``RateLimitExceeded``, which becomes 429 with ``Retry-After``;
+nothing is sent to WB then. WB's own errors map as ``wbsync.api.problems`` says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from wbsync.api.deps import CabinetDep, RuntimeDep
+from wbsync.api.schemas import RowsOut
+from wbsync.wb import methods
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/cabinets/{cabinet_id}/wb", tags=["wb"])
+
+_RATE: dict[int | str, dict[str, Any]] = {
+    429: {"description": "Rate limit window too long to wait; see Retry-After."}
+}
+
+
+@router.get("/acceptance-coefficients", response_model=RowsOut, responses=_RATE)
+async def acceptance_coefficients(
+    cabinet: CabinetDep,
+    runtime: RuntimeDep,
+    warehouse_id: Annotated[list[int] | None, Query(max_length=100)] = None,
+) -> RowsOut:
+    """Acceptance coefficients (free supply slots), optionally of some warehouses."""
+    rows = await methods.acceptance_coefficients(
+        runtime.client(cabinet), warehouse_ids=warehouse_id or ()
+    )
+    return RowsOut(rows=rows)
+
+
+@router.get("/goods", response_model=RowsOut, responses=_RATE)
+async def goods(
+    cabinet: CabinetDep,
+    runtime: RuntimeDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> RowsOut:
+    """One page of goods with their prices; ``next_offset`` is None after the last page."""
+    pages = methods.goods(runtime.client(cabinet), limit=limit, offset=offset)
+    with contextlib.suppress(StopAsyncIteration):
+        page = await anext(pages)
+        await pages.aclose()  # type: ignore[attr-defined]
+        return RowsOut(rows=page.rows, next_offset=page.cursor if len(page.rows) == limit else None)
+    return RowsOut(rows=[], next_offset=None)
+
+
+@router.get("/adverts", response_model=RowsOut, responses=_RATE)
+async def adverts(
+    cabinet: CabinetDep,
+    runtime: RuntimeDep,
+    status: Annotated[list[int] | None, Query(max_length=20)] = None,
+    payment_type: Annotated[str | None, Query(pattern="^(cpm|cpc)$")] = None,
+) -> RowsOut:
+    """The cabinet's advert campaigns, optionally filtered by status and payment type."""
+    rows = await methods.adverts(
+        runtime.client(cabinet), statuses=status or (), payment_type=payment_type
+    )
+    return RowsOut(rows=rows)
