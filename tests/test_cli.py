@@ -1,0 +1,64 @@
+"""The command line: cabinets add/list/deactivate/remove, clear errors, tokens never printed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wbsync.cli import app
+from wbsync.config import get_settings
+from wbsync.wb.tokens import Category, mint_token
+
+SELLER = "5b0e2c1d-7a3f-4e6b-9d8c-0f1e2d3c4b5a"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("WBSYNC_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("WBSYNC_SECRET_KEY", "cli-test-secret")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def token() -> str:
+    return mint_token(key="k" * 32, seller_id=SELLER, categories=[Category.FINANCE])
+
+
+def test_cabinets_add_list_deactivate_remove(env: None) -> None:
+    runner = CliRunner()
+    raw = token()
+    added = runner.invoke(app, ["cabinets", "add", "shop"], input=raw + "\n")
+    assert added.exit_code == 0, added.output
+    assert f"seller {SELLER}" in added.output and raw not in added.output
+
+    listed = runner.invoke(app, ["cabinets", "list"])
+    assert listed.exit_code == 0 and "shop" in listed.output and raw not in listed.output
+
+    assert runner.invoke(app, ["cabinets", "deactivate", "shop"]).exit_code == 0
+    assert "no" in runner.invoke(app, ["cabinets", "list"]).output
+    assert runner.invoke(app, ["cabinets", "remove", "shop"]).exit_code == 0
+    assert "shop" not in runner.invoke(app, ["cabinets", "list"]).output
+
+
+def test_a_malformed_token_is_refused_without_echoing_it(env: None) -> None:
+    reply = CliRunner().invoke(app, ["cabinets", "add", "shop", "--token", "not-a-jwt-secret"])
+    assert reply.exit_code == 1
+    assert "cabinet 'shop'" in reply.output and "not-a-jwt-secret" not in reply.output
+
+
+def test_adding_without_a_secret_key_says_what_to_set(
+    env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WBSYNC_SECRET_KEY")
+    get_settings.cache_clear()
+    reply = CliRunner().invoke(app, ["cabinets", "add", "shop", "--token", token()])
+    assert reply.exit_code == 1 and "WBSYNC_SECRET_KEY" in reply.output
+
+
+def test_removing_an_unknown_cabinet_is_a_clear_error(env: None) -> None:
+    reply = CliRunner().invoke(app, ["cabinets", "remove", "nope"])
+    assert reply.exit_code == 1 and "nope" in reply.output
