@@ -58,8 +58,9 @@ def _check(ok: bool) -> str:
 def _slots(r: dict[str, Any]) -> str:
     p, modes = r["params"], r["modes"]
     cols = ["makespan_s", "lower_bound_s", "efficiency", "slot_sleep_s", "upstream_requests",
-            "upstream_429", "deferrals", "attempts_made_max", "failed_jobs"]  # fmt: skip
-    rows = [[m, *(v[c] for c in cols)] for m, v in modes.items()]
+            "upstream_429", "deferrals", "attempts_made_max", "failed_jobs",
+            "startup_aware_bound_s"]  # fmt: skip
+    rows = [[m, *(v.get(c) for c in cols)] for m, v in modes.items()]
     defer = modes.get("defer", {})
     speed = r.get("speedup_defer_vs_block") or math.nan
     clean = all(v["upstream_429"] == 0 and v["failed_jobs"] == 0 for v in modes.values())
@@ -67,15 +68,20 @@ def _slots(r: dict[str, Any]) -> str:
         f"K={p['cabinets']} cabinets each pull P={p['pages']} pages of the finance detailed "
         f"report (1 request per 60 s, burst 1; time scale {p['time_scale']:g}, so the window is "
         f"{p['period_s']:g} s) through a worker of C={p['concurrency']} slot(s); "
-        f"{p['rounds']} round(s). Modes: `defer` (RescheduleService: the job goes to delayed for "
-        "the rest of the window, no attempt spent), `block` (no deferral context: `acquire` "
-        "sleeps in the slot; its ceiling is raised to three periods so it is never reached: a "
+        f"{p['rounds']} round(s) of defer and retry in ABBA order with block (a minute at the "
+        "defaults) once in the middle of the sequence. Modes: `defer` (RescheduleService: the "
+        "job goes to delayed for the rest of the window, no attempt spent), `block` (no "
+        "deferral context: `acquire` sleeps in the slot; its ceiling is raised to three "
+        "periods so it is never reached: a "
         "job waits at most one period for its own bucket, two after a 429), `retry` (the "
         "closed window becomes a plain error; BullMQ retries after a fixed backoff of one "
         "period, spending an attempt each time). `lower_bound_s` = (P - burst) x period, or "
         "K x P x page time / C when larger; `efficiency` = lower bound / makespan. "
-        "`upstream_*` are the emulator's own counters; `attempts_made_max` is the highest "
-        "`attemptsMade` a run of a job started with.",
+        "`upstream_*` are the emulator's own counters (429s and failed jobs summed over the "
+        "rounds); `attempts_made_max` is the highest `attemptsMade` a run of a job started "
+        "with. `startup_aware_bound_s` adds what one slot must do before the last cabinet's "
+        "first page, ((K - 1) // C + 1) x page time: not a target, it shows how much of the gap "
+        "to the bound is the slot's own work.",
         "",
         _table(["mode", *cols], rows),
         "",
@@ -94,7 +100,8 @@ def _sweep(r: dict[str, Any]) -> str:
     p = r["params"]
     return "\n".join([
         f"Makespan (s) of every mode for K in {', '.join(r['sweep'])} (P={p['pages']}, "
-        f"C={p['concurrency']}, {p['rounds']} round(s) per point). Blocking grows as "
+        f"C={p['concurrency']}; K={p['cabinets']} is the run above, the other points one round "
+        "each). Blocking grows as "
         "K x (P - 1) x period / C: each job holds the slot through its own windows; deferring "
         "stays at the window bound until the slot's work (K x P pages) catches up with it.",
         "", _table(["K", *modes], rows), "", "![slots](bench-slots.png)",
