@@ -115,8 +115,8 @@ def slots_cmd(
 def limiter_cmd(
     ctx: typer.Context,
     tasks: Annotated[int, typer.Option(help="Concurrent tasks.")] = 64,
-    window_s: Annotated[float, typer.Option(help="Seconds per implementation per round.")] = 1.0,
-    rounds: Annotated[int, typer.Option(help="Rounds (ABBA order).")] = 5,
+    window_s: Annotated[float, typer.Option(help="Seconds per implementation per round.")] = 0.5,
+    rounds: Annotated[int, typer.Option(help="Rounds (ABBA order).")] = 10,
     as_json: JsonOpt = False, write_docs: DocsOpt = False,
     docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
 ) -> None:  # fmt: skip

@@ -38,8 +38,10 @@ class Params:
     """What to run."""
 
     tasks: int = 64
-    window_s: float = 1.0
-    rounds: int = 5
+    # Short windows, many rounds: neighbours in the ABBA order see the same machine, and the
+    # median of per-round ratios shrugs off a round that another process disturbed.
+    window_s: float = 0.5
+    rounds: int = 10
     warmup_s: float = 0.3
     implementations: tuple[str, ...] = peers.IMPLEMENTATIONS
 
