@@ -32,8 +32,14 @@ BODIES: dict[str, dict[str, Any]] = {
 
 async def main(args: dict[str, Any]) -> None:
     redis = Redis.from_url(args["redis_url"], decode_responses=True)
-    limiter = RateLimiter(redis, prefix=args["prefix"], time_scale=args["time_scale"])
     settings = Settings(wb_base_url=args["base_url"], time_scale=args["time_scale"])
+    # As in production (wbsync.runtime): the refill margin absorbs request-arrival jitter.
+    limiter = RateLimiter(
+        redis,
+        prefix=args["prefix"],
+        time_scale=settings.time_scale,
+        refill_margin_ms=settings.limiter_refill_margin_ms,
+    )
     ep = ENDPOINTS[args["method"]]
     try:
         async with (

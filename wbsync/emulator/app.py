@@ -7,6 +7,7 @@ Every WB method is served on one host (paths are distinct). Control routes live 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -136,10 +137,11 @@ async def _serve(state: EmulatorState, ep: Endpoint, request: Request, rid: str)
 
 def _method_route(state: EmulatorState, ep: Endpoint) -> Route:
     async def endpoint(request: Request) -> Response:
-        rid = uuid.uuid4().hex
+        arrived, rid = time.time(), uuid.uuid4().hex
         outcome = await _serve(state, ep, request, rid)
         status = 0 if isinstance(outcome.response, _Dropped) else outcome.response.status_code
-        state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault)
+        state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault,
+                              arrived=arrived)  # fmt: skip
         outcome.response.headers["X-Request-Id"] = rid
         return outcome.response
 

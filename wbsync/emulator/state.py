@@ -67,10 +67,12 @@ class Counters:
         #: The latest replies in order, with wall-clock time: when, not just how many.
         self.journal: deque[dict[str, Any]] = deque(maxlen=journal_size)
 
-    def record(self, seller: str, method: str, status: int, *, fault: str | None) -> None:
-        """Count one reply (``status`` 0 for a dropped connection)."""
-        self.journal.append({"t": time.time(), "seller": seller, "method": method,
-                             "status": status, "fault": fault})  # fmt: skip
+    def record(self, seller: str, method: str, status: int, *, fault: str | None,
+               arrived: float | None = None) -> None:  # fmt: skip
+        """Count one reply (``status`` 0 for a dropped connection) to a request that arrived
+        at wall-clock time ``arrived`` (default: now)."""
+        self.journal.append({"t": time.time() if arrived is None else arrived, "seller": seller,
+                             "method": method, "status": status, "fault": fault})  # fmt: skip
         count = self._counts[seller][method]
         count.requests += 1
         count.status[str(status)] += 1
