@@ -274,7 +274,7 @@ class SyncQueue:
 
     async def _view(self, job: bullmq.Job) -> JobView:
         state = await job.getState()
-        run_at = job.data.get("resume_at_ms") if state == "delayed" else None
+        run_at = await self._delayed_until(job.id) if state == "delayed" else None
         return JobView(
             job_id=job.id,
             queue=self.name,
@@ -286,6 +286,12 @@ class SyncQueue:
             run_at_ms=int(run_at) if run_at is not None else None,
             failed_reason=job.failedReason,
         )
+
+    async def _delayed_until(self, jid: str) -> int | None:
+        # BullMQ scores a delayed job (run-at ms) * 0x1000 + a counter; this stays right whether
+        # the job waits for a rate-limit window or for a retry's backoff.
+        score = await self._queue.client.zscore(self._queue.keys["delayed"], jid)
+        return None if score is None else int(score) // 0x1000
 
     async def obliterate(self) -> None:
         """Delete the queue and every job in it."""
