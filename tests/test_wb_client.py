@@ -21,6 +21,7 @@ from wbsync.errors import (
     WbAuthError,
     WbBadResponseError,
     WbRateLimitedError,
+    WbRequestError,
     WbServerError,
     WbTransportError,
 )
@@ -118,7 +119,7 @@ async def test_4xx_is_not_retried_and_carries_request_id(
     assert info.value.status == 401 and HEX_ID.match(info.value.request_id or "")
     assert _sent(emulator) == 1
     async with client_factory() as client:
-        with pytest.raises(WbBadResponseError) as bad:
+        with pytest.raises(WbRequestError) as bad:
             await client.call(eps.ANALYTICS_STOCKS_WB_WAREHOUSES, json={"limit": 0})
     assert bad.value.status == 400 and _sent(emulator) == 2
 

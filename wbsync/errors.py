@@ -14,6 +14,7 @@
     │   ├── WbPaymentRequiredError   402
     │   ├── WbPermissionError        403
     │   ├── WbRateLimitedError       429 (after the client's own handling gave up)
+    │   ├── WbRequestError           any other 4xx: WB rejected the request itself
     │   ├── WbServerError            5xx
     │   ├── WbTransportError         timeout, reset, refused
     │   └── WbBadResponseError       unparseable or schema-violating body, unexpected status
@@ -49,6 +50,7 @@ __all__ = [
     "WbPaymentRequiredError",
     "WbPermissionError",
     "WbRateLimitedError",
+    "WbRequestError",
     "WbServerError",
     "WbSyncError",
     "WbTransportError",
@@ -137,6 +139,10 @@ class WbRateLimitedError(WbApiError):
     def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.retry_after = retry_after
+
+
+class WbRequestError(WbApiError):
+    """WB answered another 4xx (400, 404, 409, 422, ...): the request itself was rejected."""
 
 
 class WbServerError(WbApiError):

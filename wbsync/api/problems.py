@@ -10,6 +10,7 @@ WbRateLimitedError                 429     WB kept answering 429
 WbAuthError, WbPermissionError,    502     WB refused the cabinet's token; the reason is
 WbPaymentRequiredError                     passed on (the caller's key was fine)
 WbServerError, WbBadResponseError  502     WB failed, after the client's retries
+WbRequestError                     502     WB rejected the request (another 4xx)
 WbTransportError                   504     WB did not answer
 StoreError, QueueError,            503     a backing service failed
 RedisUnavailableError

@@ -27,6 +27,7 @@ from wbsync.errors import (
     WbPaymentRequiredError,
     WbPermissionError,
     WbRateLimitedError,
+    WbRequestError,
     WbServerError,
     WbTransportError,
 )
@@ -252,7 +253,7 @@ class WbClient:
         if status >= 400:
             body = _json_or_none(response)
             detail = body.get("detail") or body.get("title") if isinstance(body, dict) else None
-            error = _ERRORS.get(status, WbBadResponseError)
+            error = _ERRORS.get(status, WbRequestError)
             raise error(
                 f"WB refused the request: {detail or response.reason_phrase}",
                 method=ep.name,
