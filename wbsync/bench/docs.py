@@ -121,14 +121,19 @@ def _limiter(r: dict[str, Any]) -> str:
         "`RedisBucket`, which holds a per-limiter asyncio lock around each call (one call in "
         "flight per process); `pyrate_bucket` calls `RedisBucket.put` directly (its one "
         "EVALSHA, no lock). `x bare` is the median over rounds of the ratio to the bare call "
-        "measured in the same round.",
+        "measured in the same round. On a shared 2-core machine (Redis, this process and "
+        "whatever else runs) throughput moves with everyone's load, so two steadier costs are "
+        "shown too, medians over rounds: this process's CPU time per call (`process_time`, "
+        "the client side: encoding, parsing, the library's own code) and Redis's time per "
+        "script call (`INFO commandstats` usec of EVALSHA/EVAL over the window).",
     ]
     for name, s in r["scenarios"].items():
         rows = [[impl, m["ops_per_s"], m["p50_ms"], m["p99_ms"], s["ratio_to_bare"].get(impl),
+                 m.get("client_cpu_us_per_call"), m.get("redis_us_per_call"),
                  m.get("admitted_share")] for impl, m in s["implementations"].items()]  # fmt: skip
         out += ["", f"**{name}**", "",
-                _table(["implementation", "ops/s", "p50 ms", "p99 ms", "x bare", "admitted"],
-                       rows)]  # fmt: skip
+                _table(["implementation", "ops/s", "p50 ms", "p99 ms", "x bare",
+                        "client CPU µs/call", "Redis µs/call", "admitted"], rows)]  # fmt: skip
     out += ["", _limiter_verdict(r), "", "![limiter](bench-limiter.png)"]
     return "\n".join(out)
 

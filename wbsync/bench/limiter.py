@@ -18,13 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.asyncio import Redis
+
 from wbsync.bench import peers
 from wbsync.bench.common import (
     delete_prefix,
     median,
     percentile,
     ratio,
-    redis_client,
     rounds,
     table,
     unique_prefix,
@@ -52,6 +53,49 @@ class _Samples:
     latencies_ms: list[float] = field(default_factory=list)
     admitted: int = 0
     decided: int = 0
+    client_cpu_us: list[float] = field(default_factory=list)
+    redis_us: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Window:
+    """One implementation's window: throughput, latencies, and CPU per call on both sides."""
+
+    ops_per_s: float
+    latencies_ms: list[float]
+    admitted: int
+    decided: int
+    client_cpu_us: float = 0.0
+    redis_us: float = 0.0
+
+
+async def _script_usec(control: Redis) -> tuple[int, int]:
+    """Redis's own time in scripts so far (commandstats of EVALSHA and EVAL): (usec, calls)."""
+    stats = await control.info("commandstats")
+    usec = calls = 0
+    for name in ("cmdstat_evalsha", "cmdstat_eval"):
+        usec += int(stats.get(name, {}).get("usec", 0))
+        calls += int(stats.get(name, {}).get("calls", 0))
+    return usec, calls
+
+
+async def _measure(
+    control: Redis, op: peers.Op, n_keys: int, tasks: int, window_s: float
+) -> _Window:
+    """``_drive`` plus the CPU it cost: this process's (all of it is the 64 tasks) and Redis's.
+
+    Throughput on a shared machine moves with everyone else's load; CPU per call does much
+    less, so it is the steadier comparison of what each implementation costs.
+    """
+    usec0, calls0 = await _script_usec(control)
+    cpu0 = time.process_time()
+    ops, latencies, admitted, decided = await _drive(op, n_keys, tasks, window_s)
+    cpu = time.process_time() - cpu0
+    usec1, calls1 = await _script_usec(control)
+    n = len(latencies) or 1
+    window = _Window(ops, latencies, admitted, decided, cpu * 1e6 / n)
+    window.redis_us = (usec1 - usec0) / max(1, calls1 - calls0)
+    return window
 
 
 async def _drive(
@@ -87,24 +131,25 @@ async def _scenario(url: str, name: str, n_keys: int, params: Params) -> dict[st
     built = [await peers.build(impl, url, prefix, n_keys) for impl in params.implementations]
     samples = {peer.name: _Samples() for peer in built}
     per_round: dict[int, dict[str, float]] = {}
+    control = Redis.from_url(url)
     try:
         for peer in built:  # connections opened, scripts loaded, before anything counts
             await _drive(peer.op, n_keys, params.tasks, params.warmup_s)
         for r, peer in rounds(built, params.rounds):
-            ops, lat, admitted, decided = await _drive(
-                peer.op, n_keys, params.tasks, params.window_s
-            )
+            w = await _measure(control, peer.op, n_keys, params.tasks, params.window_s)
             s = samples[peer.name]
-            s.ops_per_s.append(ops)
-            s.latencies_ms.extend(lat)
-            s.admitted += admitted
-            s.decided += decided
-            per_round.setdefault(r, {})[peer.name] = ops
+            s.ops_per_s.append(w.ops_per_s)
+            s.latencies_ms.extend(w.latencies_ms)
+            s.admitted += w.admitted
+            s.decided += w.decided
+            s.client_cpu_us.append(w.client_cpu_us)
+            s.redis_us.append(w.redis_us)
+            per_round.setdefault(r, {})[peer.name] = w.ops_per_s
     finally:
         for peer in built:
             await peer.close()
-        async with redis_client(url) as client:
-            await delete_prefix(client, prefix)
+        await delete_prefix(control, prefix)
+        await control.aclose()
     return _summarise(samples, per_round)
 
 
@@ -117,6 +162,8 @@ def _summarise(
             "p50_ms": percentile(s.latencies_ms, 50),
             "p99_ms": percentile(s.latencies_ms, 99),
             "admitted_share": s.admitted / s.decided if s.decided else None,
+            "client_cpu_us_per_call": median(s.client_cpu_us),
+            "redis_us_per_call": median(s.redis_us),
         }
         for name, s in samples.items()
     }
@@ -146,9 +193,11 @@ def tables(result: dict[str, Any]) -> list[Any]:
     out = []
     for name, s in result["scenarios"].items():
         rows = [
-            [impl, m["ops_per_s"], m["p50_ms"], m["p99_ms"], s["ratio_to_bare"].get(impl, "-")]
+            [impl, m["ops_per_s"], m["p50_ms"], m["p99_ms"], s["ratio_to_bare"].get(impl, "-"),
+             m["client_cpu_us_per_call"], m["redis_us_per_call"]]
             for impl, m in s["implementations"].items()
-        ]
+        ]  # fmt: skip
         out.append(table(f"limiter: {name}", ["implementation", "ops/s", "p50 ms", "p99 ms",
-                                              "x bare"], rows))  # fmt: skip
+                                              "x bare", "client CPU us", "Redis us"],
+                         rows))  # fmt: skip
     return out
