@@ -6,8 +6,8 @@ With UPDATE_SCREENSHOT=1 the browser run also writes the README's docs/status-pa
 from __future__ import annotations
 
 import asyncio
-import re
 import os
+import re
 import shutil
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
