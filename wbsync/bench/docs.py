@@ -26,7 +26,14 @@ in a child process on loopback. Comparisons are measured in the same run, interl
 implementations or modes alternate in rounds (ABBA order), so a machine that slows down during
 the run does not favour one side. Medians are over rounds; latency percentiles over every call.
 Each section names the command that produced it and the machine it ran on; the raw results are
-in `benchmarks.json`. Regenerate with `make bench` (about 8 minutes).
+in `benchmarks.json`. Regenerate with `make bench` (about 7 minutes on the machine below;
+it runs scale with 1,000 cabinets, and `wbsync bench scale --write-docs` adds the 10,000-cabinet
+run, about 7 minutes more).
+
+The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
+else runs (other test suites ran alongside, load average 2-3). Absolute throughput is therefore
+low and moves by tens of percent between runs; read the ratios measured within one run, and
+the counts (commands, requests, 429s, attempts), which do not depend on load.
 """
 
 
@@ -207,7 +214,8 @@ def _scale(r: dict[str, Any]) -> str:
         ["jobs (cabinets x queues)", f"{r['jobs']:,} ({r['cabinets']:,} x {d['queues']})"],
         ["enqueue, `enqueue_many`", f"{r['enqueue_s']:.2f} s ({d['enqueue_many_jobs_per_s']:,.0f}"
                                     " jobs/s)"],
-        ["enqueue one by one, `enqueue` (1,000-job sample, 64 in flight)",
+        ["enqueue one by one, `enqueue` (1,000-job sample, 64 in flight on BullMQ's single "
+         "connection)",
          f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s"],
         ["Redis memory per delayed job", f"{r['redis_bytes_per_delayed_job']:,.0f} bytes"],
         ["  the job's own keys (no event streams, no client buffers)",
