@@ -66,10 +66,11 @@ async def test_slots_defer_beats_block(redis_url: str) -> None:
     assert set(modes) == {"defer", "block", "retry"}
     for mode in modes.values():
         assert mode["failed_jobs"] == 0
-        assert mode["upstream_requests"] == 4 * 3
+        # Every page once; a 429 (scheduling jitter on a loaded machine) adds a request.
+        assert 4 * 3 <= mode["upstream_requests"] <= 4 * 3 + mode["upstream_429"]
     assert modes["defer"]["makespan_s"] < modes["block"]["makespan_s"]
     assert modes["defer"]["attempts_made_max"] == 0
-    assert modes["defer"]["deferrals"] == 4 * 2
+    assert modes["defer"]["deferrals"] >= 4 * 2  # one per closed window (more after a 429)
     assert modes["retry"]["attempts_made_max"] >= 1
     assert modes["block"]["slot_sleep_s"] > modes["defer"]["slot_sleep_s"]
     assert result["speedup_defer_vs_block"] > 1
