@@ -134,15 +134,23 @@ def demo(
         _fail("; ".join(problems))
 
 
+_SUMMARY_COLUMNS = {  # JSON field: column header
+    "pages": "pages",
+    "rows_stored": "rows",
+    "rows_expected": "expected",
+    "deferrals": "deferrals",
+    "upstream_429": "429s",
+    "slot_sleep_s": "sleep s",
+}
+
+
 def _print_summary(summary: dict[str, Any], log_file: Path) -> None:
     table = Table(title="wbsync demo: summary", title_justify="left")
-    columns = ("pages", "rows_stored", "rows_expected", "deferrals", "upstream_429",
-               "slot_sleep_s")  # fmt: skip
-    table.add_column("queue")
-    for column in columns:
-        table.add_column(column.replace("_", " "), justify="right")
+    table.add_column("queue", no_wrap=True)
+    for header in _SUMMARY_COLUMNS.values():
+        table.add_column(header, justify="right", no_wrap=True)
     for name, row in summary["queues"].items():
-        table.add_row(name, *(str(row[c]) for c in columns))
+        table.add_row(name, *(str(row[field]) for field in _SUMMARY_COLUMNS))
     console = Console()
     console.print(table)
     console.print(
