@@ -105,6 +105,10 @@ class Database:
             raise StoreError(f"{self!r} was closed; create a new Database")
         if self._engine is not None:
             return
+        # SQLite has one writer at a time; a second connection waiting for the lock sleeps in
+        # SQLite's busy handler in steps of up to 100 ms. One connection per process queues
+        # writers in asyncio instead, handing over at once (other processes still wait).
+        pool = {"pool_size": 1, "max_overflow": 0} if self._dialect == "sqlite" else {}
         engine = create_async_engine(
             self._url,
             echo=self._echo,
@@ -112,6 +116,7 @@ class Database:
             hide_parameters=True,
             json_serializer=_json_dumps,
             pool_pre_ping=self._dialect == "postgresql",
+            **pool,
         )
         if self._dialect == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
