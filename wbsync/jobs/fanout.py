@@ -50,7 +50,7 @@ class FanOut:
         cabinets = await self._active_cabinets()
         reports = {}
         for name in names if names is not None else self._queues:
-            results = await asyncio.gather(*(self._queues[name].enqueue(c) for c in cabinets))
+            results = await self._queues[name].enqueue_many(cabinets)
             added = sum(1 for r in results if r.added)
             reports[name] = FanOutReport(added=added, skipped_live=len(results) - added)
             log.info("fan-out %s: %d added, %d skipped as live", name, added, len(results) - added)

@@ -188,33 +188,18 @@ class SyncQueue:
 
     async def enqueue(self, cabinet: str, data: Mapping[str, Any] | None = None) -> EnqueueResult:
         """Add (queue, cabinet)'s job unless one is live; a finished one is replaced."""
-        jid = job_id(self.name, cabinet)
-        try:
-            state = await self._queue.getJobState(jid)
-            if state in LIVE_STATES:
-                return EnqueueResult(job_id=jid, added=False, state=state)
-            if state in _FINISHED_STATES:
-                await self._queue.remove(jid)
-            await self._queue.add(
-                self.name,
-                {**(data or {}), "cabinet": cabinet},
-                {**self._job_options, "jobId": jid},
-            )
-            state = await self._queue.getJobState(jid)
-        except RedisError as exc:
-            raise QueueError(f"could not enqueue {jid}: {exc}") from exc
-        # A concurrent enqueue may have added the same id first; BullMQ kept only one job.
-        return EnqueueResult(job_id=jid, added=True, state=state)
+        [result] = await self.enqueue_many([cabinet], data)
+        return result
 
     async def enqueue_many(
         self, cabinets: Sequence[str], data: Mapping[str, Any] | None = None, *, batch: int = 1000
     ) -> list[EnqueueResult]:
-        """``enqueue`` for many cabinets, a few round trips per ``batch`` instead of four each.
+        """Add each cabinet's job unless one is live; a few round trips per ``batch``.
 
         One pipelined EXISTS per batch finds the cabinets with no stored job (the common case:
         completed jobs are removed), which are added in one pipelined ``addBulk``; BullMQ ignores
         an id a concurrent producer added first, so one job per (queue, cabinet) still holds.
-        Cabinets with a stored job take ``enqueue``'s path (live: skipped; finished: replaced).
+        A cabinet with a stored job is skipped if the job is live, else the job is replaced.
         Results follow the order of the distinct cabinets; an added job's state is reported as
         "waiting" without reading it back.
         """
@@ -236,8 +221,23 @@ class SyncQueue:
                 results[cabinet] = EnqueueResult(job_id(self.name, cabinet), True, "waiting")
             for cabinet, exists in zip(chunk, stored, strict=True):
                 if exists:
-                    results[cabinet] = await self.enqueue(cabinet, data)
+                    results[cabinet] = await self._skip_or_replace(cabinet, data)
         return [results[c] for c in distinct]
+
+    async def _skip_or_replace(
+        self, cabinet: str, data: Mapping[str, Any] | None
+    ) -> EnqueueResult:
+        jid = job_id(self.name, cabinet)
+        try:
+            state = await self._queue.getJobState(jid)
+            if state in LIVE_STATES:
+                return EnqueueResult(job_id=jid, added=False, state=state)
+            if state in _FINISHED_STATES:
+                await self._queue.remove(jid)
+            await self._queue.addBulk([self._bulk_entry(cabinet, data)])
+        except RedisError as exc:
+            raise QueueError(f"could not enqueue {jid}: {exc}") from exc
+        return EnqueueResult(job_id=jid, added=True, state="waiting")
 
     def _bulk_entry(self, cabinet: str, data: Mapping[str, Any] | None) -> dict[str, Any]:
         return {
