@@ -11,10 +11,9 @@
   ARGV[4]  penalty_ms    > 0: the next token frees no earlier than now + penalty_ms (an upstream
                          429 said so); 0: no penalty
 
-  Returns  {acquired, remaining, wait_ms}
-    acquired   1 if cost tokens were taken (for cost 0: if one token is there now), else 0
-    remaining  whole tokens left in the bucket after this pass
-    wait_ms    0 if acquired, else whole milliseconds (rounded up) until the tokens are there
+  Returns  one integer (one number is the cheapest reply to parse)
+    >= 0   acquired (for cost 0: a token is there now); the whole tokens left after this pass
+    < 0    not acquired; minus the whole milliseconds (rounded up) until the tokens are there
 
   Time comes from Redis TIME, so every process shares one clock. The key is written only when
   the bucket changes, and expires when the bucket would be full again (idle buckets vanish).
@@ -60,8 +59,7 @@ if changed then
   redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.max(1, math.ceil(tat - now)))
 end
 
-local remaining = math.floor((now + capacity - tat) / interval)
-if remaining < 0 then
-  remaining = 0
+if acquired == 0 then
+  return -wait
 end
-return {acquired, remaining, wait}
+return math.max(0, math.floor((now + capacity - tat) / interval))

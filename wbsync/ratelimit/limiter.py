@@ -121,13 +121,17 @@ class RateLimiter:
     async def _pass(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> TryResult:
         interval_ms = scope.limit.interval_ms * self._time_scale + self._refill_margin_ms
         try:
-            acquired, remaining, wait_ms = await self._script(
-                keys=[keys.bucket_key(self._prefix, scope)],
-                args=[repr(interval_ms), scope.limit.burst, cost, repr(float(penalty_ms))],
+            reply = int(
+                await self._script(
+                    keys=[keys.bucket_key(self._prefix, scope)],
+                    args=[repr(interval_ms), scope.limit.burst, cost, repr(float(penalty_ms))],
+                )
             )
         except RedisError as exc:
             raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
-        return TryResult(acquired=bool(acquired), remaining=int(remaining), wait_ms=int(wait_ms))
+        if reply >= 0:
+            return TryResult(acquired=True, remaining=reply, wait_ms=0)
+        return TryResult(acquired=False, remaining=0, wait_ms=-reply)
 
     def _observe(self, scope: BucketScope, outcome: str, waited_ms: float) -> None:
         LIMITER_WAIT.labels(scope.group, outcome).observe(waited_ms / 1000.0)
