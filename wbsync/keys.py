@@ -14,11 +14,6 @@ def bucket_key(prefix: str, scope: BucketScope) -> str:
     return f"{prefix}:rl:{{{scope.cabinet}:{scope.group}}}"
 
 
-def bucket_pattern(prefix: str) -> str:
-    """A SCAN pattern matching every bucket key under ``prefix``."""
-    return f"{prefix}:rl:*"
-
-
 def queue_prefix(prefix: str) -> str:
     """The prefix BullMQ puts before its queue keys (``<prefix>:q:<queue>:...``)."""
     return f"{prefix}:q"

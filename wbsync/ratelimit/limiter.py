@@ -74,11 +74,6 @@ class RateLimiter:
         self._refill_margin_ms = refill_margin_ms
         self._script = redis.register_script(_SCRIPT)
 
-    @property
-    def time_scale(self) -> float:
-        """The factor applied to every bucket's period."""
-        return self._time_scale
-
     def ceiling_ms(self, scope: BucketScope) -> float:
         """The longest total wait ``acquire`` sleeps outside a deferral context."""
         return 2 * scope.limit.period_s * 1000.0 * self._time_scale + self._ceiling_margin_ms
