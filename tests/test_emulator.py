@@ -8,7 +8,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from tests.wb_support import SELLER_A, SELLER_B
+from tests.wb_support import ANCHOR, SELLER_A, SELLER_B
 from wbsync.emulator import EmulatorConfig, FaultRule, LimitSpec, expected_rows, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.wb.tokens import Category, TokenType, mint_token
@@ -85,7 +85,9 @@ async def test_429_carries_wb_headers_and_problem_body(
 
 
 async def test_scale_one_headers_are_whole_seconds_and_overrides_apply() -> None:
-    config = EmulatorConfig(limits={"prices": LimitSpec(period_s=6, limit=1, burst=2)})
+    config = EmulatorConfig(
+        limits={"prices": LimitSpec(period_s=6, limit=1, burst=2)}, anchor_date=ANCHOR
+    )
     async with running_emulator(config) as emu, httpx.AsyncClient(base_url=emu.base_url) as http:
         headers = _auth(emu.token(SELLER_A))
         path, params = "/api/v2/list/goods/filter", {"limit": 1}
@@ -190,7 +192,7 @@ async def test_data_is_deterministic_and_served_over_http(
         "/__emulator/expected/content.cards_list", params={"seller": SELLER_A}
     )
     assert over_http.json() == fresh
-    sized = EmulatorConfig(seller_sizes={SELLER_B: {"products": 3}})  # type: ignore[dict-item]
+    sized = EmulatorConfig(seller_sizes={SELLER_B: {"products": 3}}, anchor_date=ANCHOR)  # type: ignore[dict-item]
     assert len(expected_rows(sized, SELLER_B, "content.cards_list")) == 3
 
 

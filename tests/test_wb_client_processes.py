@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from tests.wb_support import SELLER_A
+from tests.wb_support import ANCHOR, SELLER_A
 from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import EmulatorConfig, FaultRule, running_emulator
@@ -75,7 +75,8 @@ async def slow_emulator() -> AsyncIterator[Emulator]:
     parallel test run that delay sometimes exceeds it; the 30 ms grace covers that. Two
     processes that did not share the bucket would still collide in every 180 ms window.
     """
-    async with running_emulator(EmulatorConfig(time_scale=0.003, grace_ms=30)) as emu:
+    config = EmulatorConfig(time_scale=0.003, grace_ms=30, anchor_date=ANCHOR)
+    async with running_emulator(config) as emu:
         yield emu
 
 
@@ -110,7 +111,7 @@ async def test_upstream_429_penalizes_the_bucket_for_another_process(
     redis_url: str, prefix: str, redis: Redis
 ) -> None:
     # Scale 0.01: the injected 429 asks for 60 WB seconds, 0.6 s here.
-    async with running_emulator(EmulatorConfig(time_scale=0.01)) as emu:
+    async with running_emulator(EmulatorConfig(time_scale=0.01, anchor_date=ANCHOR)) as emu:
         other = await _spawn(_args(emu, redis_url, prefix, PRICES_GOODS_LIST.name, 1, "wait-go"))
         assert other.stdout is not None and other.stdin is not None
         settings = Settings(wb_base_url=emu.base_url, time_scale=0.01)

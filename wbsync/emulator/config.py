@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from wbsync import clock
 from wbsync.errors import ConfigError
 from wbsync.ratelimit.scope import Limit
 from wbsync.wb.endpoints import ENDPOINTS
@@ -87,7 +88,10 @@ class EmulatorConfig(BaseModel):
     time_scale: float = Field(default=1.0, gt=0, description="Multiplies every WB period.")
     signing_key: str = Field(default=DEFAULT_SIGNING_KEY, min_length=16)
     anchor_date: date = Field(
-        default=date(2026, 8, 17), description="'Today' of the generated data, so it never moves."
+        default_factory=clock.today,
+        description="'Today' of the generated data (the reports end on it): today's UTC date by "
+        "default, so the syncs' windows, which end today, cover the data; fix it in a config "
+        "file for data that never moves.",
     )
     sizes: SellerSizes = SellerSizes()
     seller_sizes: dict[str, SellerSizes] = Field(default_factory=dict)
