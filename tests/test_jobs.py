@@ -281,3 +281,26 @@ async def test_promote_delayed_runs_deferred_jobs_now(
     await queue.promote_delayed()
     await wait_for(lambda: harness.count("completed") == 2, timeout_s=5)
     assert sorted(c for c, _, _ in seen) == ["p1", "p2"]
+
+
+async def test_close_cancels_runs_still_going_after_the_grace(
+    harness: Harness, redis_url: str, prefix: str
+) -> None:
+    started = asyncio.Event()
+
+    async def endless(job: JobHandle) -> None:
+        await job.save_cursor(1)
+        started.set()
+        await asyncio.sleep(3600)
+
+    queue = harness.queue("qstop")
+    worker = SyncWorker("qstop", endless, redis_url=redis_url, prefix=f"{prefix}:q")
+    await worker.start()
+    await queue.enqueue("cab-s")
+    await asyncio.wait_for(started.wait(), 10)
+    began = time.monotonic()
+    await worker.close(grace_s=0.2)
+    assert time.monotonic() - began < 5
+    job = await queue.job("cab-s")
+    assert job is not None and job.state == "active"  # not failed: a new worker takes it over
+    assert job.data["cursor"] == 1

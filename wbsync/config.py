@@ -99,6 +99,10 @@ class Settings(BaseSettings):
         default=30_000, ge=1000, description="How long a job's lock lives without renewal; a "
         "crashed worker's job is taken over after about this long."
     )
+    shutdown_grace_s: float = Field(
+        default=30.0, gt=0, description="On SIGINT/SIGTERM, how long running jobs may take to "
+        "finish or defer before they are cancelled (resumed later from their cursors)."
+    )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
 

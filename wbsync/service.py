@@ -73,5 +73,6 @@ async def run_service(
         await stop.wait()
         log.info("stopping: running jobs finish or defer")
         await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.gather(*(worker.close() for worker in workers))
+        grace = settings.shutdown_grace_s
+        await asyncio.gather(*(worker.close(grace_s=grace) for worker in workers))
         log.info("stopped")

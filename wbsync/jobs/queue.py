@@ -349,17 +349,36 @@ class SyncWorker:
         await self._worker.blockingRedisConnection.getRedisVersion()
         self._task = asyncio.create_task(self._worker.run(), name=f"worker:{self.name}")
 
-    async def close(self) -> None:
-        """Stop taking jobs and wait for running ones to finish (or defer)."""
+    async def close(self, *, grace_s: float | None = None) -> None:
+        """Stop taking jobs and wait for running ones to finish (or defer).
+
+        After ``grace_s`` seconds the runs still going are cancelled: their jobs stay active
+        with the cursor of their last stored page, and once their locks expire another worker
+        takes them over and continues from there.
+        """
         if self._closed:
             return
         self._closed = True
         for waker in self._wakers:
             waker.cancel()
         if self._worker is not None:
-            await self._worker.close()
+            await self._close_worker(self._worker, grace_s)
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _close_worker(self, worker: bullmq.Worker, grace_s: float | None) -> None:
+        closing = asyncio.ensure_future(worker.close())
+        done, _ = await asyncio.wait({closing}, timeout=grace_s)
+        if not done:
+            log.warning(
+                "%s: jobs still running %.0f s after the stop; cancelling them (their cursors "
+                "are saved, another worker resumes them)", self.name, grace_s,
+            )
+            # What close(force=True) does, on the close already under way: no completion or
+            # failure is written for the cancelled runs, so their jobs stay active and stall.
+            worker.forceClosing = True
+            worker.cancelProcessing()
+        await closing
 
     async def _process(self, job: bullmq.Job, token: str) -> Any:
         handle = JobHandle(job, token, self.name, self._wake_at)
