@@ -83,14 +83,14 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _cabinet_fk() -> Column[int]:
-    return Column(
-        "cabinet_id",
-        Integer,
-        ForeignKey("cabinets.id", ondelete="CASCADE"),
-        primary_key=True,
-        autoincrement=False,
+def _cabinet_fk(*, primary_key: bool = True) -> Column[int]:
+    """The owning cabinet: part of the key of per-cabinet tables, else an indexed column."""
+    role: dict[str, bool] = (
+        {"primary_key": True, "autoincrement": False}
+        if primary_key
+        else {"nullable": False, "index": True}
     )
+    return Column("cabinet_id", Integer, ForeignKey("cabinets.id", ondelete="CASCADE"), **role)
 
 
 cabinets = Table(
@@ -119,13 +119,7 @@ sent_bids = Table(
     "sent_bids",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column(
-        "cabinet_id",
-        Integer,
-        ForeignKey("cabinets.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    _cabinet_fk(primary_key=False),
     Column("advert_id", BigInteger, nullable=False),
     Column("nm_id", BigInteger, nullable=False),
     Column("norm_query", Text, nullable=True),
@@ -138,13 +132,7 @@ sent_price_uploads = Table(
     "sent_price_uploads",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column(
-        "cabinet_id",
-        Integer,
-        ForeignKey("cabinets.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    _cabinet_fk(primary_key=False),
     Column("task_id", BigInteger, nullable=True),
     Column("items_count", Integer, nullable=False),
     Column("payload", JSON, nullable=False),
