@@ -85,12 +85,15 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 def _cabinet_fk(*, primary_key: bool = True) -> Column[int]:
     """The owning cabinet: part of the key of per-cabinet tables, else an indexed column."""
-    role: dict[str, bool] = (
-        {"primary_key": True, "autoincrement": False}
-        if primary_key
-        else {"nullable": False, "index": True}
+    return Column(
+        "cabinet_id",
+        Integer,
+        ForeignKey("cabinets.id", ondelete="CASCADE"),
+        primary_key=primary_key,
+        autoincrement=False,
+        nullable=False,
+        index=not primary_key,
     )
-    return Column("cabinet_id", Integer, ForeignKey("cabinets.id", ondelete="CASCADE"), **role)
 
 
 cabinets = Table(
