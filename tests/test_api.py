@@ -12,7 +12,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.api_support import API_KEY, AUTH, SELLERS, wait_for
+from tests.api_support import API_KEY, AUTH, SELLERS
+from tests.waiting import wait_for
 from wbsync.emulator import Emulator
 from wbsync.jobs.queue import Outcome
 from wbsync.jobs.workers import build_workers

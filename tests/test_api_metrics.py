@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api_support import AUTH, wait_for
+from tests.api_support import AUTH
+from tests.waiting import wait_for
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime

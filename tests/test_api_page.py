@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api_support import API_KEY, wait_for
+from tests.api_support import API_KEY
+from tests.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
 from wbsync.jobs.queue import Outcome
 from wbsync.jobs.workers import build_workers

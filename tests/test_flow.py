@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest_store import DatabaseFactory
+from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
@@ -32,12 +32,6 @@ SCALE = 0.005  # WB's minute is 300 ms
 SECRET = "flow-test-secret"
 SELLERS = [f"0000000{i}-0000-4000-8000-000000000000" for i in range(1, 4)]
 
-
-async def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.conftest import LimiterFactory
+from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.context import correlation_id, current_job
 from wbsync.jobs.fanout import FanOut, FanOutReport
@@ -21,13 +22,9 @@ from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 
 SCALE = 0.01  # WB's 60 s window becomes 600 ms
 ONE_PER_20S = Limit(period_s=20, limit=1, burst=1)  # 200 ms at SCALE
+ONE_PER_100S = Limit(period_s=100, limit=1, burst=1)  # 1 s at SCALE: stays delayed meanwhile
+DEFER = RescheduleService(threshold_ms=20)  # waits past 20 ms defer the job
 
-
-async def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.005)
 
 
 def reschedules(queue: str, scope: str) -> float:
@@ -81,7 +78,7 @@ async def harness(redis_url: str, prefix: str) -> AsyncIterator[Harness]:
 def paging_processor(
     limiter: RateLimiter, pages: int, seen: list[tuple[str, int, int]], limit: Limit = ONE_PER_20S
 ) -> Processor:
-    """A sync of ``pages`` pages, one token each, saving its cursor after every page."""
+    """A deferring sync of ``pages`` pages, one token each, saving its cursor after every page."""
 
     async def process(job: JobHandle) -> int:
         cursor = int(job.cursor or 0)
@@ -92,7 +89,7 @@ def paging_processor(
             await job.save_cursor(cursor)
         return cursor
 
-    return process
+    return DEFER.wrap(process)
 
 
 async def test_job_deferred_three_times_completes_without_spending_attempts(
@@ -101,9 +98,8 @@ async def test_job_deferred_three_times_completes_without_spending_attempts(
     limiter = limiter_factory(time_scale=SCALE)
     seen: list[tuple[str, int, int]] = []
     before = reschedules("q5", "finance")
-    service = RescheduleService(threshold_ms=20)
     queue = harness.queue("q5")
-    await harness.worker("q5", service.wrap(paging_processor(limiter, 4, seen)))
+    await harness.worker("q5", paging_processor(limiter, 4, seen))
 
     await queue.enqueue("cab-1")
     await wait_for(lambda: harness.count("completed") == 1)
@@ -125,8 +121,7 @@ async def test_deferred_job_frees_its_slot(
     await limiter.penalize(slow, 3000)  # the slow cabinet's window opens in 3 s
     seen: list[tuple[str, int, int]] = []
     queue = harness.queue("q6")
-    service = RescheduleService(threshold_ms=20)
-    await harness.worker("q6", service.wrap(paging_processor(limiter, 1, seen)), concurrency=1)
+    await harness.worker("q6", paging_processor(limiter, 1, seen), concurrency=1)
 
     await queue.enqueue("slow")
     await wait_for(lambda: harness.count("deferred", "slow") == 1)
@@ -145,8 +140,7 @@ async def test_enqueue_while_delayed_adds_nothing(
     limiter = limiter_factory(time_scale=SCALE)
     seen: list[tuple[str, int, int]] = []
     queue = harness.queue("q7")
-    service = RescheduleService(threshold_ms=20)
-    await harness.worker("q7", service.wrap(paging_processor(limiter, 2, seen, Limit(100, 1, 1))))
+    await harness.worker("q7", paging_processor(limiter, 2, seen, ONE_PER_100S))
 
     first = await queue.enqueue("cab-7")
     assert first.added
@@ -181,7 +175,7 @@ async def test_deferred_jobs_resume_on_time(
                 await limiter.acquire(BucketScope(job.cabinet, "g", ONE_PER_20S))
 
     queue = harness.queue("qlate")
-    await harness.worker("qlate", RescheduleService(threshold_ms=20).wrap(process))
+    await harness.worker("qlate", DEFER.wrap(process))
     for i in range(5):
         await queue.enqueue(f"c{i}")
         await asyncio.sleep(0.05)  # stagger, so lateness is not queueing behind each other
@@ -211,10 +205,7 @@ async def test_fan_out_twice_while_delayed_adds_nothing_for_that_cabinet(
     limiter = limiter_factory(time_scale=SCALE)
     seen: list[tuple[str, int, int]] = []
     queue = harness.queue("qfan")
-    long_window = Limit(period_s=100, limit=1, burst=1)  # 1 s at SCALE: stays delayed meanwhile
-    processor = RescheduleService(threshold_ms=20).wrap(
-        paging_processor(limiter, 2, seen, long_window)
-    )
+    processor = paging_processor(limiter, 2, seen, ONE_PER_100S)
     await harness.worker("qfan", processor, concurrency=2)
     cabinets = ["a", "b"]
 
@@ -240,10 +231,7 @@ async def test_enqueue_many_keeps_one_job_per_cabinet(
     limiter = limiter_factory(time_scale=SCALE)
     seen: list[tuple[str, int, int]] = []
     queue = harness.queue("qbulk")
-    long_window = Limit(period_s=100, limit=1, burst=1)  # 1 s at SCALE: stays delayed meanwhile
-    processor = RescheduleService(threshold_ms=20).wrap(
-        paging_processor(limiter, 2, seen, long_window)
-    )
+    processor = paging_processor(limiter, 2, seen, ONE_PER_100S)
 
     first = await queue.enqueue_many(["a", "b", "a"], batch=1)
     assert [(r.job_id, r.added) for r in first] == [("qbulk.a", True), ("qbulk.b", True)]
@@ -275,7 +263,7 @@ async def test_promote_delayed_runs_deferred_jobs_now(
         await limiter.acquire(scope)
         await limiter.acquire(scope)
 
-    await harness.worker("qpromote", RescheduleService(threshold_ms=20).wrap(process))
+    await harness.worker("qpromote", DEFER.wrap(process))
     await queue.enqueue_many(["p1", "p2"])
     await wait_for(lambda: harness.count("deferred") == 2)
     await queue.promote_delayed()

@@ -65,7 +65,8 @@ def sample(name: str, **labels: str) -> float:
 
 def queue_value(counter: Counter, queue: str) -> float:
     """A per-queue counter's value for ``queue``."""
-    return sample(f"{counter._name}_total", queue=queue)
+    [family] = counter.describe()
+    return sample(f"{family.name}_total", queue=queue)
 
 
 def upstream_rate_limited(queue: str) -> float:

@@ -27,6 +27,7 @@ from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.workers import build_workers
 from wbsync.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
 from wbsync.runtime import Runtime, open_runtime
+from wbsync.service import active_cabinet_ids
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS
 from wbsync.wb.endpoints import ENDPOINTS
@@ -146,7 +147,7 @@ async def _run(
     workers = build_workers(runtime, concurrency=1, on_outcome=state.record)
     before = Baseline.now()
     queues = {name: runtime.queue(name) for name in SYNCS}
-    fanout = FanOut(queues, _cabinet_ids(sellers), dict.fromkeys(SYNCS, 3600.0))
+    fanout = FanOut(queues, lambda: active_cabinet_ids(runtime), dict.fromkeys(SYNCS, 3600.0))
     progress = Progress(state, queues, show=show_progress)
     started = clock.monotonic()
     for worker in workers:
@@ -162,13 +163,6 @@ async def _run(
         for worker in workers:
             await worker.close()
     return await _summary(runtime, emu, sellers, state, before, makespan)
-
-
-def _cabinet_ids(sellers: dict[int, str]) -> Any:
-    async def active() -> list[str]:
-        return [str(cid) for cid in sellers]
-
-    return active
 
 
 async def _forget(runtime: Runtime) -> None:
