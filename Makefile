@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: all demo test lint types bench clean
+.PHONY: all demo test lint format types bench clean
 
 all: lint types test
 
@@ -22,9 +22,14 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check wbsync tests
+	$(BIN)/ruff format --check wbsync tests
+
+format: $(STAMP)
+	$(BIN)/ruff format wbsync tests
+	$(BIN)/ruff check --fix wbsync tests
 
 types: $(STAMP)
-	$(BIN)/mypy wbsync
+	$(BIN)/mypy wbsync tests
 
 bench: $(STAMP)
 	$(BIN)/wbsync bench all --write-docs

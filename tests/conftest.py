@@ -63,7 +63,10 @@ def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
         *, time_scale: float = 1.0, ceiling_margin_ms: float = 5000.0, refill_margin_ms: float = 0.0
     ) -> RateLimiter:
         return RateLimiter(
-            redis, prefix=prefix, time_scale=time_scale, ceiling_margin_ms=ceiling_margin_ms,
+            redis,
+            prefix=prefix,
+            time_scale=time_scale,
+            ceiling_margin_ms=ceiling_margin_ms,
             refill_margin_ms=refill_margin_ms,
         )
 

@@ -26,25 +26,33 @@ from wbsync.store import Cabinet
 async def api_emulator() -> AsyncIterator[Emulator]:
     """A small emulator: a finance report of two pages, a few goods and campaigns."""
     config = EmulatorConfig(
-        time_scale=SCALE, anchor_date=clock.today(),
+        time_scale=SCALE,
+        anchor_date=clock.today(),
         sizes=SellerSizes(products=12, campaigns=3, report_rows=8, orders=6, sales=6),
         page_size={"finance.detailed_report": 4},
-    )  # fmt: skip
+    )
     async with running_emulator(config) as emu:
         yield emu
 
 
 @pytest.fixture
 async def api_runtime(
-    redis_url: str, prefix: str, db_backend: str, database_factory: DatabaseFactory,
+    redis_url: str,
+    prefix: str,
+    db_backend: str,
+    database_factory: DatabaseFactory,
     api_emulator: Emulator,
-) -> AsyncIterator[Runtime]:  # fmt: skip
+) -> AsyncIterator[Runtime]:
     """A started runtime on the test's Redis prefix, a database of its own and the emulator."""
     settings = Settings(
-        redis_url=redis_url, redis_prefix=prefix, secret_key=SECRET, api_keys=[API_KEY],
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        secret_key=SECRET,
+        api_keys=[API_KEY],
         database_url=await database_factory.new_url(db_backend),
-        wb_base_url=api_emulator.base_url, time_scale=SCALE,
-    )  # fmt: skip
+        wb_base_url=api_emulator.base_url,
+        time_scale=SCALE,
+    )
     runtime = await Runtime(settings, redis_url=redis_url).start()  # migrates the new database
     try:
         yield runtime
@@ -63,9 +71,7 @@ async def api(api_runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
-def add_cabinet(
-    api_runtime: Runtime, api_emulator: Emulator
-) -> Callable[..., Awaitable[Cabinet]]:
+def add_cabinet(api_runtime: Runtime, api_emulator: Emulator) -> Callable[..., Awaitable[Cabinet]]:
     """Store a cabinet with an emulator token for ``SELLERS[i]``."""
 
     async def add(i: int = 0, name: str | None = None) -> Cabinet:

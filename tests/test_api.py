@@ -69,9 +69,13 @@ async def test_validation_errors_are_422_naming_the_field(
         ("GET", "/api/v1/cabinets/abc", None, "path.cabinet_id"),
         ("GET", f"/api/v1/cabinets/{cabinet.id}/wb/goods?limit=0", None, "query.limit"),
         ("GET", f"/api/v1/cabinets/{cabinet.id}/wb/adverts?status=x", None, "query.status.0"),
-        ("GET", f"/api/v1/cabinets/{cabinet.id}/wb/adverts?payment_type=z", None,
-         "query.payment_type"),
-    ]  # fmt: skip
+        (
+            "GET",
+            f"/api/v1/cabinets/{cabinet.id}/wb/adverts?payment_type=z",
+            None,
+            "query.payment_type",
+        ),
+    ]
     for method, path, body, field in cases:
         reply = await api.request(method, path, json=body, headers=AUTH)
         assert reply.status_code == 422, (path, reply.text)
@@ -106,8 +110,9 @@ async def test_cabinets_create_list_show_deactivate_never_return_the_token(
     api: httpx.AsyncClient, api_emulator: Emulator
 ) -> None:
     token = api_emulator.token(SELLERS[0])
-    created = await api.post("/api/v1/cabinets", json={"name": "shop", "token": token},
-                             headers=AUTH)  # fmt: skip
+    created = await api.post(
+        "/api/v1/cabinets", json={"name": "shop", "token": token}, headers=AUTH
+    )
     assert created.status_code == 201, created.text
     cabinet = created.json()
     assert cabinet["name"] == "shop" and cabinet["seller_id"] == SELLERS[0] and cabinet["active"]
@@ -151,8 +156,12 @@ async def test_trigger_while_live_is_409_and_a_delayed_job_shows_when_it_resumes
     first = await api.post(path, headers=AUTH)
     assert first.status_code == 202, first.text
     job_id = first.json()["job_id"]
-    assert first.json() == {"job_id": job_id, "queue": FINANCE, "cabinet": str(cabinet.id),
-                            "state": "waiting"}  # fmt: skip
+    assert first.json() == {
+        "job_id": job_id,
+        "queue": FINANCE,
+        "cabinet": str(cabinet.id),
+        "state": "waiting",
+    }
     second = await api.post(path, headers=AUTH)
     assert second.status_code == 409
     assert second.json()["job_id"] == job_id and job_id in second.json()["detail"]
@@ -187,8 +196,7 @@ async def test_probes_and_status_json(api: httpx.AsyncClient, add_cabinet: AddCa
     await add_cabinet()
     assert (await api.get("/healthz")).json() == {"status": "ok"}
     ready = await api.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"] == {"redis": True,
-                                                                   "database": True}  # fmt: skip
+    assert ready.status_code == 200 and ready.json()["checks"] == {"redis": True, "database": True}
     status = (await api.get("/api/v1/status", headers=AUTH)).json()
     assert set(status["queues"]) >= {FINANCE, "booking-slot-monitor"}
     assert [c["cabinet"]["name"] for c in status["cabinets"]] == ["cab-1"]
@@ -228,8 +236,11 @@ async def test_request_logs_carry_the_correlation_id_and_never_a_key_or_token(
     api: httpx.AsyncClient, api_emulator: Emulator, log_lines: io.StringIO
 ) -> None:
     token = api_emulator.token(SELLERS[1])
-    created = await api.post("/api/v1/cabinets", json={"name": "logged", "token": token},
-                             headers={**AUTH, "X-Request-ID": "req-42"})  # fmt: skip
+    created = await api.post(
+        "/api/v1/cabinets",
+        json={"name": "logged", "token": token},
+        headers={**AUTH, "X-Request-ID": "req-42"},
+    )
     assert created.headers["x-request-id"] == "req-42"
     cabinet_id = created.json()["id"]
     trigger = await api.post(f"/api/v1/cabinets/{cabinet_id}/syncs/{FINANCE}", headers=AUTH)

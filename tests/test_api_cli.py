@@ -19,9 +19,17 @@ WBSYNC = [sys.executable, "-m", "wbsync"]
 
 def test_api_and_run_with_api_refuse_to_start_without_api_keys(tmp_path: Path) -> None:
     env = {**os.environ, "WBSYNC_API_KEYS": "[]"}
-    processes = [subprocess.Popen([*WBSYNC, *command], env=env, cwd=tmp_path, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for command in (["api"], ["run", "--with-api"])]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [*WBSYNC, *command],
+            env=env,
+            cwd=tmp_path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for command in (["api"], ["run", "--with-api"])
+    ]
     for process in processes:
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == 1
@@ -41,10 +49,12 @@ def test_run_with_api_serves_beside_the_workers_and_stops_on_sigterm(
 ) -> None:
     port = _free_port()
     env = {
-        **os.environ, "WBSYNC_REDIS_URL": redis_url, "WBSYNC_REDIS_PREFIX": prefix,
+        **os.environ,
+        "WBSYNC_REDIS_URL": redis_url,
+        "WBSYNC_REDIS_PREFIX": prefix,
         "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'run.db'}",
         "WBSYNC_API_KEYS": f'["{API_KEY}"]',
-    }  # fmt: skip
+    }
     command = [*WBSYNC, "run", "--with-api", "--port", str(port), "--queues", "pricing-bulk"]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"

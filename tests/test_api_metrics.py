@@ -22,9 +22,11 @@ FINANCE = "rnp-finance-sync"
 
 
 async def test_metrics_after_a_run_that_defers(
-    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator,
+    api: httpx.AsyncClient,
+    api_runtime: Runtime,
+    api_emulator: Emulator,
     add_cabinet: Callable[..., Awaitable[Cabinet]],
-) -> None:  # fmt: skip
+) -> None:
     cabinet = await add_cabinet()
     client = api_runtime.client(cabinet)
     # WB answers the first finance call with a 429; the closed window then defers the job.
@@ -33,8 +35,9 @@ async def test_metrics_after_a_run_that_defers(
     [worker] = build_workers(api_runtime, [FINANCE], concurrency=1)
     await worker.start()
     try:
-        assert (await api.post(f"/api/v1/cabinets/{cabinet.id}/syncs/{FINANCE}",
-                               headers=AUTH)).status_code == 202  # fmt: skip
+        assert (
+            await api.post(f"/api/v1/cabinets/{cabinet.id}/syncs/{FINANCE}", headers=AUTH)
+        ).status_code == 202
         await wait_for(lambda: _finished(api_runtime, cabinet))
     finally:
         await worker.close()
@@ -50,19 +53,23 @@ async def test_metrics_after_a_run_that_defers(
     families = {f.name: f for f in text_string_to_metric_families(reply.text)}
     samples = {name: [s.labels for s in f.samples] for name, f in families.items()}
 
-    assert {"queue": FINANCE, "scope": FINANCE_EP.group} in samples[
-        "wbsync_rate_limit_reschedules"
-    ]
+    assert {"queue": FINANCE, "scope": FINANCE_EP.group} in samples["wbsync_rate_limit_reschedules"]
     upstream = samples["wbsync_upstream_requests"]
     for status in ("200", "429"):
         assert {"section": "finance", "status": status, "queue": FINANCE} in upstream
     waits = {(s["scope"], s["outcome"]) for s in samples["wbsync_limiter_wait_seconds"]}
-    assert {(FINANCE_EP.group, "deferred"), (FINANCE_EP.group, "acquired"),
-            (COEFFICIENTS.group, "slept"), (COEFFICIENTS.group, "refused")} <= waits  # fmt: skip
+    assert {
+        (FINANCE_EP.group, "deferred"),
+        (FINANCE_EP.group, "acquired"),
+        (COEFFICIENTS.group, "slept"),
+        (COEFFICIENTS.group, "refused"),
+    } <= waits
     durations = {(s["queue"], s["outcome"]) for s in samples["wbsync_job_duration_seconds"]}
     assert {(FINANCE, "deferred"), (FINANCE, "completed")} <= durations
-    depths = {(s.labels["queue"], s.labels["state"]): s.value
-              for s in families["wbsync_queue_jobs"].samples}  # fmt: skip
+    depths = {
+        (s.labels["queue"], s.labels["state"]): s.value
+        for s in families["wbsync_queue_jobs"].samples
+    }
     assert depths[(FINANCE, "delayed")] == 0 and depths[(FINANCE, "active")] == 0
     assert {"waiting", "delayed", "active", "prioritized", "completed", "failed"} == {
         state for queue, state in depths if queue == FINANCE

@@ -28,8 +28,16 @@ pytest_plugins = ["tests.conftest_api"]
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "status-page.png"
 BROWSER = next((b for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 
 
@@ -58,9 +66,13 @@ async def served(api_runtime: Runtime) -> AsyncIterator[str]:
 async def _browser(tmp: Path, *args: str) -> str:
     assert BROWSER is not None
     process = await asyncio.create_subprocess_exec(
-        BROWSER, *FLAGS, f"--user-data-dir={tmp}", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+        BROWSER,
+        *FLAGS,
+        f"--user-data-dir={tmp}",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, f"{BROWSER} exited with {process.returncode}"
     return out.decode()
@@ -69,8 +81,11 @@ async def _browser(tmp: Path, *args: str) -> str:
 async def _defer_some_jobs(runtime: Runtime, cabinets: list[Cabinet]) -> None:
     """Close a few windows for long, and let the workers defer the jobs that hit them."""
     north, south, east = cabinets
-    closed = [(north, FINANCE_DETAILED_REPORT, 50_000), (south, FINANCE_DETAILED_REPORT, 35_000),
-              (north, STATISTICS_ORDERS, 20_000)]  # fmt: skip
+    closed = [
+        (north, FINANCE_DETAILED_REPORT, 50_000),
+        (south, FINANCE_DETAILED_REPORT, 35_000),
+        (north, STATISTICS_ORDERS, 20_000),
+    ]
     for cabinet, ep, ms in closed:
         await runtime.limiter.penalize(runtime.client(cabinet).scope(ep), ms)
     outcomes: list[Outcome] = []
@@ -96,23 +111,34 @@ async def _defer_some_jobs(runtime: Runtime, cabinets: list[Cabinet]) -> None:
 async def test_status_page_in_chromium_shows_a_cabinets_delayed_job(
     served: str, api_runtime: Runtime, add_cabinet: AddCabinet, tmp_path: Path
 ) -> None:
-    cabinets = [await add_cabinet(i, name) for i, name in
-                enumerate(["north-shop", "south-shop", "east-shop"])]  # fmt: skip
+    cabinets = [
+        await add_cabinet(i, name)
+        for i, name in enumerate(["north-shop", "south-shop", "east-shop"])
+    ]
     await _defer_some_jobs(api_runtime, cabinets)
     url = f"{served}/?key={API_KEY}"  # redirects to / with the key in a cookie
     dom, _ = await asyncio.gather(
         _browser(tmp_path / "dom", "--dump-dom", url),
-        _browser(tmp_path / "shot", f"--screenshot={tmp_path / 'page.png'}",
-                 "--window-size=1280,1200", url),
-    )  # fmt: skip
+        _browser(
+            tmp_path / "shot",
+            f"--screenshot={tmp_path / 'page.png'}",
+            "--window-size=1280,1200",
+            url,
+        ),
+    )
     assert "<h1>wbsync status</h1>" in dom
     text = re.sub(r"<[^>]+>", " ", dom)
     waiting = dom[dom.index("Waiting on rate-limit windows") : dom.index("<h2>Queues")]
-    for name, window in [("north-shop", "finance.detailed_report"),
-                         ("south-shop", "finance.detailed_report"),
-                         ("north-shop", "statistics.orders")]:  # fmt: skip
-        assert re.search(rf"{name} \(#\d+\)</td><td>[a-z-]+</td><td class=\"delayed\">"
-                         rf"{re.escape(window)}</td>", waiting), (name, window)  # fmt: skip
+    for name, window in [
+        ("north-shop", "finance.detailed_report"),
+        ("south-shop", "finance.detailed_report"),
+        ("north-shop", "statistics.orders"),
+    ]:
+        assert re.search(
+            rf"{name} \(#\d+\)</td><td>[a-z-]+</td><td class=\"delayed\">"
+            rf"{re.escape(window)}</td>",
+            waiting,
+        ), (name, window)
     assert "rnp-finance-sync: delayed on finance.detailed_report until" in text
     assert "booking-slot-monitor: waiting" in text
     assert API_KEY not in dom

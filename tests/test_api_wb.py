@@ -96,8 +96,12 @@ async def test_wb_errors_map_to_gateway_statuses(
         if status == 429:
             assert int(reply.headers["retry-after"]) >= 1
     api_emulator.set_faults([])
-    foreign = mint_token(key="a-signing-key-this-emulator-never-saw-0123", seller_id=SELLERS[1],
-                         token_type=TokenType.PERSONAL, categories=ALL_CATEGORIES)  # fmt: skip
+    foreign = mint_token(
+        key="a-signing-key-this-emulator-never-saw-0123",
+        seller_id=SELLERS[1],
+        token_type=TokenType.PERSONAL,
+        categories=ALL_CATEGORIES,
+    )
     stranger = await api_runtime.store.cabinets.add("stranger", foreign, SELLERS[1])
     refused = await api.get(_path(stranger), headers=AUTH)
     assert refused.status_code == 502
@@ -106,9 +110,11 @@ async def test_wb_errors_map_to_gateway_statuses(
 
 
 async def test_a_deferral_reaching_a_request_is_a_logged_bug_and_500(
-    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet,
+    api: httpx.AsyncClient,
+    api_runtime: Runtime,
+    add_cabinet: AddCabinet,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     cabinet = await add_cabinet()
     await api_runtime.limiter.penalize(api_runtime.client(cabinet).scope(COEFFICIENTS), 2000)
     # The ASGI transport runs the app in this task, so a leaked deferral context reaches it.

@@ -78,8 +78,20 @@ async def test_slots_defer_beats_block(redis_url: str) -> None:
 
 def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
     runner = CliRunner()
-    reply = runner.invoke(app, ["lateness", "--samples", "4", "--stagger-ms", "10", "--json",
-                                "--write-docs", "--docs-dir", str(tmp_path)])  # fmt: skip
+    reply = runner.invoke(
+        app,
+        [
+            "lateness",
+            "--samples",
+            "4",
+            "--stagger-ms",
+            "10",
+            "--json",
+            "--write-docs",
+            "--docs-dir",
+            str(tmp_path),
+        ],
+    )
     assert reply.exit_code == 0, reply.output
     result = json.loads(reply.stdout)
     assert result["benchmark"] == "lateness" and result["samples"] == 4

@@ -17,8 +17,16 @@ pytest_plugins = ["tests.conftest_wb"]
 
 FINANCE = "/api/finance/v1/sales-reports/detailed"
 FIN_BODY = {"dateFrom": "2026-07-01", "dateTo": "2026-08-17", "limit": 5}
-PROBLEM_KEYS = {"title", "detail", "code", "requestId", "origin", "status", "statusText",
-                "timestamp"}  # fmt: skip
+PROBLEM_KEYS = {
+    "title",
+    "detail",
+    "code",
+    "requestId",
+    "origin",
+    "status",
+    "statusText",
+    "timestamp",
+}
 
 
 def _auth(token: str) -> dict[str, str]:

@@ -33,13 +33,14 @@ SECRET = "flow-test-secret"
 SELLERS = [f"0000000{i}-0000-4000-8000-000000000000" for i in range(1, 4)]
 
 
-
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
-        time_scale=SCALE, anchor_date=clock.today(), sizes=SellerSizes(report_rows=60),
+        time_scale=SCALE,
+        anchor_date=clock.today(),
+        sizes=SellerSizes(report_rows=60),
         page_size={"finance.detailed_report": 6},
-    )  # fmt: skip
+    )
     async with running_emulator(config) as emu:
         yield emu
 
@@ -53,9 +54,14 @@ def settings_for(
     redis_url: str, prefix: str, database_url: str, emu: Emulator, **extra: Any
 ) -> Settings:
     return Settings(
-        redis_url=redis_url, redis_prefix=prefix, database_url=database_url, secret_key=SECRET,
-        wb_base_url=emu.base_url, time_scale=SCALE, **extra,
-    )  # fmt: skip
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        database_url=database_url,
+        secret_key=SECRET,
+        wb_base_url=emu.base_url,
+        time_scale=SCALE,
+        **extra,
+    )
 
 
 @pytest.fixture
@@ -65,8 +71,9 @@ async def runtime_factory(
     runtimes: list[Runtime] = []
 
     async def make(**extra: Any) -> Runtime:
-        runtime = Runtime(settings_for(redis_url, prefix, database_url, emulator, **extra),
-                          redis_url=redis_url)  # fmt: skip
+        runtime = Runtime(
+            settings_for(redis_url, prefix, database_url, emulator, **extra), redis_url=redis_url
+        )
         runtimes.append(await runtime.start())
         return runtime
 
@@ -90,18 +97,26 @@ async def stored_finance(runtime: Runtime, cabinet_id: int) -> dict[Any, Any]:
 
 
 async def test_worker_killed_mid_sync_recovers_without_loss_or_duplicates(
-    runtime_factory: Callable[..., Any], emulator: Emulator, redis_url: str, prefix: str,
+    runtime_factory: Callable[..., Any],
+    emulator: Emulator,
+    redis_url: str,
+    prefix: str,
     database_url: str,
-) -> None:  # fmt: skip
+) -> None:
     runtime: Runtime = await runtime_factory()
     cabinet = await runtime.store.cabinets.add("crash", emulator.token(SELLERS[0]), SELLERS[0])
     env = {
-        **os.environ, "WBSYNC_REDIS_URL": redis_url, "WBSYNC_REDIS_PREFIX": prefix,
-        "WBSYNC_DATABASE_URL": database_url, "WBSYNC_SECRET_KEY": SECRET,
-        "WBSYNC_WB_BASE_URL": emulator.base_url, "WBSYNC_TIME_SCALE": str(SCALE),
+        **os.environ,
+        "WBSYNC_REDIS_URL": redis_url,
+        "WBSYNC_REDIS_PREFIX": prefix,
+        "WBSYNC_DATABASE_URL": database_url,
+        "WBSYNC_SECRET_KEY": SECRET,
+        "WBSYNC_WB_BASE_URL": emulator.base_url,
+        "WBSYNC_TIME_SCALE": str(SCALE),
         # Sleep in place between pages, so the job is active (holding its lock) when killed.
-        "WBSYNC_DEFER_THRESHOLD_MS": "1000000", "WBSYNC_JOB_LOCK_MS": "1000",
-    }  # fmt: skip
+        "WBSYNC_DEFER_THRESHOLD_MS": "1000000",
+        "WBSYNC_JOB_LOCK_MS": "1000",
+    }
     command = [sys.executable, "-m", "wbsync", "run", "--queues", "rnp-finance-sync"]
     first = await asyncio.create_subprocess_exec(*command, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -148,8 +163,9 @@ async def test_long_sync_on_an_empty_bucket_defers_and_frees_its_slot(
 
     await runtime.limiter.penalize(client.scope(FINANCE_DETAILED_REPORT), 2000)
     sleep_before = queue_value(SLOT_SLEEP, "rnp-finance-sync")
-    [worker] = build_workers(runtime, ["rnp-finance-sync"], concurrency=1,
-                             on_outcome=outcomes.append)  # fmt: skip
+    [worker] = build_workers(
+        runtime, ["rnp-finance-sync"], concurrency=1, on_outcome=outcomes.append
+    )
     await worker.start()
     try:
         queue = runtime.queue("rnp-finance-sync")
@@ -203,20 +219,31 @@ async def _state_is(queue: Any, cabinet: str, state: str) -> bool:
     return job is not None and job.state == state
 
 
-def test_demo_json_stores_the_emulators_rows_with_no_429s(tmp_path: Path, prefix: str,
-                                                          redis_url: str) -> None:  # fmt: skip
+def test_demo_json_stores_the_emulators_rows_with_no_429s(
+    tmp_path: Path, prefix: str, redis_url: str
+) -> None:
     env = {**os.environ, "WBSYNC_REDIS_URL": redis_url, "WBSYNC_REDIS_PREFIX": prefix}
     done = subprocess.run(
         [sys.executable, "-m", "wbsync", "demo", "--json", "--cabinets", "3"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert set(summary["queues"]) == {
-        "rnp-finance-sync", "rnp-sections-sync", "rnp-ads-sync", "digitization-sync",
-        "inventory-sync", "autobidder-sync", "catalog-sync", "pricing-bulk",
+        "rnp-finance-sync",
+        "rnp-sections-sync",
+        "rnp-ads-sync",
+        "digitization-sync",
+        "inventory-sync",
+        "autobidder-sync",
+        "catalog-sync",
+        "pricing-bulk",
         "booking-slot-monitor",
-    }  # fmt: skip
+    }
     for row in summary["queues"].values():
         assert row["rows_stored"] == row["rows_expected"] > 0
         assert row["upstream_429"] == 0

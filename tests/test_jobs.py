@@ -26,7 +26,6 @@ ONE_PER_100S = Limit(period_s=100, limit=1, burst=1)  # 1 s at SCALE: stays dela
 DEFER = RescheduleService(threshold_ms=20)  # waits past 20 ms defer the job
 
 
-
 def reschedules(queue: str, scope: str) -> float:
     value = REGISTRY.get_sample_value(
         "wbsync_rate_limit_reschedules_total", {"queue": queue, "scope": scope}
@@ -50,7 +49,10 @@ class Harness:
 
     async def worker(self, name: str, processor: Processor, concurrency: int = 1) -> SyncWorker:
         worker = SyncWorker(
-            name, processor, redis_url=self.redis_url, prefix=f"{self.prefix}:q",
+            name,
+            processor,
+            redis_url=self.redis_url,
+            prefix=f"{self.prefix}:q",
             concurrency=concurrency,
             on_outcome=lambda o: self.outcomes.append((o.outcome, o.cabinet)),
         )
@@ -240,7 +242,9 @@ async def test_enqueue_many_keeps_one_job_per_cabinet(
 
     second = await queue.enqueue_many(["a", "b", "c"])
     assert [(r.added, r.state) for r in second] == [
-        (False, "delayed"), (False, "delayed"), (True, "waiting")
+        (False, "delayed"),
+        (False, "delayed"),
+        (True, "waiting"),
     ]
     await wait_for(lambda: harness.count("completed") == 3)
     assert len(seen) == 6  # two pages per cabinet, none fetched twice

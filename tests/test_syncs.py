@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -44,27 +44,28 @@ async def run(
 ) -> tuple[int, int]:
     cabinet = await store.cabinets.add("shop", emu.token(SELLER), SELLER)
     settings = Settings(wb_base_url=emu.base_url, time_scale=SCALE)
-    async with WbClient("shop", emu.token(SELLER), limiter_factory(time_scale=SCALE),
-                        settings=settings) as client:  # fmt: skip
+    async with WbClient(
+        "shop", emu.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
+    ) as client:
         inp = SyncInput(client, store, cabinet.id, None, emu.config.anchor_date, OPTIONS)
         totals = await run_sync(SYNCS[name], inp)
     return cabinet.id, totals.pages
 
 
-def keyed(dataset: str, rows: list[Mapping[str, Any]]) -> dict[tuple[Any, ...], Any]:
+def keyed(dataset: str, rows: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], Any]:
     spec = DATASETS[dataset]
     return {spec.row_key(row): row for row in rows}
 
 
 async def assert_stored(
-    store: Store, cabinet_id: int, dataset: str, expected: list[Mapping[str, Any]]
+    store: Store, cabinet_id: int, dataset: str, expected: Sequence[Mapping[str, Any]]
 ) -> None:
     stored = await store.fetch(dataset, cabinet_id)
     assert len(stored) == len(expected) > 0
     assert keyed(dataset, stored) == keyed(dataset, expected)  # keys and content, row by row
 
 
-def expected(name: str, emu: Emulator) -> dict[str, list[Mapping[str, Any]]]:
+def expected(name: str, emu: Emulator) -> dict[str, Sequence[Mapping[str, Any]]]:
     every = expected_datasets(emu, SELLER, today=emu.config.anchor_date, options=OPTIONS)
     return {dataset: every[dataset] for dataset in SYNCS[name].datasets}
 
@@ -88,8 +89,9 @@ async def test_a_second_run_of_an_incremental_sync_adds_nothing_new(
     cursor = await store.cursors.get(cabinet_id, "rnp-sections-sync")
     assert cursor is not None and cursor["phase"] == "orders"
     settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
-    async with WbClient("shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE),
-                        settings=settings) as client:  # fmt: skip
+    async with WbClient(
+        "shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
+    ) as client:
         inp = SyncInput(client, store, cabinet_id, cursor, emulator.config.anchor_date, OPTIONS)
         totals = await run_sync(SYNCS["rnp-sections-sync"], inp)
     assert totals.pages == 0
@@ -109,8 +111,9 @@ async def test_autobidder_and_pricing_record_what_they_sent(
     targets = [PriceTarget(nm_id=g["nmID"], price=777, discount=10) for g in goods[:3]]
     await store.ledger.set_price_targets(cabinet_id, targets)
     settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
-    async with WbClient("shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE),
-                        settings=settings) as client:  # fmt: skip
+    async with WbClient(
+        "shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
+    ) as client:
         inp = SyncInput(client, store, cabinet_id, None, emulator.config.anchor_date, OPTIONS)
         await run_sync(SYNCS["pricing-bulk"], inp)
     uploads = await store.ledger.price_uploads(cabinet_id)

@@ -113,8 +113,11 @@ def test_base_tokens_get_small_limits_or_none() -> None:
     assert not stocks.allows(TokenType.BASE)
     with pytest.raises(ValueError):
         stocks.limit_for(TokenType.BASE)
-    base = parse_token(mint_token(key=KEY, seller_id=SELLER, token_type=TokenType.BASE,
-                                  categories=[Category.ANALYTICS]))  # fmt: skip
+    base = parse_token(
+        mint_token(
+            key=KEY, seller_id=SELLER, token_type=TokenType.BASE, categories=[Category.ANALYTICS]
+        )
+    )
     with pytest.raises(TokenError, match="base"):
         eps.check_token(base, stocks)
 

@@ -97,6 +97,7 @@ def api(
 @app.command()
 def migrate() -> None:
     """Create or upgrade the database schema to the latest version."""
+
     async def go() -> None:
         async with Database(_settings().database_url) as db:
             await db.migrate()
@@ -109,12 +110,12 @@ def migrate() -> None:
 def demo(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     cabinets: Annotated[int, typer.Option(min=1, max=50, help="Demo cabinets.")] = 5,
-    database: Annotated[
-        Path, typer.Option(help="SQLite file the demo (re)creates.")
-    ] = Path("wbsync-demo.db"),
-    log_file: Annotated[
-        Path, typer.Option(help="Where the demo's JSON log lines go.")
-    ] = Path("wbsync-demo.log"),
+    database: Annotated[Path, typer.Option(help="SQLite file the demo (re)creates.")] = Path(
+        "wbsync-demo.db"
+    ),
+    log_file: Annotated[Path, typer.Option(help="Where the demo's JSON log lines go.")] = Path(
+        "wbsync-demo.log"
+    ),
 ) -> None:
     """Every sync once for demo cabinets against the bundled WB emulator (time scale 0.01)."""
     from wbsync.demo.run import run_demo
@@ -122,9 +123,11 @@ def demo(
     settings = _settings()
     with log_file.open("w", encoding="utf-8") as stream:
         configure_logging(settings.log_level, stream=stream)
-        summary = _run(lambda: run_demo(
-            settings, cabinets=cabinets, database=database.resolve(), show_progress=not as_json
-        ))  # fmt: skip
+        summary = _run(
+            lambda: run_demo(
+                settings, cabinets=cabinets, database=database.resolve(), show_progress=not as_json
+            )
+        )
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -160,9 +163,11 @@ def _print_summary(summary: dict[str, Any], log_file: Path) -> None:
 
 
 def _demo_problems(summary: dict[str, Any]) -> list[str]:
-    problems = [f"{name}: stored {row['rows_stored']} rows, emulator holds {row['rows_expected']}"
-                for name, row in summary["queues"].items()
-                if row["rows_stored"] != row["rows_expected"]]  # fmt: skip
+    problems = [
+        f"{name}: stored {row['rows_stored']} rows, emulator holds {row['rows_expected']}"
+        for name, row in summary["queues"].items()
+        if row["rows_stored"] != row["rows_expected"]
+    ]
     if summary["upstream_429_total"]:
         problems.append(f"{summary['upstream_429_total']} upstream 429s")
     if summary["failed_runs"]:
@@ -182,8 +187,10 @@ def cabinets_add(
     from wbsync.wb.tokens import parse_token
 
     if token is None:
-        token = sys.stdin.readline() if not sys.stdin.isatty() else typer.prompt(
-            "WB token", hide_input=True
+        token = (
+            sys.stdin.readline()
+            if not sys.stdin.isatty()
+            else typer.prompt("WB token", hide_input=True)
         )
     raw = token.strip()
     try:
@@ -208,8 +215,13 @@ def cabinets_list() -> None:
             rows = await store.cabinets.list()
         table = Table("id", "name", "seller", "active", "created")
         for c in rows:
-            table.add_row(str(c.id), c.name, c.seller_id, "yes" if c.active else "no",
-                          c.created_at.isoformat(timespec="seconds"))  # fmt: skip
+            table.add_row(
+                str(c.id),
+                c.name,
+                c.seller_id,
+                "yes" if c.active else "no",
+                c.created_at.isoformat(timespec="seconds"),
+            )
         Console().print(table)
 
     _run(go)

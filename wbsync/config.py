@@ -92,16 +92,21 @@ class Settings(BaseSettings):
     autobid_target: int = Field(default=400, ge=1, description="Autobidder: the bid it moves to.")
     autobid_step: int = Field(default=50, ge=1, description="Autobidder: largest change a run.")
     job_attempts: int = Field(
-        default=3, ge=1, description="Attempts a sync job gets for real failures (deferrals "
-        "spend none)."
+        default=3,
+        ge=1,
+        description="Attempts a sync job gets for real failures (deferrals spend none).",
     )
     job_lock_ms: int = Field(
-        default=30_000, ge=1000, description="How long a job's lock lives without renewal; a "
-        "crashed worker's job is taken over after about this long."
+        default=30_000,
+        ge=1000,
+        description="How long a job's lock lives without renewal; a "
+        "crashed worker's job is taken over after about this long.",
     )
     shutdown_grace_s: float = Field(
-        default=30.0, gt=0, description="On SIGINT/SIGTERM, how long running jobs may take to "
-        "finish or defer before they are cancelled (resumed later from their cursors)."
+        default=30.0,
+        gt=0,
+        description="On SIGINT/SIGTERM, how long running jobs may take to "
+        "finish or defer before they are cancelled (resumed later from their cursors).",
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
 

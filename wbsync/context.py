@@ -33,9 +33,7 @@ _correlation_id: ContextVar[str | None] = ContextVar("wbsync_correlation_id", de
 _job: ContextVar[JobInfo | None] = ContextVar("wbsync_job", default=None)
 
 
-async def run_with_rate_limit_deferral(
-    threshold_ms: float, fn: Callable[[], Awaitable[T]]
-) -> T:
+async def run_with_rate_limit_deferral(threshold_ms: float, fn: Callable[[], Awaitable[T]]) -> T:
     """Run ``fn`` so that a rate-limit wait longer than ``threshold_ms`` defers instead of sleeping.
 
     Inside, ``RateLimiter.acquire`` raises ``RateLimitDeferred`` for such waits; the caller (the

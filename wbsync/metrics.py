@@ -39,6 +39,7 @@ def count_upstream(section: str, status: str) -> None:
     job = current_job()
     UPSTREAM_REQUESTS.labels(section, status, job.queue if job else "").inc()
 
+
 SYNC_PAGES = Counter("wbsync_sync_pages", "Pages a sync fetched and stored.", ["queue"])
 
 SYNC_ROWS = Counter("wbsync_sync_rows", "Rows a sync upserted.", ["queue"])

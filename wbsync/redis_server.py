@@ -77,9 +77,25 @@ class EmbeddedRedis:
         binary = find_redis_server()
         self._dir = tempfile.TemporaryDirectory(prefix="wbsync-redis-")
         self._port = free_port()
-        args = [binary, "--port", str(self._port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", self._dir.name, "--daemonize", "no",
-                "--loglevel", "warning", "--maxmemory-policy", "noeviction"]
+        args = [
+            binary,
+            "--port",
+            str(self._port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self._dir.name,
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--maxmemory-policy",
+            "noeviction",
+        ]
         self._proc = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent
         )
@@ -107,7 +123,9 @@ class EmbeddedRedis:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.stop()

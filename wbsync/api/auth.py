@@ -54,10 +54,12 @@ def _bearer(request: Request) -> str | None:
 
 def _unauthorized() -> Problem:
     return Problem(
-        401, "unauthorized", "Unauthorized",
+        401,
+        "unauthorized",
+        "Unauthorized",
         "send an API key from WBSYNC_API_KEYS as 'Authorization: Bearer <key>'",
         headers={"WWW-Authenticate": 'Bearer realm="wbsync"'},
-    )  # fmt: skip
+    )
 
 
 def _keys(request: Request) -> tuple[str, ...]:

@@ -60,5 +60,10 @@ class RequestContext:
                 problem = Problem(500, "internal", "Internal error", "the server failed")
                 await problem_response(problem)(scope, receive, send_with_id)
             finally:
-                log.info("%s %s %d %.1f ms", scope["method"], scope["path"], status,
-                         (clock.monotonic() - started) * 1000.0)  # fmt: skip
+                log.info(
+                    "%s %s %d %.1f ms",
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    (clock.monotonic() - started) * 1000.0,
+                )

@@ -97,11 +97,12 @@ def _tiles(snap: Snapshot) -> str:
     live = sum(by[s] for by in snap.queues.values() for s in LIVE_STATES)
     delayed = sum(by["delayed"] for by in snap.queues.values())
     tiles = [
-        ("live jobs", live), ("delayed (waiting on a window)", delayed),
+        ("live jobs", live),
+        ("delayed (waiting on a window)", delayed),
         ("deferrals (reschedules)", snap.counters["reschedules"]),
         ("429s from WB", snap.counters["upstream_429"]),
         ("local 429s (past the ceiling)", snap.counters["local_429"]),
-    ]  # fmt: skip
+    ]
     return (
         '<div class="tiles">'
         + "".join(
@@ -112,17 +113,30 @@ def _tiles(snap: Snapshot) -> str:
 
 
 def _waiting(snap: Snapshot) -> str:
-    rows = [[_td(f"{c.name} (#{c.id})"), _td(j.queue), _td(j.deferred_by or "—", "delayed"),
-             _td(_time(j.resume_at)), _td(_ago(j.resume_in_ms), "n"), _num(j.deferrals)]
-            for c, j in snap.waiting]  # fmt: skip
+    rows = [
+        [
+            _td(f"{c.name} (#{c.id})"),
+            _td(j.queue),
+            _td(j.deferred_by or "—", "delayed"),
+            _td(_time(j.resume_at)),
+            _td(_ago(j.resume_in_ms), "n"),
+            _num(j.deferrals),
+        ]
+        for c, j in snap.waiting
+    ]
     head = ["cabinet", "queue", "waits for window", "resumes at", "in", "deferrals"]
     return _table(head, rows, "no job is waiting on a rate-limit window")
 
 
 def _queues(snap: Snapshot) -> str:
-    rows = [[_td(name), _td("long" if SYNCS[name].long else "short"),
-             *(_num(counts.get(s, 0)) for s in _STATES)]
-            for name, counts in snap.queues.items()]  # fmt: skip
+    rows = [
+        [
+            _td(name),
+            _td("long" if SYNCS[name].long else "short"),
+            *(_num(counts.get(s, 0)) for s in _STATES),
+        ]
+        for name, counts in snap.queues.items()
+    ]
     return _table(["queue", "kind", *_STATES], rows, "no queues")
 
 
@@ -136,19 +150,29 @@ def _job(job: JobOut) -> str:
 
 
 def _cabinets(snap: Snapshot) -> str:
-    rows = [[_td(c.cabinet.id, "n"), _td(c.cabinet.name), _td(c.cabinet.seller_id),
-             _td("yes" if c.cabinet.active else "no"),
-             '<td class="jobs">'
-             + ("".join(_job(j) for j in c.jobs) or '<span class="empty">idle</span>')
-             + "</td>"]
-            for c in snap.cabinets]  # fmt: skip
+    rows = [
+        [
+            _td(c.cabinet.id, "n"),
+            _td(c.cabinet.name),
+            _td(c.cabinet.seller_id),
+            _td("yes" if c.cabinet.active else "no"),
+            '<td class="jobs">'
+            + ("".join(_job(j) for j in c.jobs) or '<span class="empty">idle</span>')
+            + "</td>",
+        ]
+        for c in snap.cabinets
+    ]
     return _table(["id", "name", "seller", "active", "live jobs"], rows, "no cabinets yet")
 
 
 def _bucket_row(cabinet: str, b: BucketOut) -> list[str]:
-    return [_td(cabinet), _td(b.group), _td(f"{b.tokens_left} / {b.capacity}", "n"),
-            _td("now" if b.next_token_in_ms == 0 else _ago(b.next_token_in_ms), "n"),
-            _td(f"{b.limit.limit} per {b.limit.period_s:g} s")]  # fmt: skip
+    return [
+        _td(cabinet),
+        _td(b.group),
+        _td(f"{b.tokens_left} / {b.capacity}", "n"),
+        _td("now" if b.next_token_in_ms == 0 else _ago(b.next_token_in_ms), "n"),
+        _td(f"{b.limit.limit} per {b.limit.period_s:g} s"),
+    ]
 
 
 def _buckets(snap: Snapshot) -> str:

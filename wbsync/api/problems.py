@@ -103,9 +103,15 @@ def _wb_problem(exc: WbApiError) -> Problem:
         "wb_request_id": exc.request_id,
     }
     if isinstance(exc, WbRateLimitedError):
-        return Problem(429, "wb-rate-limited", "WB rate limit", str(exc),
-                       headers={"Retry-After": retry_after(exc.retry_after)},
-                       retry_after_s=exc.retry_after, **extra)  # fmt: skip
+        return Problem(
+            429,
+            "wb-rate-limited",
+            "WB rate limit",
+            str(exc),
+            headers={"Retry-After": retry_after(exc.retry_after)},
+            retry_after_s=exc.retry_after,
+            **extra,
+        )
     if isinstance(exc, WbAuthError | WbPermissionError | WbPaymentRequiredError):
         return Problem(502, "wb-refused-token", "WB refused the cabinet's token", str(exc), **extra)
     if isinstance(exc, WbTransportError):
@@ -116,9 +122,15 @@ def _wb_problem(exc: WbApiError) -> Problem:
 def problem_for(exc: WbSyncError) -> Problem:
     """The reply for one of our errors (see the module's table)."""
     if isinstance(exc, RateLimitExceeded):
-        return Problem(429, "rate-limited", "Rate limit window", str(exc),
-                       headers={"Retry-After": retry_after(exc.retry_after)},
-                       retry_after_s=exc.retry_after, scope=exc.scope.group)  # fmt: skip
+        return Problem(
+            429,
+            "rate-limited",
+            "Rate limit window",
+            str(exc),
+            headers={"Retry-After": retry_after(exc.retry_after)},
+            retry_after_s=exc.retry_after,
+            scope=exc.scope.group,
+        )
     if isinstance(exc, WbApiError):
         return _wb_problem(exc)
     if isinstance(exc, CabinetNotFoundError):

@@ -98,8 +98,13 @@ class RowsOut(BaseModel):
 
 def cabinet_out(cabinet: Cabinet) -> CabinetOut:
     """A cabinet as the API shows it."""
-    return CabinetOut(id=cabinet.id, name=cabinet.name, seller_id=cabinet.seller_id,
-                      active=cabinet.active, created_at=cabinet.created_at)  # fmt: skip
+    return CabinetOut(
+        id=cabinet.id,
+        name=cabinet.name,
+        seller_id=cabinet.seller_id,
+        active=cabinet.active,
+        created_at=cabinet.created_at,
+    )
 
 
 def at_ms(ms: float) -> datetime:

@@ -37,9 +37,15 @@ def uvicorn_config(runtime: Runtime, *, host: str, port: int) -> uvicorn.Config:
     """uvicorn's configuration: our logging (no access log of its own: it would print query
     strings, where the status page's key may be), no lifespan (the runtime is already open)."""
     return uvicorn.Config(
-        create_app(runtime), host=host, port=port, log_config=None, access_log=False,
-        lifespan="off", timeout_graceful_shutdown=5, server_header=False,
-    )  # fmt: skip
+        create_app(runtime),
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )
 
 
 async def run_api(runtime: Runtime, stop: asyncio.Event, *, host: str, port: int) -> None:
@@ -74,8 +80,9 @@ def api_extra(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Extra:
     return extra
 
 
-async def serve_api(settings: Settings, *, host: str = DEFAULT_HOST,
-                    port: int = DEFAULT_PORT) -> None:  # fmt: skip
+async def serve_api(
+    settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+) -> None:
     """``wbsync api``: the API alone, until SIGINT or SIGTERM."""
     api_keys(settings)  # refuse to start before opening anything
     stop = asyncio.Event()

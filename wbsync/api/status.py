@@ -61,13 +61,19 @@ async def cabinet_buckets(runtime: Runtime, cabinet: Cabinet) -> list[BucketOut]
     out = []
     for (group, methods), peek in zip(groups.items(), peeks, strict=True):
         limit, wait = limits[group], 0 if peek.acquired else peek.wait_ms
-        out.append(BucketOut(
-            group=group, methods=methods,
-            limit=LimitOut(period_s=limit.period_s, limit=limit.limit, burst=limit.burst,
-                           time_scale=scale),
-            tokens_left=peek.remaining, capacity=limit.burst,
-            next_token_in_ms=wait, next_token_at=at_ms(now + wait),
-        ))  # fmt: skip
+        out.append(
+            BucketOut(
+                group=group,
+                methods=methods,
+                limit=LimitOut(
+                    period_s=limit.period_s, limit=limit.limit, burst=limit.burst, time_scale=scale
+                ),
+                tokens_left=peek.remaining,
+                capacity=limit.burst,
+                next_token_in_ms=wait,
+                next_token_at=at_ms(now + wait),
+            )
+        )
     return out
 
 
@@ -148,7 +154,11 @@ async def snapshot(runtime: Runtime) -> Snapshot:
     busy = [row for row in buckets if row[1].tokens_left < row[1].capacity]
     busy.sort(key=lambda row: (row[1].tokens_left / row[1].capacity, -row[1].next_token_in_ms))
     return Snapshot(
-        generated_at=at_ms(clock.now_ms()), time_scale=runtime.settings.time_scale,
-        queues=queues, cabinets=statuses, counters=counters(), buckets=busy[:BUSIEST],
+        generated_at=at_ms(clock.now_ms()),
+        time_scale=runtime.settings.time_scale,
+        queues=queues,
+        cabinets=statuses,
+        counters=counters(),
+        buckets=busy[:BUSIEST],
         buckets_of=len(active),
-    )  # fmt: skip
+    )

@@ -20,8 +20,9 @@ from wbsync.bench.common import bench_redis, emit, machine, setup_logging
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Benchmarks that prove the design (see docs/benchmarks.md).",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(
+    help="Benchmarks that prove the design (see docs/benchmarks.md).", no_args_is_help=True
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 DocsOpt = Annotated[
@@ -60,8 +61,14 @@ async def _measure(name: str, runner: Runner, *, private: bool) -> dict[str, Any
     return result
 
 
-def _finish(results: dict[str, dict[str, Any]], *, as_json: bool, write_docs: bool,
-            docs_dir: Path, command: str) -> None:  # fmt: skip
+def _finish(
+    results: dict[str, dict[str, Any]],
+    *,
+    as_json: bool,
+    write_docs: bool,
+    docs_dir: Path,
+    command: str,
+) -> None:
     tables = [t for name, r in results.items() for t in _TABLES[name](r)]
     payload: dict[str, Any] = results if len(results) > 1 else next(iter(results.values()))
     emit(payload, tables, as_json=as_json)
@@ -80,13 +87,23 @@ _TABLES = {
 }
 
 
-def _run_one(ctx: typer.Context, name: str, runner: Runner, *, private: bool, as_json: bool,
-             write_docs: bool, docs_dir: Path, verbose: bool) -> None:  # fmt: skip
+def _run_one(
+    ctx: typer.Context,
+    name: str,
+    runner: Runner,
+    *,
+    private: bool,
+    as_json: bool,
+    write_docs: bool,
+    docs_dir: Path,
+    verbose: bool,
+) -> None:
     setup_logging(verbose)
     command = _command_line(ctx)
     result = asyncio.run(_measure(name, runner, private=private))
-    _finish({name: result}, as_json=as_json, write_docs=write_docs, docs_dir=docs_dir,
-            command=command)  # fmt: skip
+    _finish(
+        {name: result}, as_json=as_json, write_docs=write_docs, docs_dir=docs_dir, command=command
+    )
 
 
 @app.command("slots")
@@ -100,15 +117,29 @@ def slots_cmd(
         int, typer.Option(help="Rounds of defer and retry (ABBA); block runs once, mid-way.")
     ] = 2,
     sweep: Annotated[bool, typer.Option("--sweep", help=f"Also run K in {SWEEP}; plot.")] = False,
-    as_json: JsonOpt = False, write_docs: DocsOpt = False,
-    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
-) -> None:  # fmt: skip
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
     """Makespan of K cabinets x P pages of the finance report: defer vs block vs retry."""
-    params = slots.Params(cabinets=cabinets, pages=pages, concurrency=concurrency,
-                          time_scale=time_scale, rounds=rounds)  # fmt: skip
-    _run_one(ctx, "slots", lambda url: slots.run(url, params, sweep=SWEEP if sweep else ()),
-             private=False, as_json=as_json, write_docs=write_docs, docs_dir=docs_dir,
-             verbose=verbose)  # fmt: skip
+    params = slots.Params(
+        cabinets=cabinets,
+        pages=pages,
+        concurrency=concurrency,
+        time_scale=time_scale,
+        rounds=rounds,
+    )
+    _run_one(
+        ctx,
+        "slots",
+        lambda url: slots.run(url, params, sweep=SWEEP if sweep else ()),
+        private=False,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
 
 
 @app.command("limiter")
@@ -117,27 +148,46 @@ def limiter_cmd(
     tasks: Annotated[int, typer.Option(help="Concurrent tasks.")] = 64,
     window_s: Annotated[float, typer.Option(help="Seconds per implementation per round.")] = 0.5,
     rounds: Annotated[int, typer.Option(help="Rounds (ABBA order).")] = 10,
-    as_json: JsonOpt = False, write_docs: DocsOpt = False,
-    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
-) -> None:  # fmt: skip
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
     """try_acquire throughput and latency vs a bare EVALSHA, limits and pyrate-limiter."""
     params = limiter.Params(tasks=tasks, window_s=window_s, rounds=rounds)
-    _run_one(ctx, "limiter", lambda url: limiter.run(url, params), private=False, as_json=as_json,
-             write_docs=write_docs, docs_dir=docs_dir, verbose=verbose)  # fmt: skip
+    _run_one(
+        ctx,
+        "limiter",
+        lambda url: limiter.run(url, params),
+        private=False,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
 
 
 @app.command("reschedule")
 def reschedule_cmd(
     ctx: typer.Context,
     n: Annotated[int, typer.Option("-n", help="Deferrals (and try_acquires) to count.")] = 100,
-    as_json: JsonOpt = False, write_docs: DocsOpt = False,
-    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
-) -> None:  # fmt: skip
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
     """Redis commands per deferral and per try_acquire (private Redis, exact counts)."""
     params = reschedule.Params(n=n)
-    _run_one(ctx, "reschedule", lambda url: reschedule.run(url, params), private=True,
-             as_json=as_json, write_docs=write_docs, docs_dir=docs_dir,
-             verbose=verbose)  # fmt: skip
+    _run_one(
+        ctx,
+        "reschedule",
+        lambda url: reschedule.run(url, params),
+        private=True,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
 
 
 @app.command("lateness")
@@ -145,13 +195,23 @@ def lateness_cmd(
     ctx: typer.Context,
     samples: Annotated[int, typer.Option(help="Deferrals to time.")] = 200,
     stagger_ms: Annotated[float, typer.Option(help="Gap between jobs added.")] = 25.0,
-    as_json: JsonOpt = False, write_docs: DocsOpt = False,
-    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
-) -> None:  # fmt: skip
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
     """How late deferred jobs start after their resume_at_ms."""
     params = lateness.Params(samples=samples, stagger_ms=stagger_ms)
-    _run_one(ctx, "lateness", lambda url: lateness.run(url, params), private=False, as_json=as_json,
-             write_docs=write_docs, docs_dir=docs_dir, verbose=verbose)  # fmt: skip
+    _run_one(
+        ctx,
+        "lateness",
+        lambda url: lateness.run(url, params),
+        private=False,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
 
 
 @app.command("scale")
@@ -159,13 +219,23 @@ def scale_cmd(
     ctx: typer.Context,
     cabinets: Annotated[int, typer.Option(help="Cabinets (x 7 long queues = jobs).")] = 10_000,
     concurrency: Annotated[int, typer.Option(help="Slots per queue's worker.")] = 20,
-    as_json: JsonOpt = False, write_docs: DocsOpt = False,
-    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
-) -> None:  # fmt: skip
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
     """Fan-out of many cabinets over the long queues: enqueue time, memory, throughput."""
     params = scale.Params(cabinets=cabinets, concurrency=concurrency)
-    _run_one(ctx, "scale", lambda url: scale.run(url, params), private=True, as_json=as_json,
-             write_docs=write_docs, docs_dir=docs_dir, verbose=verbose)  # fmt: skip
+    _run_one(
+        ctx,
+        "scale",
+        lambda url: scale.run(url, params),
+        private=True,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
 
 
 @app.command("all")
@@ -175,9 +245,11 @@ def all_cmd(
         int, typer.Option(help="Cabinets for scale (its own default, 10,000, takes ~8 min).")
     ] = ALL_SCALE_CABINETS,
     sweep: Annotated[bool, typer.Option("--sweep/--no-sweep", help="slots sweep.")] = True,
-    as_json: JsonOpt = False, write_docs: DocsOpt = False,
-    docs_dir: DocsDirOpt = Path("docs"), verbose: VerboseOpt = False,
-) -> None:  # fmt: skip
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
     """Every benchmark with its defaults, slots with its sweep, scale with fewer cabinets.
 
     ``make bench`` must finish in under 10 minutes; scale's 70,000 jobs alone take about 8 on a

@@ -53,9 +53,11 @@ def _table(columns: list[str], rows: list[list[Any]]) -> str:
 
 def _meta(r: dict[str, Any]) -> str:
     m = r.get("machine", {})
-    return (f"Command: `{r.get('command', '?')}` ({r.get('measured_at', '?')}, "
-            f"{_fmt(r.get('wall_s'))} s). Machine: {m.get('cpu')}, {m.get('cores')} cores, "
-            f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}.")  # fmt: skip
+    return (
+        f"Command: `{r.get('command', '?')}` ({r.get('measured_at', '?')}, "
+        f"{_fmt(r.get('wall_s'))} s). Machine: {m.get('cpu')}, {m.get('cores')} cores, "
+        f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}."
+    )
 
 
 def _check(ok: bool) -> str:
@@ -64,9 +66,18 @@ def _check(ok: bool) -> str:
 
 def _slots(r: dict[str, Any]) -> str:
     p, modes = r["params"], r["modes"]
-    cols = ["makespan_s", "lower_bound_s", "efficiency", "slot_sleep_s", "upstream_requests",
-            "upstream_429", "deferrals", "attempts_made_max", "failed_jobs",
-            "startup_aware_bound_s"]  # fmt: skip
+    cols = [
+        "makespan_s",
+        "lower_bound_s",
+        "efficiency",
+        "slot_sleep_s",
+        "upstream_requests",
+        "upstream_429",
+        "deferrals",
+        "attempts_made_max",
+        "failed_jobs",
+        "startup_aware_bound_s",
+    ]
     rows = [[m, *(v.get(c) for c in cols)] for m, v in modes.items()]
     defer = modes.get("defer", {})
     speed = r.get("speedup_defer_vs_block") or math.nan
@@ -108,14 +119,19 @@ def _sweep(r: dict[str, Any]) -> str:
     modes = list(next(iter(r["sweep"].values())))
     rows = [[k, *(v[m] for m in modes)] for k, v in r["sweep"].items()]
     p = r["params"]
-    return "\n".join([
-        f"Makespan (s) of every mode for K in {', '.join(r['sweep'])} (P={p['pages']}, "
-        f"C={p['concurrency']}; K={p['cabinets']} is the run above, the other points one round "
-        "each). Blocking grows as "
-        "K x (P - 1) x period / C: each job holds the slot through its own windows; deferring "
-        "stays at the window bound until the slot's work (K x P pages) catches up with it.",
-        "", _table(["K", *modes], rows), "", "![slots](bench-slots.png)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"Makespan (s) of every mode for K in {', '.join(r['sweep'])} (P={p['pages']}, "
+            f"C={p['concurrency']}; K={p['cabinets']} is the run above, the other points one round "
+            "each). Blocking grows as "
+            "K x (P - 1) x period / C: each job holds the slot through its own windows; deferring "
+            "stays at the window bound until the slot's work (K x P pages) catches up with it.",
+            "",
+            _table(["K", *modes], rows),
+            "",
+            "![slots](bench-slots.png)",
+        ]
+    )
 
 
 def _limiter(r: dict[str, Any]) -> str:
@@ -138,12 +154,37 @@ def _limiter(r: dict[str, Any]) -> str:
         "script call (`INFO commandstats` usec of EVALSHA/EVAL over the window).",
     ]
     for name, s in r["scenarios"].items():
-        rows = [[impl, m["ops_per_s"], m["p50_ms"], m["p99_ms"], s["ratio_to_bare"].get(impl),
-                 m.get("client_cpu_us_per_call"), m.get("redis_us_per_call"),
-                 m.get("admitted_share")] for impl, m in s["implementations"].items()]  # fmt: skip
-        out += ["", f"**{name}**", "",
-                _table(["implementation", "ops/s", "p50 ms", "p99 ms", "x bare",
-                        "client CPU µs/call", "Redis µs/call", "admitted"], rows)]  # fmt: skip
+        rows = [
+            [
+                impl,
+                m["ops_per_s"],
+                m["p50_ms"],
+                m["p99_ms"],
+                s["ratio_to_bare"].get(impl),
+                m.get("client_cpu_us_per_call"),
+                m.get("redis_us_per_call"),
+                m.get("admitted_share"),
+            ]
+            for impl, m in s["implementations"].items()
+        ]
+        out += [
+            "",
+            f"**{name}**",
+            "",
+            _table(
+                [
+                    "implementation",
+                    "ops/s",
+                    "p50 ms",
+                    "p99 ms",
+                    "x bare",
+                    "client CPU µs/call",
+                    "Redis µs/call",
+                    "admitted",
+                ],
+                rows,
+            ),
+        ]
     out += ["", _limiter_verdict(r), "", "![limiter](bench-limiter.png)"]
     return "\n".join(out)
 
@@ -152,106 +193,138 @@ def _limiter_verdict(r: dict[str, Any]) -> str:
     parts = []
     for name, s in r["scenarios"].items():
         ours = s["implementations"]["wbsync"]["ops_per_s"]
-        peers = {k: v["ops_per_s"] for k, v in s["implementations"].items()
-                 if k not in ("wbsync", "bare_evalsha")}  # fmt: skip
+        peers = {
+            k: v["ops_per_s"]
+            for k, v in s["implementations"].items()
+            if k not in ("wbsync", "bare_evalsha")
+        }
         beaten = [k for k, v in peers.items() if v >= ours]
-        parts.append(f"{name}: {_fmt(s['ratio_to_bare']['wbsync'])} of bare "
-                     f"({_check(s['ratio_to_bare']['wbsync'] >= 0.8)}), "
-                     + ("faster than every peer" if not beaten
-                        else f"not faster than {', '.join(beaten)}"))  # fmt: skip
+        parts.append(
+            f"{name}: {_fmt(s['ratio_to_bare']['wbsync'])} of bare "
+            f"({_check(s['ratio_to_bare']['wbsync'] >= 0.8)}), "
+            + ("faster than every peer" if not beaten else f"not faster than {', '.join(beaten)}")
+        )
     return "Targets (>= 0.8 of bare, faster than every peer): " + "; ".join(parts) + "."
 
 
 def _reschedule(r: dict[str, Any]) -> str:
     d = r["detail"]
-    rows = [[label, v["commands"], v["executions"],
-             ", ".join(f"{k} {x:g}" for k, x in v.get("commands_by_name", {}).items())]
-            for label, v in d.items()]  # fmt: skip
-    return "\n".join([
-        f"Over n={r['n']} operations on a private embedded Redis. Each operation runs in a window "
-        "bracketed by ECHO markers while nothing else talks to Redis (the worker runs one job "
-        "at a time and fetches nothing while its processor runs). *Commands* are the top-level "
-        "commands sent in the window (client round trips), read from MONITOR, which tags the "
-        "commands run inside Lua; *executions* are the `INFO commandstats` delta, Lua-internal "
-        "calls included. The deferral window runs from `RescheduleService` catching "
-        "`RateLimitDeferred` (the processor raises it, so no limiter call is inside) through "
-        "the wake-up at the due time: `updateData` (job data: deferral count, scope, "
-        "resume_at_ms) and `moveToDelayed` (one EVALSHA each) and the queue wake-up marker "
-        "(one ZADD). The first job, which loads BullMQ's scripts, is not counted. The full "
-        "cycle is everything per job of a run where each job is added, deferred once and "
-        "completed (enqueue's state checks, fetches, the deferral, completion).",
-        "",
-        _table(["operation", "commands (round trips)", "executions (incl. Lua)", "commands"],
-               rows),
-        "",
-        f"Targets: <= 4 commands per deferral: {_check(r['redis_commands_per_deferral'] <= 4)} "
-        f"({_fmt(r['redis_commands_per_deferral'])}); exactly 1 per try_acquire: "
-        f"{_check(r['redis_commands_per_try_acquire'] == 1)} "
-        f"({_fmt(r['redis_commands_per_try_acquire'])}).",
-    ])  # fmt: skip
+    rows = [
+        [
+            label,
+            v["commands"],
+            v["executions"],
+            ", ".join(f"{k} {x:g}" for k, x in v.get("commands_by_name", {}).items()),
+        ]
+        for label, v in d.items()
+    ]
+    return "\n".join(
+        [
+            f"Over n={r['n']} operations on a private embedded Redis. Each operation runs in a "
+            "window "
+            "bracketed by ECHO markers while nothing else talks to Redis (the worker runs one job "
+            "at a time and fetches nothing while its processor runs). *Commands* are the top-level "
+            "commands sent in the window (client round trips), read from MONITOR, which tags the "
+            "commands run inside Lua; *executions* are the `INFO commandstats` delta, Lua-internal "
+            "calls included. The deferral window runs from `RescheduleService` catching "
+            "`RateLimitDeferred` (the processor raises it, so no limiter call is inside) through "
+            "the wake-up at the due time: `updateData` (job data: deferral count, scope, "
+            "resume_at_ms) and `moveToDelayed` (one EVALSHA each) and the queue wake-up marker "
+            "(one ZADD). The first job, which loads BullMQ's scripts, is not counted. The full "
+            "cycle is everything per job of a run where each job is added, deferred once and "
+            "completed (enqueue's state checks, fetches, the deferral, completion).",
+            "",
+            _table(
+                ["operation", "commands (round trips)", "executions (incl. Lua)", "commands"], rows
+            ),
+            "",
+            f"Targets: <= 4 commands per deferral: {_check(r['redis_commands_per_deferral'] <= 4)} "
+            f"({_fmt(r['redis_commands_per_deferral'])}); exactly 1 per try_acquire: "
+            f"{_check(r['redis_commands_per_try_acquire'] == 1)} "
+            f"({_fmt(r['redis_commands_per_try_acquire'])}).",
+        ]
+    )
 
 
 def _lateness(r: dict[str, Any]) -> str:
     p = r["params"]
-    return "\n".join([
-        f"{r['samples']} jobs, each deferred once by the real path (limiter -> "
-        f"RateLimitDeferred -> RescheduleService -> moveToDelayed) for a "
-        f"{_fmt(p['window_ms'])} ms window. Lateness = the resumed processor's start minus "
-        "`job.data[\"resume_at_ms\"]` (both on this host's clock). Jobs are added "
-        f"{_fmt(p['stagger_ms'])} ms apart and the worker has {p['concurrency']} slots, so "
-        "resumes rarely coincide and a slot is free when one is due: the figure is the queue's "
-        "wake-up delay, not jobs queueing behind one another on one slot.",
-        "",
-        _table(["samples", "p50 ms", "p95 ms", "max ms", "min ms"],
-               [[r["samples"], r["p50_ms"], r["p95_ms"], r["max_ms"], r["min_ms"]]]),
-        "",
-        f"Target p95 <= 50 ms: {_check(r['p95_ms'] <= 50)}.",
-        "",
-        "![lateness](bench-lateness.png)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{r['samples']} jobs, each deferred once by the real path (limiter -> "
+            f"RateLimitDeferred -> RescheduleService -> moveToDelayed) for a "
+            f"{_fmt(p['window_ms'])} ms window. Lateness = the resumed processor's start minus "
+            '`job.data["resume_at_ms"]` (both on this host\'s clock). Jobs are added '
+            f"{_fmt(p['stagger_ms'])} ms apart and the worker has {p['concurrency']} slots, so "
+            "resumes rarely coincide and a slot is free when one is due: the figure is the queue's "
+            "wake-up delay, not jobs queueing behind one another on one slot.",
+            "",
+            _table(
+                ["samples", "p50 ms", "p95 ms", "max ms", "min ms"],
+                [[r["samples"], r["p50_ms"], r["p95_ms"], r["max_ms"], r["min_ms"]]],
+            ),
+            "",
+            f"Target p95 <= 50 ms: {_check(r['p95_ms'] <= 50)}.",
+            "",
+            "![lateness](bench-lateness.png)",
+        ]
+    )
 
 
 def _scale(r: dict[str, Any]) -> str:
     d = r["detail"]
     rows = [
         ["jobs (cabinets x queues)", f"{r['jobs']:,} ({r['cabinets']:,} x {d['queues']})"],
-        ["enqueue, `enqueue_many`", f"{r['enqueue_s']:.2f} s ({d['enqueue_many_jobs_per_s']:,.0f}"
-                                    " jobs/s)"],
-        ["enqueue one by one, `enqueue` (1,000-job sample, 64 in flight on BullMQ's single "
-         "connection)",
-         f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s"],
+        [
+            "enqueue, `enqueue_many`",
+            f"{r['enqueue_s']:.2f} s ({d['enqueue_many_jobs_per_s']:,.0f} jobs/s)",
+        ],
+        [
+            "enqueue one by one, `enqueue` (1,000-job sample, 64 in flight on BullMQ's single "
+            "connection)",
+            f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s",
+        ],
         ["Redis memory per delayed job", f"{r['redis_bytes_per_delayed_job']:,.0f} bytes"],
-        ["  the job's own keys (no event streams, no client buffers)",
-         f"{d['redis_bytes_per_delayed_job_keys_only']:,.0f} bytes"],
-        ["Redis memory per waiting job (before the first run)",
-         f"{d['redis_bytes_per_waiting_job']:,.0f} bytes"],
+        [
+            "  the job's own keys (no event streams, no client buffers)",
+            f"{d['redis_bytes_per_delayed_job_keys_only']:,.0f} bytes",
+        ],
+        [
+            "Redis memory per waiting job (before the first run)",
+            f"{d['redis_bytes_per_waiting_job']:,.0f} bytes",
+        ],
         ["Redis memory per empty bucket", f"{d['redis_bytes_per_bucket']:,.0f} bytes"],
         ["first runs (each job defers)", f"{d['first_runs_jobs_per_s']:,.0f} jobs/s"],
         ["resumed runs once windows open", f"{r['jobs_per_s']:,.0f} jobs/s"],
-    ]  # fmt: skip
-    return "\n".join([
-        "A fan-out of every cabinet over the seven long queues on a private embedded Redis; one "
-        f"worker process with one worker of {d['worker_concurrency_per_queue']} slots per "
-        "queue. Every job takes its bucket's one token (1 per hour) and asks for another, so "
-        "it is deferred by the real path; with every job delayed, `used_memory` is read, the "
-        "bucket keys are deleted (the windows open) and `used_memory` read again: bytes per "
-        "delayed job = (that - before the fan-out) / jobs, BullMQ's event streams (capped at "
-        "~10,000 entries per queue, so their share per job falls as cabinets grow) included; "
-        "the second line takes out the streams (MEMORY USAGE) and the connections' buffers "
-        "(`mem_clients_normal`): what the jobs' own keys cost. Then every "
-        "delayed job is made due at once "
-        "(`promote_delayed`) and the same process runs them all to completion.",
-        "",
-        _table(["measure", "value"], rows),
-        "",
-        f"Target <= 2 KB per delayed job: {_check(r['redis_bytes_per_delayed_job'] <= 2048)}.",
-    ])  # fmt: skip
+    ]
+    return "\n".join(
+        [
+            "A fan-out of every cabinet over the seven long queues on a private embedded Redis; "
+            "one "
+            f"worker process with one worker of {d['worker_concurrency_per_queue']} slots per "
+            "queue. Every job takes its bucket's one token (1 per hour) and asks for another, so "
+            "it is deferred by the real path; with every job delayed, `used_memory` is read, the "
+            "bucket keys are deleted (the windows open) and `used_memory` read again: bytes per "
+            "delayed job = (that - before the fan-out) / jobs, BullMQ's event streams (capped at "
+            "~10,000 entries per queue, so their share per job falls as cabinets grow) included; "
+            "the second line takes out the streams (MEMORY USAGE) and the connections' buffers "
+            "(`mem_clients_normal`): what the jobs' own keys cost. Then every "
+            "delayed job is made due at once "
+            "(`promote_delayed`) and the same process runs them all to completion.",
+            "",
+            _table(["measure", "value"], rows),
+            "",
+            f"Target <= 2 KB per delayed job: {_check(r['redis_bytes_per_delayed_job'] <= 2048)}.",
+        ]
+    )
 
 
 _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
-    "slots": _slots, "limiter": _limiter, "reschedule": _reschedule, "lateness": _lateness,
+    "slots": _slots,
+    "limiter": _limiter,
+    "reschedule": _reschedule,
+    "lateness": _lateness,
     "scale": _scale,
-}  # fmt: skip
+}
 _TITLES = {
     "slots": "slots: worker slots while windows are closed",
     "limiter": "limiter: try_acquire throughput and latency",
@@ -285,15 +358,17 @@ def write_docs(results: dict[str, dict[str, Any]], *, docs_dir: Path, command: s
     store.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n", "utf-8")
     sections = [_HEADER]
     for name in ORDER:
-        for key in sorted((k for k in merged if k == name or k.startswith(f"{name}@")),
-                          key=_size_order):  # fmt: skip
+        for key in sorted(
+            (k for k in merged if k == name or k.startswith(f"{name}@")), key=_size_order
+        ):
             entry = merged[key]
-            sections.append(f"## {_TITLES[name]}{_size_title(key)}\n\n{_meta(entry)}\n\n"
-                            f"{_RENDER[name](entry)}\n")  # fmt: skip
+            sections.append(
+                f"## {_TITLES[name]}{_size_title(key)}\n\n{_meta(entry)}\n\n"
+                f"{_RENDER[name](entry)}\n"
+            )
         if name == "slots" and "slots_sweep" in merged:
             sweep = merged["slots_sweep"]
-            sections.append(f"### slots: makespan against K\n\n{_meta(sweep)}\n\n"
-                            f"{_sweep(sweep)}\n")  # fmt: skip
+            sections.append(f"### slots: makespan against K\n\n{_meta(sweep)}\n\n{_sweep(sweep)}\n")
     (docs_dir / "benchmarks.md").write_text("\n".join(sections), "utf-8")
 
 

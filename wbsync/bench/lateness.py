@@ -61,8 +61,13 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
 
     service = RescheduleService(threshold_ms=_THRESHOLD_MS)
     queue = SyncQueue(QUEUE, redis_url=url, prefix=f"{prefix}:q")
-    worker = SyncWorker(QUEUE, service.wrap(process), redis_url=url, prefix=f"{prefix}:q",
-                        concurrency=params.concurrency)  # fmt: skip
+    worker = SyncWorker(
+        QUEUE,
+        service.wrap(process),
+        redis_url=url,
+        prefix=f"{prefix}:q",
+        concurrency=params.concurrency,
+    )
     await worker.start()
     try:
         for i in range(params.samples):
@@ -81,14 +86,28 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
         "max_ms": max(lateness),
         "min_ms": min(lateness),
         "lateness_ms": [round(x, 2) for x in lateness],
-        "params": {"stagger_ms": params.stagger_ms, "concurrency": params.concurrency,
-                   "window_ms": _LIMIT.period_s * 1000 * TIME_SCALE},
-    }  # fmt: skip
+        "params": {
+            "stagger_ms": params.stagger_ms,
+            "concurrency": params.concurrency,
+            "window_ms": _LIMIT.period_s * 1000 * TIME_SCALE,
+        },
+    }
 
 
 def tables(result: dict[str, Any]) -> list[Any]:
     """The distribution."""
-    return [table("lateness: deferred job start after resume_at_ms (ms)",
-                  ["samples", "p50", "p95", "max", "min"],
-                  [[result["samples"], result["p50_ms"], result["p95_ms"], result["max_ms"],
-                    result["min_ms"]]])]  # fmt: skip
+    return [
+        table(
+            "lateness: deferred job start after resume_at_ms (ms)",
+            ["samples", "p50", "p95", "max", "min"],
+            [
+                [
+                    result["samples"],
+                    result["p50_ms"],
+                    result["p95_ms"],
+                    result["max_ms"],
+                    result["min_ms"],
+                ]
+            ],
+        )
+    ]

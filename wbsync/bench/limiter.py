@@ -183,9 +183,14 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
         scenarios[name] = await _scenario(url, name, n_keys, params)
     return {
         "scenarios": scenarios,
-        "params": {"tasks": params.tasks, "window_s": params.window_s, "rounds": params.rounds,
-                   "limit_per_s": peers.LIMIT_PER_S, "keys": SCENARIOS},
-    }  # fmt: skip
+        "params": {
+            "tasks": params.tasks,
+            "window_s": params.window_s,
+            "rounds": params.rounds,
+            "limit_per_s": peers.LIMIT_PER_S,
+            "keys": SCENARIOS,
+        },
+    }
 
 
 def tables(result: dict[str, Any]) -> list[Any]:
@@ -193,11 +198,30 @@ def tables(result: dict[str, Any]) -> list[Any]:
     out = []
     for name, s in result["scenarios"].items():
         rows = [
-            [impl, m["ops_per_s"], m["p50_ms"], m["p99_ms"], s["ratio_to_bare"].get(impl, "-"),
-             m["client_cpu_us_per_call"], m["redis_us_per_call"]]
+            [
+                impl,
+                m["ops_per_s"],
+                m["p50_ms"],
+                m["p99_ms"],
+                s["ratio_to_bare"].get(impl, "-"),
+                m["client_cpu_us_per_call"],
+                m["redis_us_per_call"],
+            ]
             for impl, m in s["implementations"].items()
-        ]  # fmt: skip
-        out.append(table(f"limiter: {name}", ["implementation", "ops/s", "p50 ms", "p99 ms",
-                                              "x bare", "client CPU us", "Redis us"],
-                         rows))  # fmt: skip
+        ]
+        out.append(
+            table(
+                f"limiter: {name}",
+                [
+                    "implementation",
+                    "ops/s",
+                    "p50 ms",
+                    "p99 ms",
+                    "x bare",
+                    "client CPU us",
+                    "Redis us",
+                ],
+                rows,
+            )
+        )
     return out

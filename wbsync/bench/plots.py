@@ -21,8 +21,7 @@ def slots_plot(result: dict[str, Any], path: Path) -> bool:
     if sweep:
         ks = sorted(int(k) for k in sweep)
         for mode in next(iter(sweep.values())):
-            ax.plot(ks, [sweep[str(k)][mode] for k in ks], _MODE_STYLE.get(mode, "o-"),
-                    label=mode)  # fmt: skip
+            ax.plot(ks, [sweep[str(k)][mode] for k in ks], _MODE_STYLE.get(mode, "o-"), label=mode)
         p = result["params"]
         bound = (p["pages"] - p["burst"]) * p["period_s"]
         ax.axhline(bound, color="grey", linewidth=0.8, label="window bound (P-1) x period")
@@ -35,8 +34,10 @@ def slots_plot(result: dict[str, Any], path: Path) -> bool:
         modes = list(result["modes"])
         ax.bar(modes, [result["modes"][m]["makespan_s"] for m in modes])
     ax.set_ylabel("makespan, s")
-    ax.set_title(f"slots: P={result['params']['pages']} pages, C={result['params']['concurrency']}"
-                 f" slot(s), window {result['params']['period_s']:g} s")  # fmt: skip
+    ax.set_title(
+        f"slots: P={result['params']['pages']} pages, C={result['params']['concurrency']}"
+        f" slot(s), window {result['params']['period_s']:g} s"
+    )
     ax.grid(True, which="both", alpha=0.3)
     return _save(fig, path)
 
@@ -50,8 +51,12 @@ def limiter_plot(result: dict[str, Any], path: Path) -> bool:
     for i, scenario in enumerate(scenarios):
         values = [result["scenarios"][scenario]["implementations"][m]["ops_per_s"] for m in impls]
         ax.bar([x + i * width for x in range(len(impls))], values, width, label=scenario)
-    ax.set_xticks([x + width * (len(scenarios) - 1) / 2 for x in range(len(impls))], impls,
-                  rotation=20, ha="right")  # fmt: skip
+    ax.set_xticks(
+        [x + width * (len(scenarios) - 1) / 2 for x in range(len(impls))],
+        impls,
+        rotation=20,
+        ha="right",
+    )
     ax.set_ylabel("calls per second (median of rounds)")
     ax.set_title(f"limiter: one process, {result['params']['tasks']} concurrent tasks")
     ax.legend()

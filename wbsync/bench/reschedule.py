@@ -141,8 +141,9 @@ async def _deferrals(url: str, prefix: str, windows: _Windows, n: int) -> None:
         await windows.measure("deferral" if started > 1 else "warmup", defer_and_wake)
 
     queue = SyncQueue("bench-reschedule", redis_url=url, prefix=prefix)
-    worker = SyncWorker("bench-reschedule", process, redis_url=url, prefix=prefix,
-                        lock_duration_ms=600_000)  # fmt: skip
+    worker = SyncWorker(
+        "bench-reschedule", process, redis_url=url, prefix=prefix, lock_duration_ms=600_000
+    )
     try:
         for i in range(n + 1):  # all added before the worker starts: nothing else runs in a window
             await queue.enqueue(f"cab-{i}")
@@ -190,8 +191,10 @@ def _result(windows: _Windows, n: int) -> dict[str, Any]:
     def total(counts: dict[str, Counter[str]], label: str) -> float:
         return sum(counts.get(label, Counter()).values()) / n
 
-    per_try = (total(windows.commands, "try_acquire_admitted")
-               + total(windows.commands, "try_acquire_refused")) / 2  # fmt: skip
+    per_try = (
+        total(windows.commands, "try_acquire_admitted")
+        + total(windows.commands, "try_acquire_refused")
+    ) / 2
     detail: dict[str, dict[str, Any]] = {
         label: {
             "commands": total(windows.commands, label),
@@ -217,10 +220,18 @@ def _result(windows: _Windows, n: int) -> dict[str, Any]:
 def tables(result: dict[str, Any]) -> list[Any]:
     """The counts."""
     rows = [
-        [label, d["commands"], d["executions"],
-         ", ".join(f"{k} {v:g}" for k, v in d.get("commands_by_name", {}).items())]
+        [
+            label,
+            d["commands"],
+            d["executions"],
+            ", ".join(f"{k} {v:g}" for k, v in d.get("commands_by_name", {}).items()),
+        ]
         for label, d in result["detail"].items()
-    ]  # fmt: skip
-    return [table(f"reschedule: Redis commands per operation (n={result['n']})",
-                  ["operation", "commands (round trips)", "executions (incl. Lua)", "commands"],
-                  rows)]  # fmt: skip
+    ]
+    return [
+        table(
+            f"reschedule: Redis commands per operation (n={result['n']})",
+            ["operation", "commands (round trips)", "executions (incl. Lua)", "commands"],
+            rows,
+        )
+    ]

@@ -141,9 +141,14 @@ class _Scenario:
     async def start_workers(self) -> None:
         processor = RescheduleService(threshold_ms=5000).wrap(_processor(self.limiter))
         for name in self.params.queues:
-            worker = SyncWorker(name, processor, redis_url=self.url, prefix=self.qprefix,
-                                concurrency=self.params.concurrency,
-                                on_outcome=lambda o: self.tally.bump(o.outcome))  # fmt: skip
+            worker = SyncWorker(
+                name,
+                processor,
+                redis_url=self.url,
+                prefix=self.qprefix,
+                concurrency=self.params.concurrency,
+                on_outcome=lambda o: self.tally.bump(o.outcome),
+            )
             self.workers.append(worker)
             await worker.start()
 
@@ -198,15 +203,15 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
             "enqueue_one_by_one_jobs_per_s": per_job_rate,
             "redis_bytes_per_waiting_job": (waiting.used - empty.used) / jobs,
             "redis_bytes_per_bucket": (delayed.used - no_buckets.used) / jobs,
-            "redis_bytes_per_delayed_job_keys_only":
-                (no_buckets.jobs_only() - empty.jobs_only()) / jobs,
+            "redis_bytes_per_delayed_job_keys_only": (no_buckets.jobs_only() - empty.jobs_only())
+            / jobs,
             "events_stream_bytes": no_buckets.events,
             "client_buffer_bytes": no_buckets.clients - empty.clients,
             "first_runs_s": defer_s,
             "first_runs_jobs_per_s": jobs / defer_s,
             "complete_s": complete_s,
         },
-    }  # fmt: skip
+    }
 
 
 def _processor(limiter: RateLimiter) -> Callable[[JobHandle], Any]:
@@ -224,15 +229,21 @@ def tables(result: dict[str, Any]) -> list[Any]:
     d = result["detail"]
     rows = [
         ["cabinets x queues = jobs", f"{result['cabinets']} x {d['queues']} = {result['jobs']}"],
-        ["enqueue (enqueue_many)", f"{result['enqueue_s']:.2f} s "
-                                   f"({d['enqueue_many_jobs_per_s']:,.0f} jobs/s)"],
-        ["enqueue one by one (sample, 64 in flight)",
-         f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s"],
+        [
+            "enqueue (enqueue_many)",
+            f"{result['enqueue_s']:.2f} s ({d['enqueue_many_jobs_per_s']:,.0f} jobs/s)",
+        ],
+        [
+            "enqueue one by one (sample, 64 in flight)",
+            f"{d['enqueue_one_by_one_jobs_per_s']:,.0f} jobs/s",
+        ],
         ["Redis bytes per delayed job", f"{result['redis_bytes_per_delayed_job']:,.0f}"],
-        ["  the job's own keys (no event streams, no client buffers)",
-         f"{d['redis_bytes_per_delayed_job_keys_only']:,.0f}"],
+        [
+            "  the job's own keys (no event streams, no client buffers)",
+            f"{d['redis_bytes_per_delayed_job_keys_only']:,.0f}",
+        ],
         ["Redis bytes per waiting job", f"{d['redis_bytes_per_waiting_job']:,.0f}"],
         ["first runs (each defers)", f"{d['first_runs_jobs_per_s']:,.0f} jobs/s"],
         ["resumed runs once windows open", f"{result['jobs_per_s']:,.0f} jobs/s"],
-    ]  # fmt: skip
+    ]
     return [table("scale: fan-out over the long queues", ["measure", "value"], rows)]

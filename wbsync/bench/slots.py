@@ -122,8 +122,13 @@ def _pages_processor(
         done = int(job.data.get("pages", 0))
         if done >= params.pages:
             return done
-        pager = finance_detailed_report(clients[job.cabinet], date_from=day_from, date_to=day_to,
-                                        rrd_id=int(job.cursor or 0), limit=_PAGE_ROWS)  # fmt: skip
+        pager = finance_detailed_report(
+            clients[job.cabinet],
+            date_from=day_from,
+            date_to=day_to,
+            rrd_id=int(job.cursor or 0),
+            limit=_PAGE_ROWS,
+        )
         async with contextlib.aclosing(pager) as pages:  # type: ignore[type-var]
             began = time.perf_counter()
             async for page in pages:
@@ -175,22 +180,44 @@ class _Bench:
         settings = Settings(wb_base_url=self.emu.base_url, time_scale=params.time_scale)
         # Block mode's ceiling: two periods plus one more (see the module docstring). The
         # refill margin is production's, as the runtime wires it.
-        limiter = RateLimiter(redis, prefix=prefix, time_scale=params.time_scale,
-                              ceiling_margin_ms=_LIMIT.period_s * 1000.0,
-                              refill_margin_ms=settings.limiter_refill_margin_ms)  # fmt: skip
+        limiter = RateLimiter(
+            redis,
+            prefix=prefix,
+            time_scale=params.time_scale,
+            ceiling_margin_ms=_LIMIT.period_s * 1000.0,
+            refill_margin_ms=settings.limiter_refill_margin_ms,
+        )
         sellers = [f"00000000-0000-4000-8000-{i:012d}" for i in range(params.cabinets)]
         key = self.emu.config.signing_key
-        clients = {s: WbClient(s, mint_token(key=key, seller_id=s, categories=_CATEGORIES),
-                               limiter, settings=settings, http=self.http)
-                   for s in sellers}  # fmt: skip
+        clients = {
+            s: WbClient(
+                s,
+                mint_token(key=key, seller_id=s, categories=_CATEGORIES),
+                limiter,
+                settings=settings,
+                http=self.http,
+            )
+            for s in sellers
+        }
         run = _Run(mode)
         processor = _mode_processor(mode, _pages_processor(clients, params, run), params)
         period_ms = int(params.period_s * 1000)
-        queue = SyncQueue(name, redis_url=self.url, prefix=f"{prefix}:q",
-                          attempts=3 * params.pages, backoff_ms=period_ms, backoff_type="fixed")
-        worker = SyncWorker(name, processor, redis_url=self.url, prefix=f"{prefix}:q",
-                            concurrency=params.concurrency,
-                            on_outcome=lambda o: run.on_outcome(o, params.cabinets))  # fmt: skip
+        queue = SyncQueue(
+            name,
+            redis_url=self.url,
+            prefix=f"{prefix}:q",
+            attempts=3 * params.pages,
+            backoff_ms=period_ms,
+            backoff_type="fixed",
+        )
+        worker = SyncWorker(
+            name,
+            processor,
+            redis_url=self.url,
+            prefix=f"{prefix}:q",
+            concurrency=params.concurrency,
+            on_outcome=lambda o: run.on_outcome(o, params.cabinets),
+        )
         sleep_before = _slot_sleep(name)
         await worker.start()
         try:
@@ -285,8 +312,9 @@ async def _run_k(bench: _Bench, params: Params) -> dict[str, Any]:
         }
     out: dict[str, Any] = {"modes": modes, "page_s": page_s}
     if "defer" in modes and "block" in modes:
-        out["speedup_defer_vs_block"] = ratio(modes["block"]["makespan_s"],
-                                              modes["defer"]["makespan_s"])  # fmt: skip
+        out["speedup_defer_vs_block"] = ratio(
+            modes["block"]["makespan_s"], modes["defer"]["makespan_s"]
+        )
     return out
 
 
@@ -295,9 +323,12 @@ async def run(
 ) -> dict[str, Any]:
     """The modes at ``params.cabinets`` (and, with ``sweep``, at each K of it)."""
     params = params or Params()
-    async with EmulatorProcess(emulator_config(params)) as emu, httpx.AsyncClient(
-        timeout=30.0, limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    ) as http:
+    async with (
+        EmulatorProcess(emulator_config(params)) as emu,
+        httpx.AsyncClient(
+            timeout=30.0, limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)
+        ) as http,
+    ):
         bench = _Bench(url, emu, http)
         quiet = _QuietRetries()
         logging.getLogger("wbsync.jobs.queue").addFilter(quiet)
@@ -305,16 +336,24 @@ async def run(
             result = await _run_k(bench, params)
             curve = {}
             for k in sweep:
-                point = (result if k == params.cabinets
-                         # One round per other point: block at K=50 alone takes 150 s.
-                         else await _run_k(bench, replace(params, cabinets=k, rounds=1)))
+                point = (
+                    result
+                    if k == params.cabinets
+                    # One round per other point: block at K=50 alone takes 150 s.
+                    else await _run_k(bench, replace(params, cabinets=k, rounds=1))
+                )
                 curve[str(k)] = {m: v["makespan_s"] for m, v in point["modes"].items()}
         finally:
             logging.getLogger("wbsync.jobs.queue").removeFilter(quiet)
-    result["params"] = {"cabinets": params.cabinets, "pages": params.pages,
-                        "concurrency": params.concurrency, "time_scale": params.time_scale,
-                        "period_s": params.period_s, "burst": _LIMIT.burst,
-                        "rounds": params.rounds}  # fmt: skip
+    result["params"] = {
+        "cabinets": params.cabinets,
+        "pages": params.pages,
+        "concurrency": params.concurrency,
+        "time_scale": params.time_scale,
+        "period_s": params.period_s,
+        "burst": _LIMIT.burst,
+        "rounds": params.rounds,
+    }
     if sweep:
         result["sweep"] = curve
     return result
@@ -322,13 +361,28 @@ async def run(
 
 def tables(result: dict[str, Any]) -> list[Any]:
     """Modes side by side (and the sweep)."""
-    cols = ["makespan_s", "lower_bound_s", "efficiency", "slot_sleep_s", "upstream_requests",
-            "upstream_429", "deferrals", "attempts_made_max", "failed_jobs"]  # fmt: skip
+    cols = [
+        "makespan_s",
+        "lower_bound_s",
+        "efficiency",
+        "slot_sleep_s",
+        "upstream_requests",
+        "upstream_429",
+        "deferrals",
+        "attempts_made_max",
+        "failed_jobs",
+    ]
     p = result["params"]
     rows = [[mode, *(m[c] for c in cols)] for mode, m in result["modes"].items()]
     speedup = result.get("speedup_defer_vs_block", float("nan"))
-    out = [table(f"slots: K={p['cabinets']} cabinets x P={p['pages']} pages, C={p['concurrency']}"
-                 f" (speedup defer vs block: {speedup:.1f}x)", ["mode", *cols], rows)]  # fmt: skip
+    out = [
+        table(
+            f"slots: K={p['cabinets']} cabinets x P={p['pages']} pages, C={p['concurrency']}"
+            f" (speedup defer vs block: {speedup:.1f}x)",
+            ["mode", *cols],
+            rows,
+        )
+    ]
     if "sweep" in result:
         modes = list(next(iter(result["sweep"].values())))
         rows = [[k, *(v[m] for m in modes)] for k, v in result["sweep"].items()]

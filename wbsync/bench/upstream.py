@@ -46,8 +46,10 @@ class EmulatorProcess:
         # Popen returns at once (fork/exec); the wait for readiness below is async.
         self._proc = subprocess.Popen(  # noqa: ASYNC220
             [sys.executable, "-m", "wbsync.bench.upstream", str(path), str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=os.environ.copy(),
+        )
         self.base_url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self._start_timeout_s
         async with httpx.AsyncClient(base_url=self.base_url, timeout=1.0) as http:
@@ -65,7 +67,9 @@ class EmulatorProcess:
                 await asyncio.sleep(0.05)
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._proc is not None:

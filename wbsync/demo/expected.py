@@ -18,11 +18,17 @@ Rows = list[dict[str, Any]]
 
 def _bids(emu: Emulator, seller: str) -> Rows:
     # The autobidder reads the bids of active manual campaigns; WB holds them as it left them.
-    pairs = {(c["id"], nm["nm_id"]) for c in emu.expected(seller, "promotion.adverts")
-             if c["status"] == ACTIVE and c["bid_type"] == "manual"
-             for nm in c["nm_settings"]}  # fmt: skip
-    return [b for b in emu.expected(seller, "promotion.get_bids")
-            if (b["advert_id"], b["nm_id"]) in pairs]  # fmt: skip
+    pairs = {
+        (c["id"], nm["nm_id"])
+        for c in emu.expected(seller, "promotion.adverts")
+        if c["status"] == ACTIVE and c["bid_type"] == "manual"
+        for nm in c["nm_settings"]
+    }
+    return [
+        b
+        for b in emu.expected(seller, "promotion.get_bids")
+        if (b["advert_id"], b["nm_id"]) in pairs
+    ]
 
 
 def expected_datasets(

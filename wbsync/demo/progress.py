@@ -42,9 +42,7 @@ class Tally:
 class Progress:
     """Shows a table that refreshes itself while the demo runs (on stderr, only on a terminal)."""
 
-    def __init__(
-        self, state: Tally, queues: Mapping[str, SyncQueue], *, show: bool
-    ) -> None:
+    def __init__(self, state: Tally, queues: Mapping[str, SyncQueue], *, show: bool) -> None:
         self._state = state
         self._queues = queues
         self._console = Console(stderr=True)
@@ -60,9 +58,11 @@ class Progress:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

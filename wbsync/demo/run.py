@@ -66,10 +66,13 @@ async def _register(runtime: Runtime, emu: Emulator, cabinets: int) -> dict[int,
         seller = str(uuid.UUID(int=0xDE30_0000 + i))
         cabinet = await runtime.store.cabinets.add(f"demo-{i + 1}", emu.token(seller), seller)
         goods = emu.expected(seller, "prices.goods_list")[:5]
-        await runtime.store.ledger.set_price_targets(cabinet.id, [
-            PriceTarget(nm_id=g["nmID"], price=int(g["sizes"][0]["price"]) + 100, discount=15)
-            for g in goods
-        ])  # fmt: skip
+        await runtime.store.ledger.set_price_targets(
+            cabinet.id,
+            [
+                PriceTarget(nm_id=g["nmID"], price=int(g["sizes"][0]["price"]) + 100, discount=15)
+                for g in goods
+            ],
+        )
         sellers[cabinet.id] = seller
     return sellers
 
@@ -91,12 +94,18 @@ def _lower_bound_s(emu: Emulator, time_scale: float) -> float:
 
 
 async def _summary(
-    runtime: Runtime, emu: Emulator, sellers: dict[int, str], state: Tally,
-    before: Baseline, makespan_s: float,
-) -> dict[str, Any]:  # fmt: skip
+    runtime: Runtime,
+    emu: Emulator,
+    sellers: dict[int, str],
+    state: Tally,
+    before: Baseline,
+    makespan_s: float,
+) -> dict[str, Any]:
     store, options = runtime.store, runtime.sync_options
-    expected = {cid: expected_datasets(emu, seller, today=clock.today(), options=options)
-                for cid, seller in sellers.items()}  # fmt: skip
+    expected = {
+        cid: expected_datasets(emu, seller, today=clock.today(), options=options)
+        for cid, seller in sellers.items()
+    }
     queues = {}
     for name, sync in SYNCS.items():
         stored = sum([await store.count(d, cid) for cid in sellers for d in sync.datasets])
@@ -123,13 +132,21 @@ async def run_demo(
 ) -> dict[str, Any]:
     """Run the demo; returns the summary (see the module docstring)."""
     await asyncio.to_thread(database.unlink, missing_ok=True)
-    settings = base.model_copy(update={
-        "time_scale": DEMO_SCALE, "database_url": f"sqlite+aiosqlite:///{database}",
-        "secret_key": base.secret_key or secrets.token_urlsafe(32),
-        "redis_prefix": f"{base.redis_prefix}-demo-{uuid.uuid4().hex[:8]}",
-    })  # fmt: skip
-    config = EmulatorConfig(time_scale=DEMO_SCALE, sizes=DEMO_SIZES, page_size=DEMO_PAGES,
-                            anchor_date=clock.today(), grace_ms=DEMO_GRACE_MS)  # fmt: skip
+    settings = base.model_copy(
+        update={
+            "time_scale": DEMO_SCALE,
+            "database_url": f"sqlite+aiosqlite:///{database}",
+            "secret_key": base.secret_key or secrets.token_urlsafe(32),
+            "redis_prefix": f"{base.redis_prefix}-demo-{uuid.uuid4().hex[:8]}",
+        }
+    )
+    config = EmulatorConfig(
+        time_scale=DEMO_SCALE,
+        sizes=DEMO_SIZES,
+        page_size=DEMO_PAGES,
+        anchor_date=clock.today(),
+        grace_ms=DEMO_GRACE_MS,
+    )
     async with running_emulator(config) as emu:
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})
         async with open_runtime(settings) as runtime:
@@ -169,4 +186,3 @@ async def _forget(runtime: Runtime) -> None:
     """Delete the demo's Redis keys (it may have run on a shared server)."""
     async for key in runtime.redis.scan_iter(match=f"{runtime.settings.redis_prefix}*"):
         await runtime.redis.delete(key)
-

@@ -44,9 +44,13 @@ class _Dropped(Response):
         super().__init__(status_code=200)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", b"4096")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+            }
+        )
         await send({"type": "http.response.body", "body": b'{"', "more_body": True})
 
 
@@ -57,8 +61,9 @@ class _Outcome:
     fault: str | None = None
 
 
-def _rate_limited(state: EmulatorState, request_id: str, retry_s: float, reset_s: float,
-                  burst: int, limiter: str) -> Response:  # fmt: skip
+def _rate_limited(
+    state: EmulatorState, request_id: str, retry_s: float, reset_s: float, burst: int, limiter: str
+) -> Response:
     scale = state.config.time_scale
     resp = problem(429, "too many requests", f"limited by {limiter}", request_id)
     resp.headers["X-Ratelimit-Retry"] = format_seconds(retry_s, scale)
@@ -92,8 +97,9 @@ def _authorise(
     return token
 
 
-async def _after_bucket(state: EmulatorState, call: Call, rule: FaultRule | None,
-                        rid: str) -> Response:  # fmt: skip
+async def _after_bucket(
+    state: EmulatorState, call: Call, rule: FaultRule | None, rid: str
+) -> Response:
     if rule is not None and rule.kind == "error":
         return problem(rule.status, "internal server error", "emulated fault", rid)
     if rule is not None and rule.kind == "drop":
@@ -105,8 +111,13 @@ async def _after_bucket(state: EmulatorState, call: Call, rule: FaultRule | None
     try:
         return await HANDLERS[call.method](call)
     except BadRequest as exc:
-        body = {"title": exc.title, "detail": exc.detail, "origin": "emulator",
-                "requestId": rid, "status": 400}  # fmt: skip
+        body = {
+            "title": exc.title,
+            "detail": exc.detail,
+            "origin": "emulator",
+            "requestId": rid,
+            "status": 400,
+        }
         return json_reply(body, status=400)
 
 
@@ -125,8 +136,14 @@ async def _serve(state: EmulatorState, ep: Endpoint, request: Request, rid: str)
         return _Outcome(resp, seller, early.kind)
     decision: BucketDecision = state.buckets.take(seller, ep.group, scaled)
     if not decision.allowed:
-        resp = _rate_limited(state, rid, decision.retry_s, decision.reset_s, decision.burst,
-                             _limiter_id(seller, ep.group))  # fmt: skip
+        resp = _rate_limited(
+            state,
+            rid,
+            decision.retry_s,
+            decision.reset_s,
+            decision.burst,
+            _limiter_id(seller, ep.group),
+        )
         return _Outcome(resp, seller)
     late = state.faults.draw(ep.name, seller, before_bucket=False)
     call = Call(request=request, method=ep.name, seller_id=seller, state=state)
@@ -140,8 +157,7 @@ def _method_route(state: EmulatorState, ep: Endpoint) -> Route:
         arrived, rid = time.time(), uuid.uuid4().hex
         outcome = await _serve(state, ep, request, rid)
         status = 0 if isinstance(outcome.response, _Dropped) else outcome.response.status_code
-        state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault,
-                              arrived=arrived)  # fmt: skip
+        state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault, arrived=arrived)
         outcome.response.headers["X-Request-Id"] = rid
         return outcome.response
 

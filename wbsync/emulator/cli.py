@@ -54,5 +54,12 @@ def token(
 ) -> None:
     """Print a token the emulator accepts."""
     cfg = load_config(config)
-    typer.echo(issue_token(seller=seller or str(uuid.uuid4()), token_type=type,
-                           categories=categories, days=days, config=cfg))  # fmt: skip
+    typer.echo(
+        issue_token(
+            seller=seller or str(uuid.uuid4()),
+            token_type=type,
+            categories=categories,
+            days=days,
+            config=cfg,
+        )
+    )

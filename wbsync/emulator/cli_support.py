@@ -50,5 +50,10 @@ def issue_token(
     names = categories.split(",") if isinstance(categories, str) else list(categories)
     cats = [Category.parse(n) for n in names if n.strip()]
     cfg = config or EmulatorConfig()
-    return mint_token(key=cfg.signing_key, seller_id=seller, token_type=TokenType(token_type),
-                      categories=cats, lifetime=timedelta(days=days))  # fmt: skip
+    return mint_token(
+        key=cfg.signing_key,
+        seller_id=seller,
+        token_type=TokenType(token_type),
+        categories=cats,
+        lifetime=timedelta(days=days),
+    )

@@ -64,8 +64,11 @@ def routes(state: EmulatorState) -> list[Route]:
 
     async def requests(request: Request) -> Response:
         seller, method = request.query_params.get("seller"), request.query_params.get("method")
-        rows = [e for e in state.counters.journal
-                if seller in (None, e["seller"]) and method in (None, e["method"])]  # fmt: skip
+        rows = [
+            e
+            for e in state.counters.journal
+            if seller in (None, e["seller"]) and method in (None, e["method"])
+        ]
         return json_reply({"requests": rows})
 
     async def reset(request: Request) -> Response:
@@ -105,9 +108,13 @@ def routes(state: EmulatorState) -> list[Route]:
             cats = [Category.parse(c) for c in body.categories]
         except (ValueError, ValidationError) as exc:
             return _invalid(exc)
-        token = mint_token(key=state.config.signing_key, seller_id=body.seller,
-                           token_type=body.type, categories=cats,
-                           lifetime=timedelta(seconds=body.lifetime_s))  # fmt: skip
+        token = mint_token(
+            key=state.config.signing_key,
+            seller_id=body.seller,
+            token_type=body.type,
+            categories=cats,
+            lifetime=timedelta(seconds=body.lifetime_s),
+        )
         return json_reply({"token": token})
 
     async def limits(request: Request) -> Response:
@@ -116,8 +123,11 @@ def routes(state: EmulatorState) -> list[Route]:
             per_type = {}
             for t in TokenType:
                 lim = state.config.limit_for(name, t)
-                per_type[t.value] = None if lim is None else {
-                    "period_s": lim.period_s, "limit": lim.limit, "burst": lim.burst}  # fmt: skip
+                per_type[t.value] = (
+                    None
+                    if lim is None
+                    else {"period_s": lim.period_s, "limit": lim.limit, "burst": lim.burst}
+                )
             out[name] = {"group": ep.group, "path": ep.path, "limits": per_type}
         return json_reply({"time_scale": state.config.time_scale, "methods": out})
 

@@ -23,9 +23,15 @@ Row = dict[str, Any]
 SUBJECTS = [(105, "Кроссовки"), (192, "Футболки"), (1724, "Рюкзаки"), (2967, "Кружки")]
 BRANDS = ["Demix", "Nordway", "Termit", "Outventure"]
 WAREHOUSES = [
-    (507, "Коледино"), (117501, "Подольск"), (686, "Новосибирск"), (1733, "Екатеринбург"),
-    (120762, "Электросталь"), (206348, "Тула"), (130744, "Краснодар"), (117986, "Казань"),
-]  # fmt: skip
+    (507, "Коледино"),
+    (117501, "Подольск"),
+    (686, "Новосибирск"),
+    (1733, "Екатеринбург"),
+    (120762, "Электросталь"),
+    (206348, "Тула"),
+    (130744, "Краснодар"),
+    (117986, "Казань"),
+]
 REGIONS = [("Центральный", "Московская"), ("Приволжский", "Татарстан"), ("Сибирский", "Омская")]
 
 
@@ -96,10 +102,13 @@ class SellerData:
             subj_id, subj = SUBJECTS[r.randrange(len(SUBJECTS))]
             n_sizes = r.randint(1, 3)
             sizes = tuple(
-                Size(chrt_id=nm * 10 + k, tech_size=str(40 + 2 * k) if n_sizes > 1 else "0",
-                     barcode=f"20{nm:010d}{k}")
+                Size(
+                    chrt_id=nm * 10 + k,
+                    tech_size=str(40 + 2 * k) if n_sizes > 1 else "0",
+                    barcode=f"20{nm:010d}{k}",
+                )
                 for k in range(n_sizes)
-            )  # fmt: skip
+            )
             out.append(
                 Product(
                     index=i,
@@ -141,21 +150,35 @@ class SellerData:
             "title": p.title,
             "description": f"{p.title}: описание товара",
             "needKiz": False,
-            "photos": [{"big": f"{photo}/big/1.webp", "c246x328": f"{photo}/c246x328/1.webp",
-                        "c516x688": f"{photo}/c516x688/1.webp", "square": f"{photo}/square/1.webp",
-                        "tm": f"{photo}/tm/1.webp"}],
+            "photos": [
+                {
+                    "big": f"{photo}/big/1.webp",
+                    "c246x328": f"{photo}/c246x328/1.webp",
+                    "c516x688": f"{photo}/c516x688/1.webp",
+                    "square": f"{photo}/square/1.webp",
+                    "tm": f"{photo}/tm/1.webp",
+                }
+            ],
             "video": "",
             "wholesale": {"enabled": False, "quantum": 0},
-            "dimensions": {"length": 30, "width": 20, "height": 10, "weightBrutto": 0.8,
-                           "isValid": True},
-            "characteristics": [{"id": 14177451, "name": "Количество предметов в упаковке",
-                                 "value": ["1 шт."]}],
-            "sizes": [{"chrtID": s.chrt_id, "techSize": s.tech_size, "wbSize": "",
-                       "skus": [s.barcode]} for s in p.sizes],
+            "dimensions": {
+                "length": 30,
+                "width": 20,
+                "height": 10,
+                "weightBrutto": 0.8,
+                "isValid": True,
+            },
+            "characteristics": [
+                {"id": 14177451, "name": "Количество предметов в упаковке", "value": ["1 шт."]}
+            ],
+            "sizes": [
+                {"chrtID": s.chrt_id, "techSize": s.tech_size, "wbSize": "", "skus": [s.barcode]}
+                for s in p.sizes
+            ],
             "tags": [],
             "createdAt": iso_z(p.updated_at - timedelta(days=30)),
             "updatedAt": iso_z(p.updated_at),
-        }  # fmt: skip
+        }
 
     def cards(self) -> list[Row]:
         """Every card, ascending by (updatedAt, nmID): a full ascending pull's rows."""
@@ -169,17 +192,26 @@ class SellerData:
         for p in self.products:
             price, discount = prices.get(p.nm_id, (p.price, p.discount))
             disc_price = round(price * (100 - discount) / 100, 2)
-            out.append({
-                "nmID": p.nm_id,
-                "vendorCode": p.vendor_code,
-                "sizes": [{"sizeID": s.chrt_id, "price": price, "discountedPrice": disc_price,
-                           "clubDiscountedPrice": round(disc_price * 0.95, 2),
-                           "techSizeName": s.tech_size} for s in p.sizes],
-                "currencyIsoCode4217": "RUB",
-                "discount": discount,
-                "clubDiscount": 5,
-                "editableSizePrice": False,
-            })  # fmt: skip
+            out.append(
+                {
+                    "nmID": p.nm_id,
+                    "vendorCode": p.vendor_code,
+                    "sizes": [
+                        {
+                            "sizeID": s.chrt_id,
+                            "price": price,
+                            "discountedPrice": disc_price,
+                            "clubDiscountedPrice": round(disc_price * 0.95, 2),
+                            "techSizeName": s.tech_size,
+                        }
+                        for s in p.sizes
+                    ],
+                    "currencyIsoCode4217": "RUB",
+                    "discount": discount,
+                    "clubDiscount": 5,
+                    "editableSizePrice": False,
+                }
+            )
         return out
 
     # Stocks --------------------------------------------------------------------------------
@@ -188,12 +220,19 @@ class SellerData:
         """Stocks by WB warehouses: one row per product size (WB now reports one 'Склад WB')."""
         r = self.rng("stocks")
         return [
-            {"nmId": p.nm_id, "chrtId": s.chrt_id, "warehouseId": -999999,
-             "warehouseName": "Склад WB", "regionName": "Склад WB",
-             "quantity": r.randrange(0, 300), "inWayToClient": r.randrange(0, 20),
-             "inWayFromClient": r.randrange(0, 10)}
-            for p in self.products for s in p.sizes
-        ]  # fmt: skip
+            {
+                "nmId": p.nm_id,
+                "chrtId": s.chrt_id,
+                "warehouseId": -999999,
+                "warehouseName": "Склад WB",
+                "regionName": "Склад WB",
+                "quantity": r.randrange(0, 300),
+                "inWayToClient": r.randrange(0, 20),
+                "inWayFromClient": r.randrange(0, 10),
+            }
+            for p in self.products
+            for s in p.sizes
+        ]
 
     # Sales funnel --------------------------------------------------------------------------
 
@@ -210,14 +249,18 @@ class SellerData:
         orders = r.randrange(0, carts + 1)
         buyouts = r.randrange(0, orders + 1)
         return {
-            "date": day.isoformat(), "openCount": opens, "cartCount": carts,
-            "orderCount": orders, "orderSum": orders * p.price,
-            "buyoutCount": buyouts, "buyoutSum": buyouts * p.price,
+            "date": day.isoformat(),
+            "openCount": opens,
+            "cartCount": carts,
+            "orderCount": orders,
+            "orderSum": orders * p.price,
+            "buyoutCount": buyouts,
+            "buyoutSum": buyouts * p.price,
             "buyoutPercent": 100 * buyouts // orders if orders else 0,
             "addToCartConversion": 100 * carts // opens if opens else 0,
             "cartToOrderConversion": 100 * orders // carts if carts else 0,
             "addToWishlistCount": r.randrange(0, 30),
-        }  # fmt: skip
+        }
 
     def funnel_item(self, p: Product, start: date, end: date, week: bool = False) -> Row:
         """One product's history between ``start`` and ``end`` (inclusive)."""
@@ -226,12 +269,17 @@ class SellerData:
         if week:
             history = _by_week(history)
         return {
-            "product": {"nmId": p.nm_id, "title": p.title, "vendorCode": p.vendor_code,
-                        "brandName": p.brand, "subjectId": p.subject_id,
-                        "subjectName": p.subject_name},
+            "product": {
+                "nmId": p.nm_id,
+                "title": p.title,
+                "vendorCode": p.vendor_code,
+                "brandName": p.brand,
+                "subjectId": p.subject_id,
+                "subjectName": p.subject_name,
+            },
             "history": history,
             "currency": "RUB",
-        }  # fmt: skip
+        }
 
     # Tariffs -------------------------------------------------------------------------------
 
@@ -244,16 +292,23 @@ class SellerData:
                 day = self.anchor + timedelta(days=k)
                 for box in (2, 5):
                     coef = r.choice([-1, -1, 0, 0, 1, 2, 5])
-                    out.append({
-                        "date": f"{day.isoformat()}T00:00:00Z", "coefficient": coef,
-                        "warehouseID": wh_id, "warehouseName": wh_name,
-                        "allowUnload": coef >= 0, "boxTypeID": box,
-                        "storageCoef": "100", "deliveryCoef": "165",
-                        "deliveryBaseLiter": "46.2", "deliveryAdditionalLiter": "14",
-                        "storageBaseLiter": "0.08" if box == 2 else "30",
-                        "storageAdditionalLiter": "0.08" if box == 2 else None,
-                        "isSortingCenter": False,
-                    })  # fmt: skip
+                    out.append(
+                        {
+                            "date": f"{day.isoformat()}T00:00:00Z",
+                            "coefficient": coef,
+                            "warehouseID": wh_id,
+                            "warehouseName": wh_name,
+                            "allowUnload": coef >= 0,
+                            "boxTypeID": box,
+                            "storageCoef": "100",
+                            "deliveryCoef": "165",
+                            "deliveryBaseLiter": "46.2",
+                            "deliveryAdditionalLiter": "14",
+                            "storageBaseLiter": "0.08" if box == 2 else "30",
+                            "storageAdditionalLiter": "0.08" if box == 2 else None,
+                            "isSortingCenter": False,
+                        }
+                    )
         return out
 
 

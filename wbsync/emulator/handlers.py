@@ -141,9 +141,13 @@ async def adverts(call: Call) -> Response:
         set(_ids(call.query("statuses"), "statuses", 10**6)) if call.query("statuses") else set()
     )
     payment = call.query("payment_type")
-    rows = [c for c in cached(call.data, "campaigns", reports.campaigns)
-            if (not ids or c["id"] in ids) and (not statuses or c["status"] in statuses)
-            and (not payment or c["settings"]["payment_type"] == payment)]  # fmt: skip
+    rows = [
+        c
+        for c in cached(call.data, "campaigns", reports.campaigns)
+        if (not ids or c["id"] in ids)
+        and (not statuses or c["status"] in statuses)
+        and (not payment or c["settings"]["payment_type"] == payment)
+    ]
     return json_reply({"adverts": rows})
 
 
@@ -159,8 +163,11 @@ async def fullstats(call: Call) -> Response:
     if end < begin or (end - begin).days > 31:
         raise BadRequest("the period must be at most 31 days, beginDate <= endDate")
     by_id = {c["id"]: c for c in cached(call.data, "campaigns", reports.campaigns)}
-    rows = [reports.advert_stats(call.data, by_id[i], begin, end) for i in ids
-            if i in by_id and by_id[i]["status"] in reports.STATS_STATUSES]  # fmt: skip
+    rows = [
+        reports.advert_stats(call.data, by_id[i], begin, end)
+        for i in ids
+        if i in by_id and by_id[i]["status"] in reports.STATS_STATUSES
+    ]
     return json_reply(rows)
 
 
@@ -175,8 +182,10 @@ def _items(body: dict[str, Any], key: str, most: int) -> list[dict[str, Any]]:
 
 async def get_bids(call: Call) -> Response:
     """Current search-cluster bids of (campaign, item) pairs."""
-    wanted = {(_int(i.get("advert_id"), "advert_id"), _int(i.get("nm_id"), "nm_id"))
-              for i in _items(await call.body(), "items", 100)}  # fmt: skip
+    wanted = {
+        (_int(i.get("advert_id"), "advert_id"), _int(i.get("nm_id"), "nm_id"))
+        for i in _items(await call.body(), "items", 100)
+    }
     rows = [bid_row(k, v) for k, v in call.seller.bids.items() if (k[0], k[1]) in wanted]
     return json_reply({"bids": rows})
 
@@ -187,8 +196,11 @@ async def set_bids(call: Call) -> Response:
     bids = call.seller.bids
     updates: dict[tuple[int, int, str], int] = {}
     for item in items:
-        key = (_int(item.get("advert_id"), "advert_id"), _int(item.get("nm_id"), "nm_id"),
-               str(item.get("norm_query", "")))  # fmt: skip
+        key = (
+            _int(item.get("advert_id"), "advert_id"),
+            _int(item.get("nm_id"), "nm_id"),
+            str(item.get("norm_query", "")),
+        )
         if key not in bids:
             raise BadRequest("some nms are not belong to advert", "Invalid Params")
         updates[key] = _int(item.get("bid"), "bid", lo=1) * 100
@@ -222,9 +234,12 @@ async def stocks(call: Call) -> Response:
     chrt_ids = set(body.get("chrtIds") or [])
     limit = _int(body.get("limit", 250_000), "limit", lo=1, hi=250_000)
     offset = _int(body.get("offset", 0), "offset")
-    rows = [r for r in cached(call.data, "stocks", SellerData.stocks)
-            if (not nm_ids or r["nmId"] in nm_ids)
-            and (not chrt_ids or not nm_ids or r["chrtId"] in chrt_ids)]  # fmt: skip
+    rows = [
+        r
+        for r in cached(call.data, "stocks", SellerData.stocks)
+        if (not nm_ids or r["nmId"] in nm_ids)
+        and (not chrt_ids or not nm_ids or r["chrtId"] in chrt_ids)
+    ]
     page = min(limit, call.config.page_for(call.method, 250_000))
     return json_reply({"data": {"items": rows[offset : offset + page]}})
 
@@ -237,8 +252,10 @@ async def cards_list(call: Call) -> Response:
     """Cards list with the (updatedAt, nmID) cursor; ``total`` is the count in this reply."""
     settings = (await call.body()).get("settings") or {}
     cursor = settings.get("cursor") or {}
-    limit = min(_int(cursor.get("limit", 100), "limit", lo=1, hi=100),
-                call.config.page_for(call.method, 100))  # fmt: skip
+    limit = min(
+        _int(cursor.get("limit", 100), "limit", lo=1, hi=100),
+        call.config.page_for(call.method, 100),
+    )
     ascending = bool((settings.get("sort") or {}).get("ascending", False))
     cards = cached(call.data, "cards", SellerData.cards)
     ordered = cards if ascending else list(reversed(cards))
@@ -269,8 +286,9 @@ async def goods_list(call: Call) -> Response:
         nm = _int(call.query("filterNmID"), "filterNmID")
         rows = [r for r in rows if r["nmID"] == nm]
     page = min(limit, call.config.page_for(call.method, 1000))
-    return json_reply({"data": {"listGoods": rows[offset : offset + page]}, "error": False,
-                       "errorText": ""})  # fmt: skip
+    return json_reply(
+        {"data": {"listGoods": rows[offset : offset + page]}, "error": False, "errorText": ""}
+    )
 
 
 async def upload_task(call: Call) -> Response:
@@ -294,8 +312,14 @@ async def upload_task(call: Call) -> Response:
     seller = call.seller
     if seller.uploads and seller.uploads[-1]["data"] == goods:
         task_id = seller.uploads[-1]["id"]
-        return json_reply({"data": {"id": task_id, "alreadyExists": True}, "error": False,
-                           "errorText": "This task already exists"}, status=208)  # fmt: skip
+        return json_reply(
+            {
+                "data": {"id": task_id, "alreadyExists": True},
+                "error": False,
+                "errorText": "This task already exists",
+            },
+            status=208,
+        )
     task_id = call.state.next_task_id
     call.state.next_task_id += 1
     seller.uploads.append({"id": task_id, "data": goods})
@@ -306,8 +330,9 @@ async def upload_task(call: Call) -> Response:
             old[0] if g["price"] is None else g["price"],
             old[1] if g["discount"] is None else g["discount"],
         )
-    return json_reply({"data": {"id": task_id, "alreadyExists": False}, "error": False,
-                       "errorText": ""})  # fmt: skip
+    return json_reply(
+        {"data": {"id": task_id, "alreadyExists": False}, "error": False, "errorText": ""}
+    )
 
 
 async def coefficients(call: Call) -> Response:

@@ -12,10 +12,17 @@ from starlette.responses import Response
 __all__ = ["BadRequest", "json_reply", "problem"]
 
 _STATUS_TEXT = {
-    400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
-    404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
-    502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
-}  # fmt: skip
+    400: "Bad Request",
+    401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 ORIGIN = "s2s-api-auth-catalog"
 

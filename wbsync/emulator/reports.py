@@ -18,30 +18,96 @@ __all__ = [
 
 #: Every required field of a finance detail row with a neutral value (money is a string).
 _FINANCE_DEFAULTS: dict[str, Any] = {
-    "reportId": 0, "dateFrom": "", "dateTo": "", "createDate": "", "currency": "RUB",
-    "reportType": 1, "rrdId": 0, "giId": 0, "dlvPrc": 0.0, "fixTariffDateFrom": "",
-    "fixTariffDateTo": "", "subjectName": "", "nmId": 0, "brandName": "", "vendorCode": "",
-    "title": "", "techSize": "", "sku": "", "docTypeName": "", "quantity": 0,
-    "retailPrice": "0", "retailAmount": "0", "salePercent": 0, "commissionPercent": 0.0,
-    "officeName": "", "sellerOperName": "", "orderDt": "", "saleDt": "", "rrDate": "",
-    "shkId": 0, "retailPriceWithDisc": "0", "deliveryAmount": 0, "returnAmount": 0,
-    "deliveryService": "0", "giBoxTypeName": "", "productDiscountForReport": 0.0,
-    "sellerPromo": "0", "spp": 0.0, "kvwBase": 0.0, "kvw": 0.0, "supRatingUp": 0.0,
-    "isKgvpV2": 0.0, "ppvzSalesCommission": "0", "forPay": "0", "ppvzReward": "0",
-    "acquiringFee": "0", "acquiringPercent": 0.0, "paymentProcessing": "", "acquiringBank": "",
-    "vw": "0", "vwNds": "0", "ppvzOfficeName": "", "ppvzOfficeId": 0, "ppvzSupplierName": "",
-    "ppvzSupplierInn": "", "declarationNumber": "", "stickerId": "", "country": "Россия",
-    "srvDbs": False, "penalty": "0", "additionalPayment": "0", "rebillLogisticCost": "0",
-    "paidStorage": "0", "deduction": "0", "paidAcceptance": "0", "orderId": 0, "isB2b": False,
-    "trbxId": "", "installmentCofinancingAmount": "0", "wibesDiscountPercent": 0.0,
-    "cashbackAmount": "0", "cashbackDiscount": "0", "cashbackCommissionChange": "0",
-    "paymentSchedule": "0", "deliveryMethod": "FBW", "sellerPromoId": 0,
-    "sellerPromoDiscount": 0.0, "loyaltyId": 0, "loyaltyDiscount": 0.0, "uuidPromocode": "",
-    "salePricePromocodeDiscountPrc": 0.0, "articleSubstitution": "",
-    "salePriceAffiliatedDiscountPrc": 0.0, "salePriceWholesaleDiscountPrc": 0.0,
-    "b2bCustomerTin": "", "paidWithSocialCertificate": False, "warehouseLogisticsCoeff": 0.0,
-    "orderUid": "", "srid": "",
-}  # fmt: skip
+    "reportId": 0,
+    "dateFrom": "",
+    "dateTo": "",
+    "createDate": "",
+    "currency": "RUB",
+    "reportType": 1,
+    "rrdId": 0,
+    "giId": 0,
+    "dlvPrc": 0.0,
+    "fixTariffDateFrom": "",
+    "fixTariffDateTo": "",
+    "subjectName": "",
+    "nmId": 0,
+    "brandName": "",
+    "vendorCode": "",
+    "title": "",
+    "techSize": "",
+    "sku": "",
+    "docTypeName": "",
+    "quantity": 0,
+    "retailPrice": "0",
+    "retailAmount": "0",
+    "salePercent": 0,
+    "commissionPercent": 0.0,
+    "officeName": "",
+    "sellerOperName": "",
+    "orderDt": "",
+    "saleDt": "",
+    "rrDate": "",
+    "shkId": 0,
+    "retailPriceWithDisc": "0",
+    "deliveryAmount": 0,
+    "returnAmount": 0,
+    "deliveryService": "0",
+    "giBoxTypeName": "",
+    "productDiscountForReport": 0.0,
+    "sellerPromo": "0",
+    "spp": 0.0,
+    "kvwBase": 0.0,
+    "kvw": 0.0,
+    "supRatingUp": 0.0,
+    "isKgvpV2": 0.0,
+    "ppvzSalesCommission": "0",
+    "forPay": "0",
+    "ppvzReward": "0",
+    "acquiringFee": "0",
+    "acquiringPercent": 0.0,
+    "paymentProcessing": "",
+    "acquiringBank": "",
+    "vw": "0",
+    "vwNds": "0",
+    "ppvzOfficeName": "",
+    "ppvzOfficeId": 0,
+    "ppvzSupplierName": "",
+    "ppvzSupplierInn": "",
+    "declarationNumber": "",
+    "stickerId": "",
+    "country": "Россия",
+    "srvDbs": False,
+    "penalty": "0",
+    "additionalPayment": "0",
+    "rebillLogisticCost": "0",
+    "paidStorage": "0",
+    "deduction": "0",
+    "paidAcceptance": "0",
+    "orderId": 0,
+    "isB2b": False,
+    "trbxId": "",
+    "installmentCofinancingAmount": "0",
+    "wibesDiscountPercent": 0.0,
+    "cashbackAmount": "0",
+    "cashbackDiscount": "0",
+    "cashbackCommissionChange": "0",
+    "paymentSchedule": "0",
+    "deliveryMethod": "FBW",
+    "sellerPromoId": 0,
+    "sellerPromoDiscount": 0.0,
+    "loyaltyId": 0,
+    "loyaltyDiscount": 0.0,
+    "uuidPromocode": "",
+    "salePricePromocodeDiscountPrc": 0.0,
+    "articleSubstitution": "",
+    "salePriceAffiliatedDiscountPrc": 0.0,
+    "salePriceWholesaleDiscountPrc": 0.0,
+    "b2bCustomerTin": "",
+    "paidWithSocialCertificate": False,
+    "warehouseLogisticsCoeff": 0.0,
+    "orderUid": "",
+    "srid": "",
+}
 
 _DOC_TYPES = [("Продажа", "Продажа"), ("Продажа", "Логистика"), ("Возврат", "Возврат")]
 
@@ -70,23 +136,40 @@ def finance_rows(data: SellerData) -> list[Row]:
         price = p.price if p else 1000
         retail = price * (100 - (p.discount if p else 0)) / 100
         row = dict(_FINANCE_DEFAULTS)
-        row.update({
-            "reportId": 300_000_000 + (data.anchor - day).days // 7,
-            "dateFrom": week_from.isoformat(), "dateTo": (week_from + timedelta(6)).isoformat(),
-            "createDate": data.anchor.isoformat(), "rrdId": rrd, "giId": 100000 + i,
-            "subjectName": p.subject_name if p else "", "nmId": p.nm_id if p else 0,
-            "brandName": p.brand if p else "", "vendorCode": p.vendor_code if p else "",
-            "title": p.title if p else "", "techSize": p.sizes[0].tech_size if p else "0",
-            "sku": p.sizes[0].barcode if p else "", "docTypeName": doc, "sellerOperName": oper,
-            "quantity": 1, "retailPrice": _money(price), "retailAmount": _money(retail),
-            "retailPriceWithDisc": _money(retail), "forPay": _money(retail * 0.76),
-            "ppvzSalesCommission": _money(retail * 0.24), "commissionPercent": 24.0,
-            "officeName": WAREHOUSES[i % len(WAREHOUSES)][1],
-            "orderDt": f"{(day - timedelta(days=2)).isoformat()}T00:00:00Z",
-            "saleDt": f"{day.isoformat()}T00:00:00Z", "rrDate": day.isoformat(),
-            "shkId": 1_200_000_000 + rrd % 10**8, "orderId": 2_800_000_000 + i,
-            "srid": f"{data.seller_id[:8]}{rrd:x}", "orderUid": f"id{data.seller_id[:6]}{i:06d}",
-        })  # fmt: skip
+        row.update(
+            {
+                "reportId": 300_000_000 + (data.anchor - day).days // 7,
+                "dateFrom": week_from.isoformat(),
+                "dateTo": (week_from + timedelta(6)).isoformat(),
+                "createDate": data.anchor.isoformat(),
+                "rrdId": rrd,
+                "giId": 100000 + i,
+                "subjectName": p.subject_name if p else "",
+                "nmId": p.nm_id if p else 0,
+                "brandName": p.brand if p else "",
+                "vendorCode": p.vendor_code if p else "",
+                "title": p.title if p else "",
+                "techSize": p.sizes[0].tech_size if p else "0",
+                "sku": p.sizes[0].barcode if p else "",
+                "docTypeName": doc,
+                "sellerOperName": oper,
+                "quantity": 1,
+                "retailPrice": _money(price),
+                "retailAmount": _money(retail),
+                "retailPriceWithDisc": _money(retail),
+                "forPay": _money(retail * 0.76),
+                "ppvzSalesCommission": _money(retail * 0.24),
+                "commissionPercent": 24.0,
+                "officeName": WAREHOUSES[i % len(WAREHOUSES)][1],
+                "orderDt": f"{(day - timedelta(days=2)).isoformat()}T00:00:00Z",
+                "saleDt": f"{day.isoformat()}T00:00:00Z",
+                "rrDate": day.isoformat(),
+                "shkId": 1_200_000_000 + rrd % 10**8,
+                "orderId": 2_800_000_000 + i,
+                "srid": f"{data.seller_id[:8]}{rrd:x}",
+                "orderUid": f"id{data.seller_id[:6]}{i:06d}",
+            }
+        )
         out.append(row)
     return out
 
@@ -108,21 +191,35 @@ def _stat_rows(data: SellerData, kind: str, n: int) -> list[Row]:
         price = float(p.price if p else 1000)
         discount = p.discount if p else 0
         with_disc = round(price * (100 - discount) / 100, 2)
-        out.append({
-            "date": _moscow(changed - timedelta(hours=r.randrange(1, 48))),
-            "lastChangeDate": _moscow(changed),
-            "warehouseName": WAREHOUSES[r.randrange(len(WAREHOUSES))][1],
-            "warehouseType": "Склад WB", "countryName": "Россия",
-            "oblastOkrugName": f"{region} федеральный округ", "regionName": oblast,
-            "supplierArticle": p.vendor_code if p else "", "nmId": p.nm_id if p else 0,
-            "barcode": size.barcode if size else "", "category": "Одежда",
-            "subject": p.subject_name if p else "", "brand": p.brand if p else "",
-            "techSize": size.tech_size if size else "0", "incomeID": 20_000_000 + i,
-            "isSupply": False, "isRealization": True, "totalPrice": price,
-            "discountPercent": discount, "spp": 25.0, "finishedPrice": round(with_disc * 0.75, 2),
-            "priceWithDisc": with_disc, "sticker": str(30_000_000_000 + i),
-            "gNumber": f"{r.getrandbits(60):x}", "srid": f"{kind[0]}.{data.seller_id[:8]}.{i}",
-        })  # fmt: skip
+        out.append(
+            {
+                "date": _moscow(changed - timedelta(hours=r.randrange(1, 48))),
+                "lastChangeDate": _moscow(changed),
+                "warehouseName": WAREHOUSES[r.randrange(len(WAREHOUSES))][1],
+                "warehouseType": "Склад WB",
+                "countryName": "Россия",
+                "oblastOkrugName": f"{region} федеральный округ",
+                "regionName": oblast,
+                "supplierArticle": p.vendor_code if p else "",
+                "nmId": p.nm_id if p else 0,
+                "barcode": size.barcode if size else "",
+                "category": "Одежда",
+                "subject": p.subject_name if p else "",
+                "brand": p.brand if p else "",
+                "techSize": size.tech_size if size else "0",
+                "incomeID": 20_000_000 + i,
+                "isSupply": False,
+                "isRealization": True,
+                "totalPrice": price,
+                "discountPercent": discount,
+                "spp": 25.0,
+                "finishedPrice": round(with_disc * 0.75, 2),
+                "priceWithDisc": with_disc,
+                "sticker": str(30_000_000_000 + i),
+                "gNumber": f"{r.getrandbits(60):x}",
+                "srid": f"{kind[0]}.{data.seller_id[:8]}.{i}",
+            }
+        )
     return out
 
 
@@ -156,29 +253,42 @@ def campaigns(data: SellerData) -> list[Row]:
     base = 20_000_000 + r.randrange(1_000_000)
     out: list[Row] = []
     for i in range(data.sizes.campaigns):
-        picks = sorted({p.nm_id: p for p in (_pick(data, r.randrange(10**6)) for _ in range(3))
-                        if p}.values(), key=lambda p: p.nm_id)  # fmt: skip
+        picks = sorted(
+            {p.nm_id: p for p in (_pick(data, r.randrange(10**6)) for _ in range(3)) if p}.values(),
+            key=lambda p: p.nm_id,
+        )
         manual = i % 2 == 0
         created = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(
             days=40 - i
         )
-        out.append({
-            "id": base + 7 * i,
-            "bid_type": "manual" if manual else "unified",
-            "currency": "RUB",
-            "nm_settings": [{"nm_id": p.nm_id,
-                             "subject": {"id": p.subject_id, "name": p.subject_name},
-                             "bids_kopecks": {"search": 25000 + 100 * i, "recommendations": 0}}
-                            for p in picks],
-            "restrictions": {},
-            "settings": {"name": f"Кампания {i}", "payment_type": "cpm" if manual else "cpc",
-                         "placements": {"search": True, "recommendations": not manual}},
-            "status": _STATUSES[i % len(_STATUSES)],
-            "timestamps": {"created": f"{created.isoformat()}+03:00",
-                           "updated": f"{(created + timedelta(days=1)).isoformat()}+03:00",
-                           "started": f"{(created + timedelta(days=1)).isoformat()}+03:00",
-                           "deleted": "2100-01-01T00:00:00+03:00"},
-        })  # fmt: skip
+        out.append(
+            {
+                "id": base + 7 * i,
+                "bid_type": "manual" if manual else "unified",
+                "currency": "RUB",
+                "nm_settings": [
+                    {
+                        "nm_id": p.nm_id,
+                        "subject": {"id": p.subject_id, "name": p.subject_name},
+                        "bids_kopecks": {"search": 25000 + 100 * i, "recommendations": 0},
+                    }
+                    for p in picks
+                ],
+                "restrictions": {},
+                "settings": {
+                    "name": f"Кампания {i}",
+                    "payment_type": "cpm" if manual else "cpc",
+                    "placements": {"search": True, "recommendations": not manual},
+                },
+                "status": _STATUSES[i % len(_STATUSES)],
+                "timestamps": {
+                    "created": f"{created.isoformat()}+03:00",
+                    "updated": f"{(created + timedelta(days=1)).isoformat()}+03:00",
+                    "started": f"{(created + timedelta(days=1)).isoformat()}+03:00",
+                    "deleted": "2100-01-01T00:00:00+03:00",
+                },
+            }
+        )
     return out
 
 
@@ -197,10 +307,18 @@ def advert_stats(data: SellerData, campaign: Row, begin: date, end: date) -> Row
     days = [d for d in data.history_days if begin <= d <= end]
     day_rows = [_stats_day(data, campaign, d) for d in days]
     total = _sum_metrics(day_rows)
-    booster = [{"date": d.isoformat(), "nm": nm["nm_id"], "avg_position": 1 + (d.day + i) % 20}
-               for d in days for i, nm in enumerate(campaign["nm_settings"])]  # fmt: skip
-    return {"advertId": campaign["id"], **total, "currency": "RUB", "days": day_rows,
-            "boosterStats": booster}  # fmt: skip
+    booster = [
+        {"date": d.isoformat(), "nm": nm["nm_id"], "avg_position": 1 + (d.day + i) % 20}
+        for d in days
+        for i, nm in enumerate(campaign["nm_settings"])
+    ]
+    return {
+        "advertId": campaign["id"],
+        **total,
+        "currency": "RUB",
+        "days": day_rows,
+        "boosterStats": booster,
+    }
 
 
 _METRICS = ("views", "clicks", "atbs", "orders", "shks", "canceled", "sum", "sum_price")
@@ -208,9 +326,16 @@ _METRICS = ("views", "clicks", "atbs", "orders", "shks", "canceled", "sum", "sum
 
 def _metrics(r_views: int, r_clicks: int, price: int) -> Row:
     orders = r_clicks // 10
-    return {"views": r_views, "clicks": r_clicks, "atbs": r_clicks // 4, "orders": orders,
-            "shks": orders, "canceled": orders // 5, "sum": round(r_clicks * 7.5, 2),
-            "sum_price": float(orders * price)}  # fmt: skip
+    return {
+        "views": r_views,
+        "clicks": r_clicks,
+        "atbs": r_clicks // 4,
+        "orders": orders,
+        "shks": orders,
+        "canceled": orders // 5,
+        "sum": round(r_clicks * 7.5, 2),
+        "sum_price": float(orders * price),
+    }
 
 
 def _rates(m: Row) -> Row:

@@ -79,8 +79,9 @@ class Emulator:
 
 
 def _uvicorn_config(emu: Emulator, *, log_level: str) -> uvicorn.Config:
-    return uvicorn.Config(emu.app, log_level=log_level, access_log=False, lifespan="off",
-                          timeout_graceful_shutdown=1)  # fmt: skip
+    return uvicorn.Config(
+        emu.app, log_level=log_level, access_log=False, lifespan="off", timeout_graceful_shutdown=1
+    )
 
 
 @contextlib.asynccontextmanager
@@ -115,8 +116,9 @@ async def running_emulator(
         sock.close()
 
 
-async def serve(config: EmulatorConfig, *, host: str = "127.0.0.1", port: int = 8700,
-                log_level: str = "info") -> None:  # fmt: skip
+async def serve(
+    config: EmulatorConfig, *, host: str = "127.0.0.1", port: int = 8700, log_level: str = "info"
+) -> None:
     """Run the emulator in the foreground until interrupted (the CLI's ``wbsync emulator``)."""
     emu = Emulator(config)
     cfg = _uvicorn_config(emu, log_level=log_level)

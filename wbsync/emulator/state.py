@@ -67,12 +67,26 @@ class Counters:
         #: The latest replies in order, with wall-clock time: when, not just how many.
         self.journal: deque[dict[str, Any]] = deque(maxlen=journal_size)
 
-    def record(self, seller: str, method: str, status: int, *, fault: str | None,
-               arrived: float | None = None) -> None:  # fmt: skip
+    def record(
+        self,
+        seller: str,
+        method: str,
+        status: int,
+        *,
+        fault: str | None,
+        arrived: float | None = None,
+    ) -> None:
         """Count one reply (``status`` 0 for a dropped connection) to a request that arrived
         at wall-clock time ``arrived`` (default: now)."""
-        self.journal.append({"t": time.time() if arrived is None else arrived, "seller": seller,
-                             "method": method, "status": status, "fault": fault})  # fmt: skip
+        self.journal.append(
+            {
+                "t": time.time() if arrived is None else arrived,
+                "seller": seller,
+                "method": method,
+                "status": status,
+                "fault": fault,
+            }
+        )
         count = self._counts[seller][method]
         count.requests += 1
         count.status[str(status)] += 1
@@ -97,12 +111,16 @@ class Counters:
         """Everything, as JSON-ready dicts."""
         sellers = {
             s: {
-                m: {"requests": c.requests, "rate_limited": c.rate_limited, "faults": c.faults,
-                    "status": dict(c.status)}
+                m: {
+                    "requests": c.requests,
+                    "rate_limited": c.rate_limited,
+                    "faults": c.faults,
+                    "status": dict(c.status),
+                }
                 for m, c in methods.items()
             }
             for s, methods in self._counts.items()
-        }  # fmt: skip
+        }
         totals = {k: self.total(k) for k in ("requests", "rate_limited", "faults")}
         return {"total": totals, "sellers": sellers}
 
@@ -131,8 +149,14 @@ class EmulatorState:
             self._sellers[seller] = initial_state(self.data(seller))
         return self._sellers[seller]
 
-    def reset(self, *, counters: bool = True, buckets: bool = True, faults: bool = True,
-              state: bool = True) -> None:  # fmt: skip
+    def reset(
+        self,
+        *,
+        counters: bool = True,
+        buckets: bool = True,
+        faults: bool = True,
+        state: bool = True,
+    ) -> None:
         """Forget counters, buckets, faults and/or sellers' edits."""
         if counters:
             self.counters.reset()
@@ -173,8 +197,11 @@ def _dates(data: SellerData, params: dict[str, Any], a: str, b: str) -> tuple[da
 def _expected(data: SellerData, st: SellerState, method: str, params: dict[str, Any]) -> list[Row]:
     if method == "finance.detailed_report":
         lo, hi = _dates(data, params, "date_from", "date_to")
-        return [r for r in cached(data, "finance", reports.finance_rows)
-                if lo.isoformat() <= r["rrDate"] <= hi.isoformat()]  # fmt: skip
+        return [
+            r
+            for r in cached(data, "finance", reports.finance_rows)
+            if lo.isoformat() <= r["rrDate"] <= hi.isoformat()
+        ]
     if method in ("statistics.orders", "statistics.sales"):
         rows = cached(data, method, reports.orders if method.endswith("orders") else reports.sales)
         since = parse_moscow(str(params.get("date_from", "2000-01-01")))
@@ -183,9 +210,11 @@ def _expected(data: SellerData, st: SellerState, method: str, params: dict[str, 
         return cached(data, "campaigns", reports.campaigns)
     if method == "promotion.fullstats":
         begin, end = _dates(data, params, "begin", "end")
-        return [reports.advert_stats(data, c, begin, end)
-                for c in cached(data, "campaigns", reports.campaigns)
-                if c["status"] in reports.STATS_STATUSES]  # fmt: skip
+        return [
+            reports.advert_stats(data, c, begin, end)
+            for c in cached(data, "campaigns", reports.campaigns)
+            if c["status"] in reports.STATS_STATUSES
+        ]
     if method == "promotion.get_bids":
         return [bid_row(key, kop) for key, kop in st.bids.items()]
     if method == "analytics.sales_funnel_history":
@@ -219,5 +248,11 @@ def rows_after(rows: list[Row], since: datetime) -> list[Row]:
 def bid_row(key: tuple[int, int, str], kopecks: int) -> Row:
     """A get-bids row."""
     advert_id, nm_id, query = key
-    return {"advert_id": advert_id, "nm_id": nm_id, "norm_query": query,
-            "bid": kopecks // 100, "bid_kopecks": kopecks, "currency": "RUB"}  # fmt: skip
+    return {
+        "advert_id": advert_id,
+        "nm_id": nm_id,
+        "norm_query": query,
+        "bid": kopecks // 100,
+        "bid_kopecks": kopecks,
+        "currency": "RUB",
+    }

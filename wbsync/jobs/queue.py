@@ -224,9 +224,7 @@ class SyncQueue:
                     results[cabinet] = await self._skip_or_replace(cabinet, data)
         return [results[c] for c in distinct]
 
-    async def _skip_or_replace(
-        self, cabinet: str, data: Mapping[str, Any] | None
-    ) -> EnqueueResult:
+    async def _skip_or_replace(self, cabinet: str, data: Mapping[str, Any] | None) -> EnqueueResult:
         jid = job_id(self.name, cabinet)
         try:
             state = await self._queue.getJobState(jid)
@@ -372,7 +370,9 @@ class SyncWorker:
         if not done:
             log.warning(
                 "%s: jobs still running %.0f s after the stop; cancelling them (their cursors "
-                "are saved, another worker resumes them)", self.name, grace_s,
+                "are saved, another worker resumes them)",
+                self.name,
+                grace_s,
             )
             # What close(force=True) does, on the close already under way: no completion or
             # failure is written for the cancelled runs, so their jobs stay active and stall.

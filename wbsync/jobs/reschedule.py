@@ -41,7 +41,9 @@ class RescheduleService:
             RESCHEDULES.labels(job.queue, deferred.scope.group).inc()
             deferrals = int(job.data.get("deferrals", 0)) + 1
             log.info(
-                "deferred for %d ms by %s (deferral %d)", deferred.wait_ms, deferred.scope,
+                "deferred for %d ms by %s (deferral %d)",
+                deferred.wait_ms,
+                deferred.scope,
                 deferrals,
             )
             await job.defer(

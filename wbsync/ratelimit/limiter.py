@@ -133,4 +133,3 @@ class RateLimiter:
         job = current_job()
         if job is not None and waited_ms:
             SLOT_SLEEP.labels(job.queue).inc(waited_ms / 1000.0)
-

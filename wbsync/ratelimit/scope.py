@@ -18,9 +18,7 @@ class Limit:
 
     def __post_init__(self) -> None:
         if self.period_s <= 0 or self.limit < 1 or self.burst < 1:
-            raise ValueError(
-                f"a limit needs period_s > 0, limit >= 1 and burst >= 1; got {self!r}"
-            )
+            raise ValueError(f"a limit needs period_s > 0, limit >= 1 and burst >= 1; got {self!r}")
 
     @property
     def interval_ms(self) -> float:

@@ -33,5 +33,13 @@ SYNCS: dict[str, Sync] = {
     )
 }
 
-__all__ = ["SYNCS", "BidRule", "Sync", "SyncInput", "SyncOptions", "SyncPage", "SyncTotals",
-           "run_sync"]
+__all__ = [
+    "SYNCS",
+    "BidRule",
+    "Sync",
+    "SyncInput",
+    "SyncOptions",
+    "SyncPage",
+    "SyncTotals",
+    "run_sync",
+]

@@ -25,8 +25,11 @@ def _changes(rows: Sequence[Mapping[str, Any]], rule: BidRule) -> list[dict[str,
 
 async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
     pairs = {(a, n) for a, n in cursor["pairs"]}
-    current = [r for r in await inp.store.fetch("bids", inp.cabinet_id)
-               if (r["advert_id"], r["nm_id"]) in pairs]  # fmt: skip
+    current = [
+        r
+        for r in await inp.store.fetch("bids", inp.cabinet_id)
+        if (r["advert_id"], r["nm_id"]) in pairs
+    ]
     changes = _changes(current, inp.options.bid_rule)
     for start in range(int(cursor["sent"]), len(changes), _BATCH):
         batch = changes[start : start + _BATCH]
@@ -34,11 +37,19 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
             inp.client,
             [{k: c[k] for k in ("advert_id", "nm_id", "norm_query", "bid")} for c in batch],
         )
-        await inp.store.ledger.record_bids([
-            SentBid(cabinet_id=inp.cabinet_id, advert_id=c["advert_id"], nm_id=c["nm_id"],
-                    norm_query=c["norm_query"], old_bid=c["old_bid"], new_bid=c["bid"])
-            for c in batch
-        ])  # fmt: skip
+        await inp.store.ledger.record_bids(
+            [
+                SentBid(
+                    cabinet_id=inp.cabinet_id,
+                    advert_id=c["advert_id"],
+                    nm_id=c["nm_id"],
+                    norm_query=c["norm_query"],
+                    old_bid=c["old_bid"],
+                    new_bid=c["bid"],
+                )
+                for c in batch
+            ]
+        )
         stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in batch]
         yield SyncPage("bids", stored, {**cursor, "sent": start + len(batch)})
 
@@ -48,8 +59,12 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
     cursor = inp.cursor or {}
     if "pairs" not in cursor:
         campaigns = await methods.adverts(inp.client, statuses=(ACTIVE,))
-        pairs = [[c["id"], nm["nm_id"]] for c in campaigns if c.get("bid_type") == "manual"
-                 for nm in c.get("nm_settings", [])]  # fmt: skip
+        pairs = [
+            [c["id"], nm["nm_id"]]
+            for c in campaigns
+            if c.get("bid_type") == "manual"
+            for nm in c.get("nm_settings", [])
+        ]
         cursor = {"pairs": pairs, "done": 0, "sent": 0, "applying": False}
         yield SyncPage.checkpoint(cursor)
     if not cursor["applying"]:

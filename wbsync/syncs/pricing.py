@@ -21,10 +21,13 @@ async def _upload(inp: SyncInput) -> AsyncIterator[SyncPage]:
     for start in range(0, len(targets), _BATCH):
         batch = targets[start : start + _BATCH]
         items = [
-            {k: v for k, v in (("nmID", t.nm_id), ("price", t.price), ("discount", t.discount))
-             if v is not None}
+            {
+                k: v
+                for k, v in (("nmID", t.nm_id), ("price", t.price), ("discount", t.discount))
+                if v is not None
+            }
             for t in batch
-        ]  # fmt: skip
+        ]
         task_id = await methods.upload_prices(inp.client, items)
         await ledger.record_price_upload(
             PriceUpload(inp.cabinet_id, task_id, len(items), {"data": items})

@@ -172,61 +172,114 @@ def _ep(
 _PRICES = _limits(6.0, 10, 5, Limit(_HOUR, 4, 1))
 
 FINANCE_DETAILED_REPORT = _ep(
-    "finance.detailed_report", Section.FINANCE, "POST",
-    "/api/finance/v1/sales-reports/detailed", Category.FINANCE,
+    "finance.detailed_report",
+    Section.FINANCE,
+    "POST",
+    "/api/finance/v1/sales-reports/detailed",
+    Category.FINANCE,
     _limits(_MIN, 1, 1, Limit(24 * _HOUR, 2, 1)),
-)  # fmt: skip
+)
 STATISTICS_ORDERS = _ep(
-    "statistics.orders", Section.STATISTICS, "GET", "/api/v1/supplier/orders",
-    Category.STATISTICS, _limits(_MIN, 1, 10, Limit(3 * _HOUR, 1, 1)),
-)  # fmt: skip
+    "statistics.orders",
+    Section.STATISTICS,
+    "GET",
+    "/api/v1/supplier/orders",
+    Category.STATISTICS,
+    _limits(_MIN, 1, 10, Limit(3 * _HOUR, 1, 1)),
+)
 STATISTICS_SALES = _ep(
-    "statistics.sales", Section.STATISTICS, "GET", "/api/v1/supplier/sales",
-    Category.STATISTICS, _limits(_MIN, 1, 1, Limit(2 * _HOUR, 1, 1)),
-)  # fmt: skip
+    "statistics.sales",
+    Section.STATISTICS,
+    "GET",
+    "/api/v1/supplier/sales",
+    Category.STATISTICS,
+    _limits(_MIN, 1, 1, Limit(2 * _HOUR, 1, 1)),
+)
 PROMOTION_ADVERTS = _ep(
-    "promotion.adverts", Section.PROMOTION, "GET", "/api/advert/v2/adverts",
-    Category.PROMOTION, _limits(1.0, 5, 5, Limit(_HOUR, 1, 1)),
-)  # fmt: skip
+    "promotion.adverts",
+    Section.PROMOTION,
+    "GET",
+    "/api/advert/v2/adverts",
+    Category.PROMOTION,
+    _limits(1.0, 5, 5, Limit(_HOUR, 1, 1)),
+)
 PROMOTION_FULLSTATS = _ep(
-    "promotion.fullstats", Section.PROMOTION, "GET", "/adv/v3/fullstats",
-    Category.PROMOTION, _limits(_MIN, 3, 1, Limit(_HOUR, 1, 1)),
-)  # fmt: skip
+    "promotion.fullstats",
+    Section.PROMOTION,
+    "GET",
+    "/adv/v3/fullstats",
+    Category.PROMOTION,
+    _limits(_MIN, 3, 1, Limit(_HOUR, 1, 1)),
+)
 PROMOTION_GET_BIDS = _ep(
-    "promotion.get_bids", Section.PROMOTION, "POST", "/adv/v0/normquery/get-bids",
-    Category.PROMOTION, _limits(1.0, 5, 10, Limit(_HOUR, 5, 1)),
-)  # fmt: skip
+    "promotion.get_bids",
+    Section.PROMOTION,
+    "POST",
+    "/adv/v0/normquery/get-bids",
+    Category.PROMOTION,
+    _limits(1.0, 5, 10, Limit(_HOUR, 5, 1)),
+)
 PROMOTION_SET_BIDS = _ep(
-    "promotion.set_bids", Section.PROMOTION, "POST", "/adv/v0/normquery/bids",
-    Category.PROMOTION, _limits(1.0, 2, 4, Limit(_HOUR, 5, 1)), writes=True,
-)  # fmt: skip
+    "promotion.set_bids",
+    Section.PROMOTION,
+    "POST",
+    "/adv/v0/normquery/bids",
+    Category.PROMOTION,
+    _limits(1.0, 2, 4, Limit(_HOUR, 5, 1)),
+    writes=True,
+)
 ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
-    "analytics.sales_funnel_history", Section.ANALYTICS, "POST",
-    "/api/analytics/v3/sales-funnel/products/history", Category.ANALYTICS,
+    "analytics.sales_funnel_history",
+    Section.ANALYTICS,
+    "POST",
+    "/api/analytics/v3/sales-funnel/products/history",
+    Category.ANALYTICS,
     _limits(_MIN, 3, 3, Limit(_HOUR, 2, 1)),
-)  # fmt: skip
+)
 ANALYTICS_STOCKS_WB_WAREHOUSES = _ep(
-    "analytics.stocks_wb_warehouses", Section.ANALYTICS, "POST",
-    "/api/analytics/v1/stocks-report/wb-warehouses", Category.ANALYTICS,
+    "analytics.stocks_wb_warehouses",
+    Section.ANALYTICS,
+    "POST",
+    "/api/analytics/v1/stocks-report/wb-warehouses",
+    Category.ANALYTICS,
     _limits(_MIN, 3, 1, None),
-)  # fmt: skip
+)
 CONTENT_CARDS_LIST = _ep(
-    "content.cards_list", Section.CONTENT, "POST", "/content/v2/get/cards/list",
-    Category.CONTENT, _limits(_MIN, 100, 5, Limit(_MIN, 100, 5)),
-)  # fmt: skip
+    "content.cards_list",
+    Section.CONTENT,
+    "POST",
+    "/content/v2/get/cards/list",
+    Category.CONTENT,
+    _limits(_MIN, 100, 5, Limit(_MIN, 100, 5)),
+)
 PRICES_GOODS_LIST = _ep(
-    "prices.goods_list", Section.PRICES, "GET", "/api/v2/list/goods/filter",
-    Category.PRICES, _PRICES, group="prices",
-)  # fmt: skip
+    "prices.goods_list",
+    Section.PRICES,
+    "GET",
+    "/api/v2/list/goods/filter",
+    Category.PRICES,
+    _PRICES,
+    group="prices",
+)
 PRICES_UPLOAD_TASK = _ep(
-    "prices.upload_task", Section.PRICES, "POST", "/api/v2/upload/task",
-    Category.PRICES, _PRICES, group="prices", writes=True,
-)  # fmt: skip
+    "prices.upload_task",
+    Section.PRICES,
+    "POST",
+    "/api/v2/upload/task",
+    Category.PRICES,
+    _PRICES,
+    group="prices",
+    writes=True,
+)
 # WB: acceptance coefficients answer a token of any category.
 TARIFFS_ACCEPTANCE_COEFFICIENTS = _ep(
-    "tariffs.acceptance_coefficients", Section.TARIFFS, "GET",
-    "/api/tariffs/v1/acceptance/coefficients", None, _limits(_MIN, 6, 6, Limit(_HOUR, 1, 1)),
-)  # fmt: skip
+    "tariffs.acceptance_coefficients",
+    Section.TARIFFS,
+    "GET",
+    "/api/tariffs/v1/acceptance/coefficients",
+    None,
+    _limits(_MIN, 6, 6, Limit(_HOUR, 1, 1)),
+)
 
 ENDPOINTS: dict[str, Endpoint] = {
     e.name: e

@@ -48,8 +48,9 @@ async def create_cabinet(body: CabinetIn, runtime: RuntimeDep) -> CabinetOut:
         cabinet = await runtime.store.cabinets.add(body.name, token, parsed.seller_id)
     except StoreError:
         if await _exists(runtime, body.name):
-            raise Problem(409, "conflict", "Conflict",
-                          f"a cabinet named {body.name!r} already exists") from None  # fmt: skip
+            raise Problem(
+                409, "conflict", "Conflict", f"a cabinet named {body.name!r} already exists"
+            ) from None
         raise
     log.info("cabinet created", extra={"cabinet": str(cabinet.id)})
     return cabinet_out(cabinet)
@@ -102,8 +103,9 @@ async def trigger_sync(
 ) -> JSONResponse:
     """Run (queue, cabinet) now: 202 with the job id, or 409 naming the live job."""
     if queue not in SYNCS:
-        raise Problem(404, "not-found", "Not found",
-                      f"no queue {queue!r}; queues: {', '.join(SYNCS)}")  # fmt: skip
+        raise Problem(
+            404, "not-found", "Not found", f"no queue {queue!r}; queues: {', '.join(SYNCS)}"
+        )
     if not cabinet.active:
         raise Problem(409, "cabinet-inactive", "Conflict", f"cabinet {cabinet.id} is inactive")
     result = await runtime.queue(queue).enqueue(str(cabinet.id))
@@ -111,13 +113,15 @@ async def trigger_sync(
     if not result.added:
         log.info("trigger refused: job is live (%s)", result.state, extra=context)
         raise Problem(
-            409, "job-live", "Conflict",
+            409,
+            "job-live",
+            "Conflict",
             f"cabinet {cabinet.id} already has a live job {result.job_id} ({result.state})",
-            job_id=result.job_id, job_state=result.state,
-        )  # fmt: skip
+            job_id=result.job_id,
+            job_state=result.state,
+        )
     log.info("sync triggered", extra=context)
-    out = TriggerOut(job_id=result.job_id, queue=queue, cabinet=str(cabinet.id),
-                     state=result.state)  # fmt: skip
+    out = TriggerOut(job_id=result.job_id, queue=queue, cabinet=str(cabinet.id), state=result.state)
     return JSONResponse(out.model_dump(), status_code=202)
 
 

@@ -42,12 +42,20 @@ async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
     results = await asyncio.gather(
         *(asyncio.wait_for(c, _PROBE_TIMEOUT_S) for c in checks.values()), return_exceptions=True
     )
-    failed = {name: type(r).__name__ for name, r in zip(checks, results, strict=True)
-              if isinstance(r, BaseException)}  # fmt: skip
+    failed = {
+        name: type(r).__name__
+        for name, r in zip(checks, results, strict=True)
+        if isinstance(r, BaseException)
+    }
     if failed:
         log.warning("not ready: %s", failed)
-        raise Problem(503, "not-ready", "Not ready", f"unreachable: {', '.join(failed)}",
-                      checks={n: n not in failed for n in checks})  # fmt: skip
+        raise Problem(
+            503,
+            "not-ready",
+            "Not ready",
+            f"unreachable: {', '.join(failed)}",
+            checks={n: n not in failed for n in checks},
+        )
     return {"status": "ready", "checks": dict.fromkeys(checks, True)}
 
 
