@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from datetime import timedelta
 
 import httpx
 import pytest
 
+from tests.waiting import wait_for
 from tests.wb_support import ANCHOR, SELLER_A, SELLER_B
 from wbsync.emulator import EmulatorConfig, FaultRule, LimitSpec, expected_rows, running_emulator
 from wbsync.emulator.server import Emulator
@@ -238,3 +240,47 @@ async def test_token_route_issues_tokens_the_emulator_accepts(
 async def test_unknown_path_is_wb_style_404(emu_http: httpx.AsyncClient) -> None:
     resp = await emu_http.get("/api/v9/nothing")
     assert resp.status_code == 404 and resp.json()["title"] == "path not found"
+
+
+async def test_limits_change_at_run_time_and_back(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    headers = _auth(emulator.token(SELLER_A))
+    path, params = "/api/v2/list/goods/filter", {"limit": 1}
+    strict = {"period_s": 3600.0, "limit": 1, "burst": 1}
+    changed = await emu_http.post("/__emulator/limits", json={"limits": {"prices": strict}})
+    assert changed.status_code == 200
+    assert changed.json()["changed"] == {"prices": strict}
+    assert changed.json()["methods"]["prices.upload_task"]["limits"]["personal"] == strict
+    replies = [await emu_http.get(path, params=params, headers=headers) for _ in range(2)]
+    assert [r.status_code for r in replies] == [200, 429]
+    assert replies[1].headers["X-Ratelimit-Limit"] == "1"
+    # Scale 0.001: one token an hour comes back in 3.6 s.
+    assert 1.0 < float(replies[1].headers["X-Ratelimit-Retry"]) <= 3.6
+    # Per token type: Base tokens get their own number, the others keep WB's.
+    per_type = {"base": {"period_s": 60.0, "limit": 1, "burst": 3}}
+    await emu_http.post("/__emulator/limits", json={"limits": {"prices": per_type}})
+    table = (await emu_http.get("/__emulator/limits")).json()["methods"]["prices.goods_list"]
+    assert table["limits"]["base"]["burst"] == 3 and table["limits"]["personal"]["burst"] == 5
+    cleared = await emu_http.delete("/__emulator/limits")
+    assert cleared.json()["changed"] == {}
+    # WB's own limit again: 10 per 6 s refills within milliseconds at this scale.
+    await wait_for(
+        lambda: _status(emu_http.get(path, params=params, headers=headers), 200), timeout_s=10
+    )
+
+
+async def _status(reply: Awaitable[httpx.Response], status: int) -> bool:
+    return (await reply).status_code == status
+
+
+async def test_bad_limit_changes_are_refused_with_the_reason(emu_http: httpx.AsyncClient) -> None:
+    unknown = await emu_http.post(
+        "/__emulator/limits", json={"limits": {"nope": {"period_s": 1, "limit": 1, "burst": 1}}}
+    )
+    assert unknown.status_code == 400 and "nope" in unknown.json()["detail"]
+    zero = await emu_http.post(
+        "/__emulator/limits", json={"limits": {"prices": {"period_s": 1, "limit": 0, "burst": 1}}}
+    )
+    assert zero.status_code == 400 and "limit" in zero.json()["detail"]
+    assert (await emu_http.get("/__emulator/limits")).json()["changed"] == {}

@@ -86,7 +86,7 @@ def _authorise(
         token = verify_token(header, state.config.signing_key)
     except TokenError as exc:
         return problem(401, "unauthorized", f"token problem; {exc}", rid)
-    if state.config.limit_for(ep.name, token.type) is None:
+    if state.limit_for(ep.name, token.type) is None:
         detail = f"{token.type.value} token is not allowed for this path"
         return problem(403, "forbidden", detail, rid)
     if ep.category is not None and not token.has(ep.category):
@@ -126,7 +126,7 @@ async def _serve(state: EmulatorState, ep: Endpoint, request: Request, rid: str)
     if isinstance(token, Response):
         return _Outcome(token)
     seller = token.seller_id
-    limit = state.config.limit_for(ep.name, token.type)
+    limit = state.limit_for(ep.name, token.type)
     assert limit is not None  # _authorise refused types without a limit
     scaled: Limit = limit.scaled(state.config.time_scale)
     early = state.faults.draw(ep.name, seller, before_bucket=True)

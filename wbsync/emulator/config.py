@@ -18,11 +18,22 @@ from wbsync.ratelimit.scope import Limit
 from wbsync.wb.endpoints import ENDPOINTS
 from wbsync.wb.tokens import TokenType
 
-__all__ = ["DEFAULT_SIGNING_KEY", "EmulatorConfig", "FaultRule", "LimitSpec", "SellerSizes"]
+__all__ = [
+    "DEFAULT_SIGNING_KEY",
+    "LIMIT_GROUPS",
+    "EmulatorConfig",
+    "FaultRule",
+    "LimitOverride",
+    "LimitSpec",
+    "SellerSizes",
+]
 
 #: The emulator is a local development tool: a fixed default key lets ``wbsync emulator token``
 #: and a separately started emulator agree without sharing a file. Override it for anything else.
 DEFAULT_SIGNING_KEY = "wbsync-emulator-development-signing-key-v1"
+
+#: Every limit group (one budget); overrides are keyed by these.
+LIMIT_GROUPS = frozenset(ep.group for ep in ENDPOINTS.values())
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,6 +65,9 @@ class LimitSpec(BaseModel):
         """As the limiter's ``Limit``."""
         return Limit(period_s=self.period_s, limit=self.limit, burst=self.burst)
 
+
+#: A group's replacement limit: one for every token type, or one per type.
+LimitOverride = LimitSpec | dict[TokenType, LimitSpec]
 
 FaultKind = Literal["error", "slow", "drop", "malformed", "rate_limit"]
 
@@ -99,7 +113,7 @@ class EmulatorConfig(BaseModel):
         default_factory=dict,
         description="Max rows per reply by endpoint name (statistics default: WB's 80000).",
     )
-    limits: dict[str, LimitSpec | dict[TokenType, LimitSpec]] = Field(
+    limits: dict[str, LimitOverride] = Field(
         default_factory=dict, description="Limit overrides by group: one spec or one per type."
     )
     grace_ms: float = Field(
@@ -135,12 +149,19 @@ class EmulatorConfig(BaseModel):
         """The most rows one reply of ``endpoint_name`` may carry."""
         return max(1, self.page_size.get(endpoint_name, default))
 
-    def limit_for(self, endpoint_name: str, token_type: TokenType) -> Limit | None:
-        """The raw limit the emulator enforces: an override of the group, else WB's."""
+    def limit_for(
+        self,
+        endpoint_name: str,
+        token_type: TokenType,
+        changed: dict[str, LimitOverride] | None = None,
+    ) -> Limit | None:
+        """The raw limit the emulator enforces: a ``changed`` (run-time) or configured override
+        of the group, else WB's."""
         ep = ENDPOINTS[endpoint_name]
-        override = self.limits.get(ep.group)
-        if isinstance(override, LimitSpec):
-            return override.to_limit()
-        if isinstance(override, dict) and token_type in override:
-            return override[token_type].to_limit()
+        for layer in (changed or {}, self.limits):
+            override = layer.get(ep.group)
+            if isinstance(override, LimitSpec):
+                return override.to_limit()
+            if isinstance(override, dict) and token_type in override:
+                return override[token_type].to_limit()
         return ep.limits.get(token_type)

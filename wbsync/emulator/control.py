@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from wbsync.emulator.config import FaultRule
+from wbsync.emulator.config import FaultRule, LimitOverride
 from wbsync.emulator.replies import json_reply
 from wbsync.emulator.state import EmulatorState
 from wbsync.wb.endpoints import ENDPOINTS
@@ -37,6 +37,12 @@ class _Reset(BaseModel):
     buckets: bool = True
     faults: bool = True
     state: bool = True
+    limits: bool = True
+
+
+class _Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limits: dict[str, LimitOverride]
 
 
 class _TokenRequest(BaseModel):
@@ -54,6 +60,12 @@ async def _json(request: Request) -> Any:
 
 def _invalid(exc: Exception) -> Response:
     return json_reply({"title": "invalid control request", "detail": str(exc)}, status=400)
+
+
+def _dump(override: LimitOverride) -> Any:
+    if isinstance(override, BaseModel):
+        return override.model_dump()
+    return {t.value: spec.model_dump() for t, spec in override.items()}
 
 
 def routes(state: EmulatorState) -> list[Route]:
@@ -118,18 +130,32 @@ def routes(state: EmulatorState) -> list[Route]:
         return json_reply({"token": token})
 
     async def limits(request: Request) -> Response:
+        if request.method == "DELETE":
+            group = request.query_params.get("group")
+            if group is None:
+                state.limits.clear()
+            else:
+                state.limits.pop(group, None)
+        elif request.method in ("POST", "PUT"):
+            try:
+                state.change_limits(_Limits.model_validate(await _json(request)).limits)
+            except (ValueError, ValidationError) as exc:
+                return _invalid(exc)
         out: dict[str, Any] = {}
         for name, ep in ENDPOINTS.items():
             per_type = {}
             for t in TokenType:
-                lim = state.config.limit_for(name, t)
+                lim = state.limit_for(name, t)
                 per_type[t.value] = (
                     None
                     if lim is None
                     else {"period_s": lim.period_s, "limit": lim.limit, "burst": lim.burst}
                 )
             out[name] = {"group": ep.group, "path": ep.path, "limits": per_type}
-        return json_reply({"time_scale": state.config.time_scale, "methods": out})
+        changed = {g: _dump(o) for g, o in state.limits.items()}
+        return json_reply(
+            {"time_scale": state.config.time_scale, "changed": changed, "methods": out}
+        )
 
     return [
         Route(f"{PREFIX}/counters", counters, methods=["GET"]),
@@ -138,5 +164,5 @@ def routes(state: EmulatorState) -> list[Route]:
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "PUT", "DELETE"]),
         Route(f"{PREFIX}/expected/{{method}}", expected, methods=["GET"]),
         Route(f"{PREFIX}/tokens", tokens, methods=["POST"]),
-        Route(f"{PREFIX}/limits", limits, methods=["GET"]),
+        Route(f"{PREFIX}/limits", limits, methods=["GET", "POST", "PUT", "DELETE"]),
     ]

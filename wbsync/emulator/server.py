@@ -13,7 +13,7 @@ from typing import Any
 import uvicorn
 
 from wbsync.emulator.app import build_app
-from wbsync.emulator.config import EmulatorConfig, FaultRule
+from wbsync.emulator.config import EmulatorConfig, FaultRule, LimitOverride
 from wbsync.emulator.dataset import Row
 from wbsync.emulator.state import Counters, EmulatorState
 from wbsync.wb.tokens import DEFAULT_LIFETIME, Category, TokenType, mint_token
@@ -73,8 +73,13 @@ class Emulator:
         """Replace the active fault rules."""
         self.state.faults.replace(rules, seed)
 
+    def change_limits(self, limits: dict[str, LimitOverride]) -> None:
+        """Make WB's limits of some groups different from now on (as WB does without notice)."""
+        self.state.change_limits(limits)
+
     def reset(self, **what: bool) -> None:
-        """Forget counters, buckets, faults and sellers' edits (all unless told otherwise)."""
+        """Forget counters, buckets, faults, sellers' edits and run-time limit changes (all
+        unless told otherwise)."""
         self.state.reset(**what)
 
 

@@ -10,9 +10,11 @@ from typing import Any
 
 from wbsync.emulator import reports
 from wbsync.emulator.buckets import Buckets
-from wbsync.emulator.config import EmulatorConfig
+from wbsync.emulator.config import LIMIT_GROUPS, EmulatorConfig, LimitOverride
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
+from wbsync.ratelimit.scope import Limit
+from wbsync.wb.tokens import TokenType
 
 __all__ = [
     "Counters",
@@ -133,6 +135,9 @@ class EmulatorState:
         self.buckets = Buckets(grace_s=config.grace_ms / 1000.0)
         self.faults = FaultPlan(list(config.faults), seed=config.seed)
         self.counters = Counters()
+        #: Limits changed at run time (``/__emulator/limits``), by group; they win over the
+        #: config's overrides and WB's table.
+        self.limits: dict[str, LimitOverride] = {}
         self._data: dict[str, SellerData] = {}
         self._sellers: dict[str, SellerState] = {}
         self.next_task_id = 1000
@@ -149,6 +154,17 @@ class EmulatorState:
             self._sellers[seller] = initial_state(self.data(seller))
         return self._sellers[seller]
 
+    def change_limits(self, limits: dict[str, LimitOverride]) -> None:
+        """Replace the limits of some groups from now on; ``ValueError`` for an unknown group."""
+        unknown = sorted(set(limits) - LIMIT_GROUPS)
+        if unknown:
+            raise ValueError(f"unknown limit group(s) {unknown}; known: {sorted(LIMIT_GROUPS)}")
+        self.limits.update(limits)
+
+    def limit_for(self, endpoint_name: str, token_type: TokenType) -> Limit | None:
+        """The raw limit in force: a run-time change of the group, else the config's."""
+        return self.config.limit_for(endpoint_name, token_type, self.limits)
+
     def reset(
         self,
         *,
@@ -156,8 +172,11 @@ class EmulatorState:
         buckets: bool = True,
         faults: bool = True,
         state: bool = True,
+        limits: bool = True,
     ) -> None:
-        """Forget counters, buckets, faults and/or sellers' edits."""
+        """Forget counters, buckets, faults, sellers' edits and/or run-time limits."""
+        if limits:
+            self.limits.clear()
         if counters:
             self.counters.reset()
         if buckets:
