@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-API_KEY = "test-api-key-0123456789abcdef"
+API_KEY = "test-api-key-0123456789abcdef-0123456789"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 SECRET = "api-test-secret"
 SCALE = 0.005  # WB's minute is 300 ms

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from tests.api_support import API_KEY, SCALE, SECRET, SELLERS
 from tests.conftest_store import DatabaseFactory
@@ -47,8 +48,8 @@ async def api_runtime(
     settings = Settings(
         redis_url=redis_url,
         redis_prefix=prefix,
-        secret_key=SECRET,
-        api_keys=[API_KEY],
+        secret_key=SecretStr(SECRET),
+        api_keys=[SecretStr(API_KEY)],
         database_url=await database_factory.new_url(db_backend),
         wb_base_url=api_emulator.base_url,
         time_scale=SCALE,

@@ -32,8 +32,9 @@ def test_api_and_run_with_api_refuse_to_start_without_api_keys(tmp_path: Path) -
     ]
     for process in processes:
         _, stderr = process.communicate(timeout=60)
-        assert process.returncode == 1
-        assert "WBSYNC_API_KEYS='[\"...\"]'" in " ".join(stderr.split())
+        assert process.returncode == 2
+        assert stderr.startswith("error: WBSYNC_API_KEYS: ") and stderr.count("\n") == 1
+        assert "WBSYNC_API_KEYS='[\"...\"]'" in stderr
     assert not (tmp_path / "wbsync.db").exists()  # nothing was opened
 
 

@@ -56,7 +56,7 @@ def test_adding_without_a_secret_key_says_what_to_set(
     monkeypatch.delenv("WBSYNC_SECRET_KEY")
     get_settings.cache_clear()
     reply = CliRunner().invoke(app, ["cabinets", "add", "shop", "--token", token()])
-    assert reply.exit_code == 1 and "WBSYNC_SECRET_KEY" in reply.output
+    assert reply.exit_code == 2 and "WBSYNC_SECRET_KEY" in reply.output
 
 
 def test_removing_an_unknown_cabinet_is_a_clear_error(env: None) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr, ValidationError
 
-from wbsync.config import Settings, unknown_variables
+from wbsync.config import Settings, describe, unknown_variables
 from wbsync.errors import ConfigError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -37,3 +41,74 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
             get_settings()
     finally:
         get_settings.cache_clear()
+
+
+SECRET = "s3cret-value-that-must-not-show"
+KEY = "k" * 31 + "-api-key-that-must-not-show"
+DB_PASSWORD = "pg-password-that-must-not-show"
+
+
+def test_secrets_never_appear_in_a_repr() -> None:
+    settings = Settings(
+        secret_key=SecretStr(SECRET),
+        api_keys=[SecretStr(KEY)],
+        database_url=f"postgresql+asyncpg://wbsync:{DB_PASSWORD}@db:5432/wbsync",
+        redis_url=f"redis://:{DB_PASSWORD}@redis:6379/0",
+    )
+    for shown in (repr(settings), str(settings)):
+        assert SECRET not in shown and KEY not in shown and DB_PASSWORD not in shown
+    assert "postgresql+asyncpg://wbsync:**********@db:5432/wbsync" in repr(settings)
+    assert settings.secret_key_value() == SECRET and settings.api_key_values() == (KEY,)
+
+
+def test_a_short_api_key_is_refused_with_how_to_make_one() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings(api_keys=[SecretStr("x" * 32), SecretStr("x" * 31)])
+    message = describe(caught.value)
+    assert message.startswith("WBSYNC_API_KEYS: key #2 has 31 characters, at least 32")
+    assert "openssl rand -hex 32" in message and "x" * 31 not in message
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "said"),
+    [
+        ("WBSYNC_API_KEYS", '["unterminated', "WBSYNC_API_KEYS: not valid JSON"),
+        ("WBSYNC_FANOUT_INTERVALS_S", "{queue: 1}", "WBSYNC_FANOUT_INTERVALS_S: not valid JSON"),
+        ("WBSYNC_TIME_SCALE", "fast", "WBSYNC_TIME_SCALE: Input should be a valid number"),
+        ("WBSYNC_API_KEYS", '["short"]', "WBSYNC_API_KEYS: key #1 has 5 characters"),
+    ],
+)
+def test_every_command_reports_a_bad_setting_in_one_line_with_status_2(
+    monkeypatch: pytest.MonkeyPatch, var: str, value: str, said: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from wbsync.cli import app
+    from wbsync.config import get_settings
+
+    monkeypatch.setenv(var, value)
+    get_settings.cache_clear()
+    try:
+        for command in (["run"], ["api"], ["migrate"], ["cabinets", "list"], ["demo"]):
+            result = CliRunner().invoke(app, command)
+            assert result.exit_code == 2, (command, result.output)
+            assert result.output.startswith(f"error: {said}"), (command, result.output)
+            assert result.output.count("\n") == 1 and "Traceback" not in result.output
+            assert value not in result.output or "short" not in value
+    finally:
+        get_settings.cache_clear()
+
+
+def test_the_installed_command_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "WBSYNC_API_KEYS": "not json"}
+    done = subprocess.run(
+        [sys.executable, "-m", "wbsync", "cabinets", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: WBSYNC_API_KEYS: not valid JSON")
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "wbsync.db").exists()

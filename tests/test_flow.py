@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from tests.conftest_store import DatabaseFactory
 from tests.waiting import wait_for
@@ -57,7 +58,7 @@ def settings_for(
         redis_url=redis_url,
         redis_prefix=prefix,
         database_url=database_url,
-        secret_key=SECRET,
+        secret_key=SecretStr(SECRET),
         wb_base_url=emu.base_url,
         time_scale=SCALE,
         **extra,

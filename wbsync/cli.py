@@ -13,16 +13,38 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from wbsync.config import Settings, get_settings
 from wbsync.emulator.cli import app as emulator_app
-from wbsync.errors import WbSyncError
+from wbsync.errors import ConfigError, WbSyncError
 from wbsync.logs import configure_logging
 from wbsync.store import Database, Store
 
 T = TypeVar("T")
 
+# Exit statuses: 1 = the command failed; 2 = it was misconfigured and did not start (click uses
+# 2 for a misused command line too).
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+
+class _OneLineErrors(TyperGroup):
+    """Every command, sub-apps included: a ``ConfigError`` is one ``error:`` line and status 2.
+
+    The one place where misconfiguration meets the user, so no command prints a traceback for a
+    setting, and no command needs its own handling of it.
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            _fail(str(exc), code=EXIT_CONFIG)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="Keep many Wildberries seller accounts in sync without stalling on rate limits.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -33,21 +55,20 @@ app.add_typer(emulator_app, name="emulator")
 
 
 def _settings() -> Settings:
-    try:
-        return get_settings()
-    except WbSyncError as exc:
-        _fail(str(exc))
+    return get_settings()  # a ConfigError is reported by _OneLineErrors
 
 
-def _fail(message: str) -> NoReturn:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(1)
+def _fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
 
 
 def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine; our errors become a one-line message and exit status 1."""
+    """Run a coroutine; our errors become a one-line message (exit 1; 2 for a ConfigError)."""
     try:
         return asyncio.run(make())
+    except ConfigError:
+        raise
     except WbSyncError as exc:
         _fail(str(exc))
 
@@ -73,10 +94,7 @@ def run(
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     extra = None
     if with_api:
-        try:
-            api_keys(settings)  # refuse before any worker starts
-        except WbSyncError as exc:
-            _fail(str(exc))
+        api_keys(settings)  # refuse before any worker starts
         extra = api_extra(host=host, port=port)
     _run(lambda: run_service(settings, queues=names, extra=extra))
 
@@ -261,7 +279,7 @@ async def _store() -> AsyncIterator[Store]:
     settings = _settings()
     async with Database(settings.database_url) as db:
         await db.migrate()
-        yield Store(db, secret_key=settings.secret_key)
+        yield Store(db, secret_key=settings.secret_key_value())
 
 
 def _mount_optional() -> None:

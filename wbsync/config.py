@@ -7,17 +7,30 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
 
+# Shortest API key accepted: 32 characters leave guessing out of reach for any key made as the
+# message below says (``openssl rand -hex 32`` gives 64).
+API_KEY_MIN_LENGTH = 32
+_MAKE_A_KEY = "make one with `openssl rand -hex 32`"
+
 
 class Settings(BaseSettings):
-    """All of wbsync's configuration."""
+    """All of wbsync's configuration.
+
+    Secrets (the secret key, the API keys) are ``SecretStr``: their value is read with
+    ``get_secret_value()`` where it is used and never appears in a repr, a log or an error; URL
+    settings show no password in the repr either.
+    """
 
     model_config = SettingsConfigDict(env_prefix="WBSYNC_", extra="forbid", frozen=True)
 
@@ -68,13 +81,15 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='Per-section base URLs, JSON: {"finance": "https://..."}; beats wb_base_url.',
     )
-    secret_key: str | None = Field(
+    secret_key: SecretStr | None = Field(
         default=None,
         description="Key that encrypts cabinet tokens in the database (any string; keep it "
         "secret). Required once a cabinet is stored.",
     )
-    api_keys: list[str] = Field(
-        default_factory=list, description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"].'
+    api_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"]; each at least '
+        f"{API_KEY_MIN_LENGTH} characters.",
     )
     fanout_intervals_s: dict[str, float] = Field(
         default_factory=dict,
@@ -110,6 +125,44 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
+    @field_validator("api_keys")
+    @classmethod
+    def _long_enough(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for i, key in enumerate(keys):
+            if len(key.get_secret_value()) < API_KEY_MIN_LENGTH:
+                raise ValueError(
+                    f"key #{i + 1} has {len(key.get_secret_value())} characters, at least "
+                    f"{API_KEY_MIN_LENGTH} are needed; {_MAKE_A_KEY}"
+                )
+        return keys
+
+    def secret_key_value(self) -> str | None:
+        """The secret key itself, for the one place that derives the cipher from it."""
+        return self.secret_key.get_secret_value() if self.secret_key else None
+
+    def api_key_values(self) -> tuple[str, ...]:
+        """The API keys themselves, for the one place that compares them."""
+        return tuple(key.get_secret_value() for key in self.api_keys)
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, _without_password(value) if isinstance(value, str) else value
+
+
+def _without_password(value: str) -> str:
+    """``value`` with the password of a URL (``scheme://user:password@host``) masked."""
+    if "://" not in value or "@" not in value:
+        return value
+    try:
+        netloc = urlsplit(value).netloc
+    except ValueError:
+        return "**********"
+    userinfo, _, _ = netloc.rpartition("@")
+    if ":" not in userinfo:
+        return value
+    user = userinfo.partition(":")[0]
+    return value.replace(netloc, f"{user}:**********@{netloc.rpartition('@')[2]}", 1)
+
 
 # Read by the test suite only; allowed beside the settings so CI can set it.
 _NOT_SETTINGS = frozenset({"WBSYNC_TEST_POSTGRES_URL"})
@@ -127,17 +180,38 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return problems
 
 
+_SETTINGS_TABLE = "see the README's settings table"
+_JSON_FIELD = re.compile(r'field "(\w+)"')
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process's settings, read from the environment on first use."""
+    """The process's settings, read from the environment on first use.
+
+    ``ConfigError`` names every wrong variable and what to do, in one line without the values
+    (a value may be a secret).
+    """
     unknown = unknown_variables(os.environ)
     if unknown:
-        raise ConfigError("; ".join(unknown) + "; see the README's settings table")
+        raise ConfigError("; ".join(unknown) + f"; {_SETTINGS_TABLE}")
     try:
         return Settings()
+    except SettingsError as exc:  # a JSON setting that is not JSON
+        found = _JSON_FIELD.search(str(exc))
+        var = f"WBSYNC_{found.group(1).upper()}" if found else "a WBSYNC_ JSON setting"
+        raise ConfigError(
+            f"{var}: not valid JSON; write it as JSON (quotes included), {_SETTINGS_TABLE}"
+        ) from None
     except ValidationError as exc:
-        problems = "; ".join(
-            f"WBSYNC_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"invalid configuration: {problems}") from None
+        raise ConfigError(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """One line naming each invalid variable and what was wrong with it (never its value)."""
+    problems = []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        where = "".join(f"[{p}]" for p in err["loc"][1:] if isinstance(p, int))
+        msg = err["msg"].removeprefix("Value error, ")
+        problems.append(f"WBSYNC_{name.upper()}{where}: {msg}")
+    return "; ".join(problems) + f" ({_SETTINGS_TABLE})"

@@ -38,7 +38,7 @@ class Runtime:
             refill_margin_ms=settings.limiter_refill_margin_ms,
         )
         self.database = Database(settings.database_url)
-        self.store = Store(self.database, secret_key=settings.secret_key)
+        self.store = Store(self.database, secret_key=settings.secret_key_value())
         self.http = httpx.AsyncClient(timeout=60.0)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,

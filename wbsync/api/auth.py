@@ -27,14 +27,13 @@ COOKIE = "wbsync_key"
 
 def api_keys(settings: Settings) -> tuple[str, ...]:
     """The configured keys; ``ConfigError`` if there are none, so no API serves unguarded."""
-    keys = tuple(settings.api_keys)
+    keys = settings.api_key_values()  # each at least API_KEY_MIN_LENGTH long (Settings checks)
     if not keys:
         raise ConfigError(
-            "the HTTP API needs at least one API key: set WBSYNC_API_KEYS='[\"...\"]' "
-            "(a JSON list of bearer keys, e.g. made with `openssl rand -hex 32`)"
+            "WBSYNC_API_KEYS: the HTTP API needs at least one API key: set "
+            "WBSYNC_API_KEYS='[\"...\"]' (a JSON list of bearer keys, each made with "
+            "`openssl rand -hex 32`)"
         )
-    if any(not key.strip() for key in keys):
-        raise ConfigError("WBSYNC_API_KEYS holds an empty key; every key needs characters")
     return keys
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from wbsync import clock
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
@@ -136,7 +138,7 @@ async def run_demo(
         update={
             "time_scale": DEMO_SCALE,
             "database_url": f"sqlite+aiosqlite:///{database}",
-            "secret_key": base.secret_key or secrets.token_urlsafe(32),
+            "secret_key": base.secret_key or SecretStr(secrets.token_urlsafe(32)),
             "redis_prefix": f"{base.redis_prefix}-demo-{uuid.uuid4().hex[:8]}",
         }
     )

@@ -4,7 +4,7 @@ Typical use::
 
     async with Database(settings.database_url) as db:
         await db.migrate()
-        store = Store(db, secret_key=settings.secret_key)
+        store = Store(db, secret_key=settings.secret_key_value())
         cabinet = await store.cabinets.add("shop", token, seller_id)
         await store.upsert("orders", cabinet.id, rows)
 """
