@@ -50,6 +50,11 @@ class SellerSizes(BaseModel):
     sales: int = Field(default=20, ge=0, description="Statistics sales and returns.")
     days: int = Field(default=7, ge=1, le=31, description="Days of funnel and advert history.")
     warehouses: int = Field(default=4, ge=0, description="Warehouses in acceptance coefficients.")
+    batch: int = Field(
+        default=3,
+        ge=1,
+        description="Statistics rows sharing one lastChangeDate (WB refreshes them in batches).",
+    )
 
 
 class LimitSpec(BaseModel):
@@ -112,6 +117,11 @@ class EmulatorConfig(BaseModel):
     page_size: dict[str, int] = Field(
         default_factory=dict,
         description="Max rows per reply by endpoint name (statistics default: WB's 80000).",
+    )
+    statistics_date_from: Literal[">=", ">"] = Field(
+        default=">=",
+        description="Which statistics rows a dateFrom selects: WB documents lastChangeDate >= "
+        "dateFrom (the boundary rows come back); '>' is the stricter reading.",
     )
     limits: dict[str, LimitOverride] = Field(
         default_factory=dict, description="Limit overrides by group: one spec or one per type."

@@ -129,7 +129,9 @@ def _statistics(kind: str) -> Handler:
         if call.query("flag") == "1":
             day = since.date().isoformat()
             return json_reply([r for r in rows if r["date"][:10] == day])
-        return json_reply(_after(rows, since)[: call.config.page_for(call.method, 80_000)])
+        inclusive = call.config.statistics_date_from == ">="
+        page = call.config.page_for(call.method, 80_000)
+        return json_reply(_after(rows, since, inclusive=inclusive)[:page])
 
     return handler
 

@@ -182,10 +182,14 @@ def _stat_rows(data: SellerData, kind: str, n: int) -> list[Row]:
     r = data.rng(kind)
     start = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(days=30)
     out: list[Row] = []
+    changed = start
     for i in range(n):
         p = _pick(data, r.randrange(10**6))
-        # Unique, increasing, never on a whole minute: paging is "rows after lastChangeDate".
-        changed = start + timedelta(minutes=47 * i, seconds=1 + r.randrange(58))
+        # WB refreshes statistics in batches: ``batch`` rows share one lastChangeDate, so a
+        # page boundary can fall inside a batch. Never on a whole minute.
+        if i % data.sizes.batch == 0:
+            step = i // data.sizes.batch
+            changed = start + timedelta(minutes=47 * step, seconds=1 + r.randrange(58))
         size = p.sizes[0] if p else None
         region, oblast = REGIONS[r.randrange(len(REGIONS))]
         price = float(p.price if p else 1000)

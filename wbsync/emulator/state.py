@@ -188,7 +188,7 @@ class EmulatorState:
 
     def expected(self, seller: str, method: str, **params: Any) -> list[Row]:
         """The rows a full pull of ``method`` returns now (edits included)."""
-        return _expected(self.data(seller), self.seller(seller), method, params)
+        return _expected(self.config, self.data(seller), self.seller(seller), method, params)
 
 
 def seller_data(config: EmulatorConfig, seller: str) -> SellerData:
@@ -203,7 +203,7 @@ def expected_rows(config: EmulatorConfig, seller: str, method: str, **params: An
     ``begin``/``end`` (fullstats, funnel; default: all history days).
     """
     data = seller_data(config, seller)
-    return _expected(data, initial_state(data), method, params)
+    return _expected(config, data, initial_state(data), method, params)
 
 
 def _dates(data: SellerData, params: dict[str, Any], a: str, b: str) -> tuple[date, date]:
@@ -213,7 +213,9 @@ def _dates(data: SellerData, params: dict[str, Any], a: str, b: str) -> tuple[da
     return (date.fromisoformat(str(start)[:10]), date.fromisoformat(str(end)[:10]))
 
 
-def _expected(data: SellerData, st: SellerState, method: str, params: dict[str, Any]) -> list[Row]:
+def _expected(
+    config: EmulatorConfig, data: SellerData, st: SellerState, method: str, params: dict[str, Any]
+) -> list[Row]:
     if method == "finance.detailed_report":
         lo, hi = _dates(data, params, "date_from", "date_to")
         return [
@@ -224,7 +226,7 @@ def _expected(data: SellerData, st: SellerState, method: str, params: dict[str, 
     if method in ("statistics.orders", "statistics.sales"):
         rows = cached(data, method, reports.orders if method.endswith("orders") else reports.sales)
         since = parse_moscow(str(params.get("date_from", "2000-01-01")))
-        return rows_after(rows, since)
+        return rows_after(rows, since, inclusive=config.statistics_date_from == ">=")
     if method == "promotion.adverts":
         return cached(data, "campaigns", reports.campaigns)
     if method == "promotion.fullstats":
@@ -259,8 +261,11 @@ def parse_moscow(text: str) -> datetime:
     return moment.replace(tzinfo=None) if moment.tzinfo else moment
 
 
-def rows_after(rows: list[Row], since: datetime) -> list[Row]:
-    """Rows whose ``lastChangeDate`` is strictly after ``since`` (the paging cursor)."""
+def rows_after(rows: list[Row], since: datetime, *, inclusive: bool) -> list[Row]:
+    """Rows whose ``lastChangeDate`` is at or after (``inclusive``, WB's documented reading) or
+    strictly after ``since`` (the paging cursor)."""
+    if inclusive:
+        return [r for r in rows if datetime.fromisoformat(r["lastChangeDate"]) >= since]
     return [r for r in rows if datetime.fromisoformat(r["lastChangeDate"]) > since]
 
 

@@ -10,18 +10,32 @@ from wbsync.wb import methods
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
-    """Orders changed since the cursor, then sales; the next run starts where this one ended."""
+    """Orders changed since the cursor, then sales; the next run starts where this one ended.
+
+    Each dataset's cursor is the next ``dateFrom`` and the natural keys already pulled at that
+    boundary (``<dataset>_seen``), so the overlap WB's paging needs is never stored twice.
+    """
     start = datetime.combine(inp.today - timedelta(days=inp.options.lookback_days), time())
     cursor = {"phase": "orders", "orders_from": start.isoformat(), "sales_from": start.isoformat()}
     cursor.update(inp.cursor or {})
     if cursor["phase"] == "orders":
-        async for page in methods.orders(inp.client, date_from=cursor["orders_from"]):
-            cursor = {**cursor, "orders_from": page.cursor}
+        orders = methods.orders(
+            inp.client, date_from=cursor["orders_from"], seen=cursor.get("orders_seen", ())
+        )
+        async for page in orders:
+            cursor = {
+                **cursor,
+                "orders_from": page.cursor["from"],
+                "orders_seen": page.cursor["seen"],
+            }
             yield SyncPage("orders", page.rows, cursor)
         cursor = {**cursor, "phase": "sales"}
         yield SyncPage.checkpoint(cursor)
-    async for page in methods.sales(inp.client, date_from=cursor["sales_from"]):
-        cursor = {**cursor, "sales_from": page.cursor}
+    sales = methods.sales(
+        inp.client, date_from=cursor["sales_from"], seen=cursor.get("sales_seen", ())
+    )
+    async for page in sales:
+        cursor = {**cursor, "sales_from": page.cursor["from"], "sales_seen": page.cursor["seen"]}
         yield SyncPage("sales", page.rows, cursor)
     yield SyncPage.checkpoint({**cursor, "phase": "orders"})
 

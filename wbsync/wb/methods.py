@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from wbsync.errors import WbBadResponseError
@@ -91,23 +91,50 @@ async def finance_detailed_report(
         yield Page(rows, rrd_id)
 
 
-async def _statistics(client: WbClient, ep: eps.Endpoint, date_from: str) -> AsyncIterator[Page]:
+#: How far before the last row's lastChangeDate the next statistics page starts. WB's dateFrom
+#: has whole seconds; starting one second early makes both readings WB's documents allow
+#: (``>=`` and ``>``) return every row that shares the boundary timestamp, and the rows seen
+#: there are dropped by natural key.
+STATISTICS_OVERLAP = timedelta(seconds=1)
+
+
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.strip().replace(" ", "T")).replace(tzinfo=None)
+
+
+async def _statistics(
+    client: WbClient, ep: eps.Endpoint, key: str, date_from: str, seen: Sequence[str]
+) -> AsyncIterator[Page]:
+    """Pages of rows not seen before; the cursor is ``{"from", "seen"}``.
+
+    Ends on an empty reply or on a reply with nothing new, so it never loops on the boundary
+    whether WB reads ``dateFrom`` as ``>=`` or ``>``. More than a page of rows within one second
+    cannot be paged past (WB's pages hold ~80000 rows).
+    """
+    known = set(seen)
     while True:
         rows = _rows(await client.call(ep, params={"dateFrom": date_from}), ep)
-        if not rows:
+        fresh = [r for r in rows if str(r.get(key)) not in known]
+        if not fresh:
             return
-        date_from = str(rows[-1]["lastChangeDate"])
-        yield Page(rows, date_from)
+        start = max(_moment(str(r["lastChangeDate"])) for r in rows) - STATISTICS_OVERLAP
+        near = {str(r.get(key)) for r in rows if _moment(str(r["lastChangeDate"])) >= start}
+        # Rows seen at an unchanged boundary may be absent from this reply (the ">" reading).
+        known = near | known if start.isoformat() == date_from else near
+        date_from = start.isoformat()
+        yield Page(fresh, {"from": date_from, "seen": sorted(known)})
 
 
-def orders(client: WbClient, *, date_from: str) -> AsyncIterator[Page]:
-    """Statistics orders changed after ``date_from``; the cursor is the last lastChangeDate."""
-    return _statistics(client, eps.STATISTICS_ORDERS, date_from)
+def orders(client: WbClient, *, date_from: str, seen: Sequence[str] = ()) -> AsyncIterator[Page]:
+    """Statistics orders changed since ``date_from`` not in ``seen`` (srid); the cursor is
+    ``{"from": next dateFrom, "seen": srids already pulled at that boundary}``."""
+    return _statistics(client, eps.STATISTICS_ORDERS, "srid", date_from, seen)
 
 
-def sales(client: WbClient, *, date_from: str) -> AsyncIterator[Page]:
-    """Statistics sales and returns changed after ``date_from`` (cursor as for orders)."""
-    return _statistics(client, eps.STATISTICS_SALES, date_from)
+def sales(client: WbClient, *, date_from: str, seen: Sequence[str] = ()) -> AsyncIterator[Page]:
+    """Statistics sales and returns changed since ``date_from`` not in ``seen`` (saleID); the
+    cursor as for orders."""
+    return _statistics(client, eps.STATISTICS_SALES, "saleID", date_from, seen)
 
 
 async def adverts(
