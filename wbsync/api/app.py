@@ -9,7 +9,7 @@ from fastapi import Depends, FastAPI
 from wbsync import __version__
 from wbsync.api import page
 from wbsync.api.auth import api_keys, require_key
-from wbsync.api.middleware import RequestContext
+from wbsync.api.middleware import BodyGuard, RequestContext
 from wbsync.api.problems import install_handlers
 from wbsync.api.routes import cabinets, ops, wb
 from wbsync.runtime import Runtime
@@ -42,5 +42,6 @@ def create_app(runtime: Runtime) -> FastAPI:
         return app.openapi()
 
     install_handlers(app)
+    app.add_middleware(BodyGuard, keys=app.state.api_keys)  # inside: the access line covers it
     app.add_middleware(RequestContext)
     return app

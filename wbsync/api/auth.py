@@ -20,7 +20,15 @@ from wbsync.api.problems import Problem
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
 
-__all__ = ["COOKIE", "api_keys", "key_matches", "require_key", "require_page_key"]
+__all__ = [
+    "COOKIE",
+    "api_keys",
+    "bearer_key",
+    "key_matches",
+    "require_key",
+    "require_page_key",
+    "unauthorized",
+]
 
 COOKIE = "wbsync_key"
 
@@ -46,12 +54,18 @@ def key_matches(given: str, keys: Sequence[str]) -> bool:
     return found
 
 
-def _bearer(request: Request) -> str | None:
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+def bearer_key(authorization: str) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header value, or None."""
+    scheme, _, value = authorization.partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def _unauthorized() -> Problem:
+def _bearer(request: Request) -> str | None:
+    return bearer_key(request.headers.get("authorization", ""))
+
+
+def unauthorized() -> Problem:
+    """The 401 reply for a missing or wrong key."""
     return Problem(
         401,
         "unauthorized",
@@ -70,13 +84,13 @@ def require_key(request: Request) -> None:
     """Dependency: the request carries a valid bearer key, else 401."""
     given = _bearer(request)
     if given is None or not key_matches(given, _keys(request)):
-        raise _unauthorized()
+        raise unauthorized()
 
 
 def require_page_key(request: Request) -> None:
     """Dependency of the status page: a valid bearer key or cookie, else 401."""
     given = _bearer(request) or request.cookies.get(COOKIE)
     if given is None or not key_matches(given, _keys(request)):
-        problem = _unauthorized()
+        problem = unauthorized()
         problem.detail = "open /?key=<API key> once (it sets a cookie), or send a bearer key"
         raise problem
