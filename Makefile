@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: all demo test lint format types bench clean
+.PHONY: all demo test test-stress lint format types bench clean
 
 all: lint types test
 
@@ -19,6 +19,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -q
+
+# The suite N times in a row (default 3) beside one CPU busy loop per core; stops at a failure.
+N ?= 3
+test-stress: $(STAMP)
+	$(BIN)/python scripts/stress.py --runs $(N)
 
 lint: $(STAMP)
 	$(BIN)/ruff check wbsync tests

@@ -43,7 +43,8 @@ async def test_metrics_after_a_run_that_defers(
         await worker.close()
     # An on-demand read that sleeps, and one refused past its ceiling.
     coefficients = f"/api/v1/cabinets/{cabinet.id}/wb/acceptance-coefficients"
-    await api_runtime.limiter.penalize(client.scope(COEFFICIENTS), 100)
+    # 500 ms: under the 625 ms ceiling, and long enough to be still closed when the read comes.
+    await api_runtime.limiter.penalize(client.scope(COEFFICIENTS), 500)
     assert (await api.get(coefficients, headers=AUTH)).status_code == 200
     await api_runtime.limiter.penalize(client.scope(COEFFICIENTS), 5000)
     assert (await api.get(coefficients, headers=AUTH)).status_code == 429

@@ -35,14 +35,13 @@ async def test_a_short_wait_is_slept_and_served(
     cabinet = await add_cabinet()
     scope = api_runtime.client(cabinet).scope(COEFFICIENTS)
     assert api_runtime.limiter.ceiling_ms(scope) == pytest.approx(625.0)
-    await api_runtime.limiter.penalize(scope, 300)  # under the ceiling: sleep, then call
     started = time.monotonic()
+    await api_runtime.limiter.penalize(scope, 300)  # under the ceiling: sleep, then call
     reply = await api.get(_path(cabinet), headers=AUTH)
-    waited = time.monotonic() - started
     assert reply.status_code == 200, reply.text
     assert reply.json()["rows"] == api_emulator.expected(SELLERS[0], METHOD)
-    assert 0.28 <= waited < 1.0
-    assert api_emulator.counters.total(seller=SELLERS[0]) == 1
+    assert time.monotonic() - started >= 0.3 - 0.002  # served once the window opened
+    assert api_emulator.counters.total(seller=SELLERS[0]) == 1  # and sent once, no 429
 
 
 async def test_a_wait_past_the_ceiling_is_429_with_retry_after_and_sends_nothing(
@@ -56,8 +55,9 @@ async def test_a_wait_past_the_ceiling_is_429_with_retry_after_and_sends_nothing
     after = (await api_runtime.limiter.peek(scope)).wait_ms
     assert reply.status_code == 429
     assert reply.headers["content-type"] == "application/problem+json"
-    assert int(reply.headers["retry-after"]) in {math.ceil(before / 1000), math.ceil(after / 1000)}
-    assert reply.headers["retry-after"] == "3"
+    # Whole seconds, rounded up, of the wait at the moment of the answer.
+    retry_after = int(reply.headers["retry-after"])
+    assert math.ceil(after / 1000) <= retry_after <= math.ceil(before / 1000)
     problem = reply.json()
     assert problem["scope"] == COEFFICIENTS.group
     assert after / 1000 <= problem["retry_after_s"] <= before / 1000

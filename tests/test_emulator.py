@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
 
 import httpx
@@ -33,6 +34,16 @@ PROBLEM_KEYS = {
 
 def _auth(token: str) -> dict[str, str]:
     return {"Authorization": token}
+
+
+@pytest.fixture
+async def minute_http() -> AsyncIterator[tuple[Emulator, httpx.AsyncClient]]:
+    """An emulator whose finance window (3 s at scale 0.05) outlasts two back-to-back requests
+    however busy the machine, and a plain HTTP client of it."""
+    config = EmulatorConfig(time_scale=0.05, anchor_date=ANCHOR)
+    async with running_emulator(config) as emu:
+        async with httpx.AsyncClient(base_url=emu.base_url, timeout=10.0) as http:
+            yield emu, http
 
 
 @pytest.mark.parametrize(
@@ -72,17 +83,19 @@ async def test_missing_category_and_disallowed_type_get_403(
 
 
 async def test_429_carries_wb_headers_and_problem_body(
-    emulator: Emulator, emu_http: httpx.AsyncClient
+    minute_http: tuple[Emulator, httpx.AsyncClient],
 ) -> None:
+    emulator, emu_http = minute_http
     headers = _auth(emulator.token(SELLER_A))
     first = await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
     assert first.status_code == 200 and first.headers["X-Ratelimit-Remaining"] == "0"
     second = await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
     assert second.status_code == 429
     assert "X-Ratelimit-Remaining" not in second.headers
-    # Scale 0.001: one request a minute refills in 60 ms; fractional seconds in the headers.
-    assert 0 < float(second.headers["X-Ratelimit-Retry"]) <= 0.06
-    assert 0 < float(second.headers["X-Ratelimit-Reset"]) <= 0.06
+    # Scale 0.05: one request a minute refills in 3 s; fractional seconds in the headers.
+    assert 0 < float(second.headers["X-Ratelimit-Retry"]) <= 3.0
+    assert 0 < float(second.headers["X-Ratelimit-Reset"]) <= 3.0
+    assert "." in second.headers["X-Ratelimit-Retry"] + second.headers["X-Ratelimit-Reset"]
     assert second.headers["X-Ratelimit-Limit"] == "1"
     body = second.json()
     assert PROBLEM_KEYS <= body.keys()
@@ -101,17 +114,25 @@ async def test_scale_one_headers_are_whole_seconds_and_overrides_apply() -> None
     async with running_emulator(config) as emu, httpx.AsyncClient(base_url=emu.base_url) as http:
         headers = _auth(emu.token(SELLER_A))
         path, params = "/api/v2/list/goods/filter", {"limit": 1}
+        started = time.monotonic()
         statuses = [(await http.get(path, params=params, headers=headers)) for _ in range(3)]
+        elapsed_s = time.monotonic() - started
         assert [r.status_code for r in statuses] == [200, 200, 429]
         assert statuses[0].headers["X-Ratelimit-Remaining"] == "1"
-        assert statuses[2].headers["X-Ratelimit-Retry"] == "6"
         assert statuses[2].headers["X-Ratelimit-Limit"] == "2"
-        assert statuses[2].headers["X-Ratelimit-Reset"] in ("11", "12")
+        # Whole seconds, rounded up: the next token is 6 s after the first request, the full
+        # bucket 12 s after it; the third request came elapsed_s after the first.
+        retry, reset = (
+            int(statuses[2].headers[h]) for h in ("X-Ratelimit-Retry", "X-Ratelimit-Reset")
+        )
+        assert 6 - math.ceil(elapsed_s) <= retry <= 6
+        assert 12 - math.ceil(elapsed_s) <= reset <= 12
 
 
 async def test_counters_over_http_and_reset(
-    emulator: Emulator, emu_http: httpx.AsyncClient
+    minute_http: tuple[Emulator, httpx.AsyncClient],
 ) -> None:
+    emulator, emu_http = minute_http
     headers = _auth(emulator.token(SELLER_A))
     await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
     await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)

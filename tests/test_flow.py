@@ -176,10 +176,17 @@ async def test_long_sync_on_an_empty_bucket_defers_and_frees_its_slot(
     finally:
         await worker.close()
     completed = [o.cabinet for o in outcomes if o.outcome == "completed"]
-    assert completed[-1] == str(ids[0])  # the others used the slot while it waited
     assert sorted(completed) == sorted(map(str, ids))
-    assert any(o.outcome == "deferred" and o.cabinet == str(ids[0]) for o in outcomes)
-    assert queue_value(SLOT_SLEEP, "rnp-finance-sync") - sleep_before < 0.05
+    # The first cabinet's first run deferred, and the slot ran the others before it came back.
+    first = str(ids[0])
+    mine = [k for k, o in enumerate(outcomes) if o.cabinet == first]
+    assert outcomes[mine[0]].outcome == "deferred" and len(mine) >= 2
+    assert any(o.cabinet != first for o in outcomes[mine[0] + 1 : mine[1]])
+    # No slot slept through a window: at most one nap under the deferral threshold per request
+    # (sleeping through the first cabinet's closed window alone would be 2 s).
+    nap_s = runtime.settings.defer_threshold_ms * SCALE / 1000
+    slept = queue_value(SLOT_SLEEP, "rnp-finance-sync") - sleep_before
+    assert slept <= emulator.counters.total("requests") * nap_s < 2.0
     for cabinet_id, seller in zip(ids, SELLERS, strict=True):
         assert await stored_finance(runtime, cabinet_id) == finance_rows(emulator, seller)
     assert emulator.counters.total("rate_limited") == 0

@@ -56,8 +56,8 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
                 done.set()
             return
         scope = BucketScope(job.cabinet, "finance", _LIMIT)
-        await limiter.acquire(scope)
-        await limiter.acquire(scope)  # the window is 200 ms: deferred
+        while True:  # the window is 200 ms: the second token (or a later one) defers the job
+            await limiter.acquire(scope)
 
     service = RescheduleService(threshold_ms=_THRESHOLD_MS)
     queue = SyncQueue(QUEUE, redis_url=url, prefix=f"{prefix}:q")
