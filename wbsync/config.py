@@ -36,7 +36,8 @@ class Settings(BaseSettings):
 
     redis_url: str | None = Field(
         default=None,
-        description="Redis to use; unset = start a private embedded redis-server.",
+        description="Redis to use: redis://host:port/db, or a cluster by its seed nodes, "
+        "redis+cluster://host1:port1,host2:port2; unset = start a private embedded redis-server.",
     )
     redis_prefix: str = Field(
         default="wbsync", description="Every Redis key wbsync writes starts with this prefix."

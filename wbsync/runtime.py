@@ -10,9 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-from redis.asyncio import Redis
 
-from wbsync import keys
+from wbsync import keys, redis_client
 from wbsync.config import Settings
 from wbsync.errors import WbSyncError
 from wbsync.jobs.queue import SyncQueue
@@ -29,7 +28,7 @@ class Runtime:
     def __init__(self, settings: Settings, *, redis_url: str) -> None:
         self.settings = settings
         self.redis_url = redis_url
-        self.redis = Redis.from_url(redis_url, decode_responses=True)
+        self.redis = redis_client.connect(redis_url)
         self.limiter = RateLimiter(
             self.redis,
             prefix=settings.redis_prefix,

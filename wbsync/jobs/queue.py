@@ -27,13 +27,12 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import bullmq
-from redis.connection import parse_url
-from redis.exceptions import RedisError
 
-from wbsync import clock
+from wbsync import clock, keys, redis_client
 from wbsync.context import JobInfo, correlation, running_job
 from wbsync.errors import QueueError
 from wbsync.metrics import JOB_DURATION
+from wbsync.redis_client import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +43,16 @@ _FINISHED_STATES = ("completed", "failed")
 _KEEP_FAILED = 1000
 # Wake a little after the due time: BullMQ promotes a delayed job only once it is due.
 _WAKE_MARGIN_S = 0.002
+# On a cluster BullMQ cannot pipeline its scripts (redis-py refuses EVALSHA in a cluster
+# pipeline), so jobs are added one call each, this many in flight per queue.
+CLUSTER_ADDS_IN_FLIGHT = 32
 
 
-def connection_options(redis_url: str) -> dict[str, Any]:
-    """BullMQ connection options for ``redis_url`` with explicit socket timeouts."""
-    options = dict(parse_url(redis_url))  # type: ignore[no-untyped-call]
-    options.pop("connection_class", None)
-    options["socket_timeout"] = SOCKET_TIMEOUT_S
-    options["socket_connect_timeout"] = 5.0
-    return options
+def connection(redis_url: str) -> redis_client.RedisClient:
+    """A BullMQ connection to ``redis_url`` (one server or a cluster) with explicit timeouts."""
+    return redis_client.connect(
+        redis_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5.0
+    )
 
 
 def job_id(queue: str, cabinet: str) -> str:
@@ -124,7 +124,7 @@ class JobHandle:
         """Merge ``changes`` into the job's stored data."""
         try:
             await self._job.updateData({**self._job.data, **changes})
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise QueueError(f"could not save data of job {self.id}: {exc}") from exc
 
     async def defer(self, wait_ms: int, *, note: Mapping[str, Any]) -> NoReturn:
@@ -137,7 +137,7 @@ class JobHandle:
         await self.update_data({**note, "resume_at_ms": resume_at})
         try:
             await self._job.moveToDelayed(resume_at, self._token)
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise QueueError(f"could not defer job {self.id}: {exc}") from exc
         self._wake_at(resume_at)
         raise _Deferred()
@@ -175,8 +175,9 @@ class SyncQueue:
         if backoff_type not in ("exponential", "fixed"):
             raise ValueError(f"backoff_type must be 'exponential' or 'fixed', got {backoff_type!r}")
         self.name = name
+        self._cluster = redis_client.is_cluster(redis_url)
         self._queue = bullmq.Queue(
-            name, {"connection": connection_options(redis_url), "prefix": prefix}
+            keys.bullmq_queue_name(name), {"connection": connection(redis_url), "prefix": prefix}
         )
         self._job_options: dict[str, Any] = {
             "attempts": attempts,
@@ -213,9 +214,8 @@ class SyncQueue:
                         pipe.exists(self._queue.toKey(job_id(self.name, cabinet)))
                     stored = await pipe.execute()
                 fresh = [c for c, exists in zip(chunk, stored, strict=True) if not exists]
-                if fresh:
-                    await self._queue.addBulk([self._bulk_entry(c, data) for c in fresh])
-            except RedisError as exc:
+                await self._add([self._bulk_entry(c, data) for c in fresh])
+            except REDIS_ERRORS as exc:
                 raise QueueError(f"could not enqueue on {self.name}: {exc}") from exc
             for cabinet in fresh:
                 results[cabinet] = EnqueueResult(job_id(self.name, cabinet), True, "waiting")
@@ -232,10 +232,23 @@ class SyncQueue:
                 return EnqueueResult(job_id=jid, added=False, state=state)
             if state in _FINISHED_STATES:
                 await self._queue.remove(jid)
-            await self._queue.addBulk([self._bulk_entry(cabinet, data)])
-        except RedisError as exc:
+            await self._add([self._bulk_entry(cabinet, data)])
+        except REDIS_ERRORS as exc:
             raise QueueError(f"could not enqueue {jid}: {exc}") from exc
         return EnqueueResult(job_id=jid, added=True, state="waiting")
+
+    async def _add(self, entries: list[dict[str, Any]]) -> None:
+        """Add jobs: one pipelined ``addBulk`` on one server, bounded parallel adds on a cluster."""
+        if not entries:
+            return
+        if not self._cluster:
+            await self._queue.addBulk(entries)
+            return
+        for start in range(0, len(entries), CLUSTER_ADDS_IN_FLIGHT):
+            window = entries[start : start + CLUSTER_ADDS_IN_FLIGHT]
+            await asyncio.gather(
+                *(self._queue.add(e["name"], e["data"], e["opts"]) for e in window)
+            )
 
     def _bulk_entry(self, cabinet: str, data: Mapping[str, Any] | None) -> dict[str, Any]:
         return {
@@ -248,7 +261,7 @@ class SyncQueue:
         """Make every delayed job due now (an operator's "run the deferred jobs now")."""
         try:
             await self._queue.promoteJobs()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise QueueError(f"could not promote delayed jobs of {self.name}: {exc}") from exc
 
     async def job(self, cabinet: str) -> JobView | None:
@@ -320,7 +333,7 @@ class SyncWorker:
         self._processor = processor
         self._on_outcome = on_outcome
         self._options: dict[str, Any] = {
-            "connection": connection_options(redis_url),
+            "connection": connection(redis_url),
             "prefix": prefix,
             "concurrency": concurrency,
             "autorun": False,
@@ -338,7 +351,9 @@ class SyncWorker:
         """Start taking jobs."""
         if self._closed or self._worker is not None:
             raise QueueError(f"worker of {self.name} cannot be started twice or after close")
-        self._worker = bullmq.Worker(self.name, self._process, self._options)
+        self._worker = bullmq.Worker(
+            keys.bullmq_queue_name(self.name), self._process, self._options
+        )
         # BullMQ emits these once the job's new state is stored, so listeners can rely on it.
         self._worker.on("completed", lambda job, _result: self._notify("completed", job.data))
         self._worker.on("failed", lambda job, _err: self._notify("failed", job.data))

@@ -16,14 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
-
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
 from wbsync.metrics import LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.scope import BucketScope
+from wbsync.redis_client import REDIS_ERRORS, RedisClient
 
 _SCRIPT = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_text(encoding="utf-8")
 
@@ -58,7 +56,7 @@ class RateLimiter:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         prefix: str,
         time_scale: float = 1.0,
@@ -122,7 +120,7 @@ class RateLimiter:
                     args=[repr(interval_ms), scope.limit.burst, cost, repr(float(penalty_ms))],
                 )
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         if reply >= 0:
             return TryResult(acquired=True, remaining=reply, wait_ms=0)

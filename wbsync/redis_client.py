@@ -1,0 +1,102 @@
+"""The one place that turns a Redis URL into a client: one server, or a Redis Cluster.
+
+``redis://`` and ``rediss://`` URLs (redis-py's form) name one server. A cluster is named by
+its seed nodes: ``redis+cluster://[user:password@]host1:port1,host2:port2`` (``rediss+cluster``
+for TLS); the client asks the seeds for the slot map and follows it (MOVED, ASK, fail-overs).
+
+wbsync's keys are laid out for a cluster: each queue's BullMQ keys share one hash tag (the
+queue's name, see ``wbsync.keys``) and each bucket's key has its own, so every Lua call's keys
+sit in one slot while the nine queues and the buckets spread over the masters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException, RedisError
+
+from wbsync.errors import ConfigError
+
+RedisClient = Redis | RedisCluster
+"""What every part of wbsync that talks to Redis accepts."""
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+"""Every failure a Redis call can raise; a cluster's routing errors are not ``RedisError``s."""
+
+_CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
+_EXAMPLE = "redis+cluster://host1:6379,host2:6379"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSeeds:
+    """A cluster URL taken apart: the seed nodes and the credentials."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None
+    password: str | None
+    ssl: bool
+
+    def __repr__(self) -> str:  # never show the password
+        return f"ClusterSeeds(nodes={self.nodes!r}, ssl={self.ssl})"
+
+
+def is_cluster(url: str) -> bool:
+    """Whether ``url`` names a Redis Cluster."""
+    return url.split("://", 1)[0].lower() in _CLUSTER_SCHEMES
+
+
+def parse_cluster_url(url: str) -> ClusterSeeds:
+    """The seeds of a ``redis+cluster://`` URL; a ``ConfigError`` saying what is wrong otherwise."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in _CLUSTER_SCHEMES:
+        raise ConfigError(f"not a Redis Cluster URL (expected {_EXAMPLE})")
+    auth, _, hosts = rest.rpartition("@")
+    hosts = hosts.split("/", 1)[0].split("?", 1)[0]
+    username: str | None = None
+    password: str | None = None
+    if auth:
+        user, has_password, secret = auth.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if has_password else None
+    nodes = []
+    for seed in hosts.split(","):
+        host, colon, port = seed.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"WBSYNC_REDIS_URL: cluster seed {seed.strip()!r} is not host:port "
+                f"(expected {_EXAMPLE})"
+            )
+        nodes.append((host.strip("[]"), int(port)))
+    return ClusterSeeds(tuple(nodes), username, password, _CLUSTER_SCHEMES[scheme.lower()])
+
+
+def connect(url: str, *, decode_responses: bool = True, **options: Any) -> RedisClient:
+    """A client of ``url`` (one server or a cluster); no I/O until its first command.
+
+    ``options`` (timeouts, retry) go to the client as they are.
+    """
+    if not is_cluster(url):
+        return Redis.from_url(url, decode_responses=decode_responses, **options)
+    seeds = parse_cluster_url(url)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in seeds.nodes],
+        username=seeds.username,
+        password=seeds.password,
+        ssl=seeds.ssl,
+        decode_responses=decode_responses,
+        **options,
+    )
+
+
+__all__ = [
+    "REDIS_ERRORS",
+    "ClusterSeeds",
+    "RedisClient",
+    "connect",
+    "is_cluster",
+    "parse_cluster_url",
+]
