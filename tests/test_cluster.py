@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from tests.test_jobs import DEFER, ONE_PER_20S, ONE_PER_100S, SCALE, Harness, paging_processor
+from tests.test_jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
 from tests.waiting import wait_for
 from wbsync import keys, redis_client
 from wbsync.errors import ConfigError, RedisUnavailableError
@@ -91,17 +91,21 @@ async def test_deferred_job_resumes_from_its_cursor_and_is_never_doubled(
     limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
     seen: list[tuple[str, int, int]] = []
     queue = harness.queue("cl-defer")
-    await harness.worker("cl-defer", paging_processor(limiter, 3, seen))
+    await harness.worker("cl-defer", paging_processor(limiter, 2, seen, ONE_PER_HOUR))
 
     first = await queue.enqueue("cab-1")
-    await wait_for(lambda: harness.count("deferred") >= 1)
+    await wait_for(lambda: harness.count("deferred") == 1)  # page 2 waits for a closed window
     again = await queue.enqueue("cab-1")  # delayed counts as live: nothing is added
+    view = await queue.job("cab-1")
+    assert view is not None and view.state == "delayed" and view.data["cursor"] == 1
+    await client.delete(keys.bucket_key(prefix, BucketScope("cab-1", "finance", ONE_PER_HOUR)))
+    await queue.promote_delayed()
     await wait_for(lambda: harness.count("completed") == 1)
 
     assert first.added and not again.added
-    assert [cursor for _, cursor, _ in seen] == [1, 2, 3]
-    assert {attempts for _, _, attempts in seen} == {0}
-    assert harness.count("deferred") == 2
+    assert [cursor for _, cursor, _ in seen] == [1, 2]  # resumed from its cursor
+    assert {attempts for _, _, attempts in seen} == {0}  # the deferral spent no attempt
+    assert harness.count("deferred") == 1
 
 
 async def test_many_cabinets_enqueue_in_one_call_and_all_complete(
@@ -123,13 +127,13 @@ async def test_a_slow_window_does_not_hold_the_slot(
     harness: Harness, client: RedisCluster, prefix: str
 ) -> None:
     limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
-    slow = BucketScope("slow", "finance", ONE_PER_100S)
-    await limiter.acquire(slow)  # the next token is 1 s away: the job defers
+    slow = BucketScope("slow", "finance", ONE_PER_HOUR)
+    await limiter.acquire(slow)  # the slow cabinet's window stays closed until opened below
     done: list[str] = []
 
     async def one_page(job: JobHandle) -> None:
-        scope = ONE_PER_100S if job.cabinet == "slow" else ONE_PER_20S
-        await limiter.acquire(BucketScope(job.cabinet, "finance", scope))
+        limit = ONE_PER_HOUR if job.cabinet == "slow" else ONE_PER_20S
+        await limiter.acquire(BucketScope(job.cabinet, "finance", limit))
         done.append(job.cabinet)
 
     queue = harness.queue("cl-slot")
@@ -137,8 +141,11 @@ async def test_a_slow_window_does_not_hold_the_slot(
     await queue.enqueue("slow")
     await wait_for(lambda: harness.count("deferred", "slow") == 1)
     await queue.enqueue_many([f"fast-{i}" for i in range(5)])
-    await wait_for(lambda: harness.count("completed") == 6)
-    assert done.index("slow") == 5  # the five others ran while it waited
+    await wait_for(lambda: harness.count("completed") == 5)  # the one slot ran them all
+    assert "slow" not in done
+    await client.delete(keys.bucket_key(prefix, slow))  # open the window (a missing bucket is full)
+    await queue.promote_delayed()
+    await wait_for(lambda: harness.count("completed", "slow") == 1)
 
 
 PENALIZE = """
