@@ -20,6 +20,7 @@ from wbsync.emulator.cli import app as emulator_app
 from wbsync.errors import ConfigError, WbSyncError
 from wbsync.logs import configure_logging
 from wbsync.store import Database, Store
+from wbsync.store.db import Migration
 
 T = TypeVar("T")
 
@@ -114,14 +115,14 @@ def api(
 
 @app.command()
 def migrate() -> None:
-    """Create or upgrade the database schema to the latest version."""
+    """Create or upgrade the database schema to the latest version (waits for another
+    process's migration of the same database instead of racing it)."""
 
-    async def go() -> None:
+    async def go() -> Migration:
         async with Database(_settings().database_url) as db:
-            await db.migrate()
+            return await db.migrate()
 
-    _run(go)
-    typer.echo("database is at the latest schema")
+    typer.echo(str(_run(go)))
 
 
 @app.command()

@@ -6,26 +6,37 @@ translated into :class:`~wbsync.errors.StoreError` here, at the boundary.
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Table, event
+from sqlalchemy import Connection, Table, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
+from wbsync import clock
 from wbsync.errors import ConfigError, StoreError
 
-__all__ = ["Database", "alembic_config"]
+__all__ = [
+    "MIGRATION_LOCK_TIMEOUT_S",
+    "PG_MIGRATION_LOCK_KEY",
+    "Database",
+    "Migration",
+    "alembic_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +45,34 @@ T = TypeVar("T")
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 _SUPPORTED_DRIVERS = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postgresql"}
+
+#: How long ``migrate`` waits while another process migrates the same database, then fails.
+MIGRATION_LOCK_TIMEOUT_S = 600.0
+#: The PostgreSQL advisory lock (one bigint) every wbsync process takes to migrate ("wbsyncmg").
+PG_MIGRATION_LOCK_KEY = 0x7762_7379_6E63_6D67
+_LOCK_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What ``migrate`` did: the schema revision before and after."""
+
+    before: str | None
+    after: str | None
+
+    @property
+    def action(self) -> str:
+        """``"created"``, ``"upgraded"`` or ``"current"`` (nothing to do)."""
+        if self.before == self.after:
+            return "current"
+        return "created" if self.before is None else "upgraded"
+
+    def __str__(self) -> str:
+        if self.action == "created":
+            return f"database schema created at revision {self.after}"
+        if self.action == "upgraded":
+            return f"database schema upgraded from revision {self.before} to {self.after}"
+        return f"database schema is current (revision {self.after})"
 
 
 def _json_dumps(value: Any) -> str:
@@ -175,16 +214,75 @@ class Database:
         async with self.transaction() as conn:
             return await conn.run_sync(fn)
 
-    async def migrate(self, revision: str = "head") -> None:
-        """Upgrade the schema to ``revision`` (default: the newest shipped migration)."""
+    async def migrate(
+        self, revision: str = "head", *, lock_timeout_s: float = MIGRATION_LOCK_TIMEOUT_S
+    ) -> Migration:
+        """Upgrade the schema to ``revision`` (default: the newest shipped migration).
+
+        Processes started together on a fresh database must not race the schema: the
+        migration runs under a database-wide lock (PostgreSQL: an advisory lock held by the
+        migration's transaction; SQLite: an exclusive ``flock`` of ``<file>.migrate-lock``).
+        The others wait up to ``lock_timeout_s``, then find the schema current.
+        """
+        self._require_engine()
         cfg = alembic_config(self._url)
 
-        def upgrade(conn: Connection) -> None:
+        def upgrade(conn: Connection) -> Migration:
+            if self._dialect == "postgresql":
+                self._pg_migration_lock(conn, lock_timeout_s)
+            before = MigrationContext.configure(conn).get_current_revision()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+            return Migration(before, MigrationContext.configure(conn).get_current_revision())
 
-        await self.run_sync(upgrade)
-        log.info("database %s migrated to %s", self._safe_url, revision)
+        async with self._sqlite_migration_lock(lock_timeout_s):
+            done = await self.run_sync(upgrade)
+        log.info("database %s: %s", self._safe_url, done)
+        return done
+
+    def _lock_timed_out(self, timeout_s: float) -> StoreError:
+        return StoreError(
+            f"database {self._safe_url}: another process held the migration lock for more than "
+            f"{timeout_s:g} s; check for a stuck 'wbsync migrate' (or a long migration) and "
+            "start this one again when it is done"
+        )
+
+    def _pg_migration_lock(self, conn: Connection, timeout_s: float) -> None:
+        # A transaction-level lock: released by the migration's commit or rollback, so a
+        # process that dies mid-migration never leaves it behind.
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(timeout_s * 1000))}")
+        try:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK_KEY})
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) == "55P03":  # lock_not_available
+                raise self._lock_timed_out(timeout_s) from None
+            raise
+        conn.exec_driver_sql("SET LOCAL lock_timeout = DEFAULT")
+
+    @asynccontextmanager
+    async def _sqlite_migration_lock(self, timeout_s: float) -> AsyncIterator[None]:
+        database = make_url(self._url).database if self._dialect == "sqlite" else None
+        if not database or database == ":memory:":
+            yield
+            return
+        # The lock file stays: removing it would let a late process lock an unlinked file.
+        fd = os.open(f"{database}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = clock.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if clock.monotonic() >= deadline:
+                        raise self._lock_timed_out(timeout_s) from None
+                    await asyncio.sleep(_LOCK_POLL_S)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     async def downgrade(self, revision: str) -> None:
         """Downgrade the schema to ``revision`` (``"base"`` drops every wbsync table)."""
