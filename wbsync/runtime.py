@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from wbsync import keys, redis_client
+from wbsync import keys, redis_bounds
 from wbsync.config import Settings
 from wbsync.errors import WbSyncError
 from wbsync.jobs.queue import SyncQueue
@@ -28,7 +28,7 @@ class Runtime:
     def __init__(self, settings: Settings, *, redis_url: str) -> None:
         self.settings = settings
         self.redis_url = redis_url
-        self.redis = redis_client.connect(redis_url)
+        self.redis = redis_bounds.connect(redis_url)
         self.limiter = RateLimiter(
             self.redis,
             prefix=settings.redis_prefix,

@@ -5,9 +5,9 @@ What it adds to the library, and why:
 * One job per (queue, cabinet): the job id is derived from both, so adding a cabinet whose job
   is live (active, waiting, delayed, prioritized) adds nothing. Finished jobs are cleared first,
   because BullMQ also ignores an id that sits in ``completed`` or ``failed``.
-* Connections get an explicit socket timeout above BullMQ's longest blocking wait: redis-py 8's
-  default of 5 s made the worker's blocking pop time out and retry, which left deferred jobs in
-  ``delayed`` long past their time.
+* Connections come from ``wbsync.redis_bounds`` (bounded timeouts and retries, not BullMQ's
+  20 retries up to 20 s apart), and the worker's blocking wait is capped below the command
+  timeout (``BLOCK_CEILING_S``), so the blocking pop never times out on the client side.
 * Resume on time. Two causes made deferred jobs late: (1) the worker rounds its blocking wait up
   to whole seconds until it has asked the blocking connection for the server's version (only then
   does it know that Redis >= 6 takes fractional timeouts), and the port never asks on that
@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 import bullmq
 
-from wbsync import clock, keys, redis_client
+from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.context import JobInfo, correlation, running_job
 from wbsync.errors import QueueError
 from wbsync.metrics import JOB_DURATION
@@ -36,8 +36,6 @@ from wbsync.redis_client import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 
-# BullMQ blocks at most 10 s on the marker key; the socket must outlast that comfortably.
-SOCKET_TIMEOUT_S = 30.0
 LIVE_STATES = ("active", "waiting", "delayed", "prioritized")
 _FINISHED_STATES = ("completed", "failed")
 _KEEP_FAILED = 1000
@@ -48,11 +46,12 @@ _WAKE_MARGIN_S = 0.002
 CLUSTER_ADDS_IN_FLIGHT = 32
 
 
-def connection(redis_url: str) -> redis_client.RedisClient:
-    """A BullMQ connection to ``redis_url`` (one server or a cluster) with explicit timeouts."""
-    return redis_client.connect(
-        redis_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5.0
-    )
+class _Worker(bullmq.Worker):  # type: ignore[misc]
+    """BullMQ's worker with its blocking wait capped below the client's command timeout."""
+
+    @property
+    def maximumBlockTimeout(self) -> float:
+        return redis_bounds.BLOCK_CEILING_S
 
 
 def job_id(queue: str, cabinet: str) -> str:
@@ -177,7 +176,8 @@ class SyncQueue:
         self.name = name
         self._cluster = redis_client.is_cluster(redis_url)
         self._queue = bullmq.Queue(
-            keys.bullmq_queue_name(name), {"connection": connection(redis_url), "prefix": prefix}
+            keys.bullmq_queue_name(name),
+            {"connection": redis_bounds.connect(redis_url), "prefix": prefix},
         )
         self._job_options: dict[str, Any] = {
             "attempts": attempts,
@@ -332,15 +332,17 @@ class SyncWorker:
         self.name = name
         self._processor = processor
         self._on_outcome = on_outcome
+        self._redis_url = redis_url
         self._options: dict[str, Any] = {
-            "connection": connection(redis_url),
             "prefix": prefix,
             "concurrency": concurrency,
             "autorun": False,
             "lockDuration": lock_duration_ms,
             "stalledInterval": lock_duration_ms,
             "maxStalledCount": 10,
-            "drainDelay": 5,
+            "drainDelay": redis_bounds.BLOCK_CEILING_S,
+            # After a Redis error the worker asks again this soon (BullMQ's default: 15 s).
+            "runRetryDelay": round(1000 * redis_bounds.RECONNECT_DELAY_S),
         }
         self._worker: bullmq.Worker | None = None
         self._task: asyncio.Task[None] | None = None
@@ -351,9 +353,8 @@ class SyncWorker:
         """Start taking jobs."""
         if self._closed or self._worker is not None:
             raise QueueError(f"worker of {self.name} cannot be started twice or after close")
-        self._worker = bullmq.Worker(
-            keys.bullmq_queue_name(self.name), self._process, self._options
-        )
+        options = {**self._options, "connection": redis_bounds.connect(self._redis_url)}
+        self._worker = _Worker(keys.bullmq_queue_name(self.name), self._process, options)
         # BullMQ emits these once the job's new state is stored, so listeners can rely on it.
         self._worker.on("completed", lambda job, _result: self._notify("completed", job.data))
         self._worker.on("failed", lambda job, _err: self._notify("failed", job.data))

@@ -1,0 +1,57 @@
+"""The one place that bounds how long any Redis call of wbsync may take.
+
+Every Redis client wbsync makes comes from ``connect`` (the runtime's client, and the clients
+BullMQ's queues and workers use), so a dead or hung Redis costs a caller a bounded time, never
+minutes:
+
+* ``CONNECT_TIMEOUT_S`` to open a connection, ``COMMAND_TIMEOUT_S`` for any reply;
+* a refused or dropped connection (a Redis restart leaves stale pooled connections) is retried
+  ``RETRIES`` times on a fresh connection, after a short exponential backoff (``BACKOFF_BASE_S``
+  doubling up to ``BACKOFF_CAP_S``). A timeout is not retried: a server that did not answer in
+  ``COMMAND_TIMEOUT_S`` is not expected to answer the same command sooner.
+
+So against a Redis that refuses connections a command fails after the backoffs (well under a
+second); against one that hangs, after ``COMMAND_TIMEOUT_S``. Blocking
+commands (the worker's wait for jobs) must block for less than the command timeout:
+``BLOCK_CEILING_S``; when that wait fails, the worker tries again after ``RECONNECT_DELAY_S``.
+BullMQ's own defaults (20 retries up to 20 s apart; 15 s before a worker asks again) are not used.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from wbsync import redis_client
+
+CONNECT_TIMEOUT_S = 2.0
+COMMAND_TIMEOUT_S = 3.0
+RETRIES = 3
+BACKOFF_BASE_S = 0.05
+BACKOFF_CAP_S = 0.5
+# Longest blocking wait (BullMQ's BZPOPMIN on the queue's marker): below the command timeout,
+# with room for Redis's 10 Hz timer and a loaded event loop.
+BLOCK_CEILING_S = 2.0
+# A worker whose wait for jobs failed (Redis down) asks again after this long.
+RECONNECT_DELAY_S = 1.0
+
+
+def retry_policy() -> Retry:
+    """The bounded retry every client gets: refused or dropped connections only."""
+    return Retry(
+        ExponentialBackoff(cap=BACKOFF_CAP_S, base=BACKOFF_BASE_S),
+        RETRIES,
+        supported_errors=(RedisConnectionError,),
+    )
+
+
+def connect(url: str, *, decode_responses: bool = True) -> redis_client.RedisClient:
+    """A client of ``url`` (one server or a cluster) with wbsync's bounds; no I/O yet."""
+    return redis_client.connect(
+        url,
+        decode_responses=decode_responses,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=COMMAND_TIMEOUT_S,
+        retry=retry_policy(),
+    )
