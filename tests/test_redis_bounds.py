@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tests.waiting import wait_for
-from wbsync import redis_bounds
+from wbsync import keys, redis_bounds
 from wbsync.errors import QueueError
 from wbsync.jobs.queue import JobHandle, SyncQueue, SyncWorker
 from wbsync.redis_server import EmbeddedRedis
@@ -118,7 +118,9 @@ async def test_an_idle_worker_never_times_out_its_wait_for_jobs(
 
     async def worker_connections() -> set[str]:
         clients = await control.client_list()
-        return {c["id"] for c in clients if c["name"] == "bounds:q:qidle"}
+        return {
+            c["id"] for c in clients if c["name"] == f"bounds:q:{keys.bullmq_queue_name('qidle')}"
+        }
 
     queue = SyncQueue("qidle", redis_url=private_redis.url, prefix="bounds:q")
     worker = SyncWorker("qidle", process, redis_url=private_redis.url, prefix="bounds:q")
