@@ -8,6 +8,7 @@ from fastapi import Depends, Path, Request
 
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.store.schema import CABINET_ID_MAX
 
 __all__ = ["CabinetDep", "RuntimeDep", "get_cabinet", "get_runtime"]
 
@@ -22,7 +23,8 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 async def get_cabinet(
-    runtime: RuntimeDep, cabinet_id: Annotated[int, Path(ge=1, description="The cabinet's id.")]
+    runtime: RuntimeDep,
+    cabinet_id: Annotated[int, Path(ge=1, le=CABINET_ID_MAX, description="The cabinet's id.")],
 ) -> Cabinet:
     """The cabinet of the path's id (404 via CabinetNotFoundError when there is none)."""
     return await runtime.store.cabinets.get(cabinet_id)

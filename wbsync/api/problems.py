@@ -12,8 +12,9 @@ WbPaymentRequiredError                     passed on (the caller's key was fine)
 WbServerError, WbBadResponseError  502     WB failed, after the client's retries
 WbRequestError                     502     WB rejected the request (another 4xx)
 WbTransportError                   504     WB did not answer
-StoreError, QueueError,            503     a backing service failed
-RedisUnavailableError
+StoreError                         503     the database failed (the detail names it, no
+                                           more: the log has the driver's words)
+QueueError, RedisUnavailableError  503     Redis failed (likewise)
 RateLimitDeferred                  500     a bug: it must never leave a job; logged as one
 anything else                      500
 =================================  ======  =============================================
@@ -138,7 +139,16 @@ def problem_for(exc: WbSyncError) -> Problem:
     if isinstance(exc, TokenError):
         return Problem(409, "token-unusable", "The cabinet's token cannot do this", str(exc))
     if isinstance(exc, StoreError | QueueError | RedisUnavailableError):
-        return Problem(503, "unavailable", "A backing service failed", str(exc))
+        # The error's own text may hold a host, a driver message or a query: log it, send none.
+        dependency = "database" if isinstance(exc, StoreError) else "redis"
+        log.warning("%s failed: %s", dependency, exc)
+        return Problem(
+            503,
+            "unavailable",
+            "A backing service failed",
+            f"the {dependency} failed; the server's log has the details",
+            dependency=dependency,
+        )
     if isinstance(exc, RateLimitDeferred):
         # A deferral is a job-layer signal; reaching a request means a context leaked into it.
         log.error("bug: RateLimitDeferred reached the HTTP layer: %s", exc)

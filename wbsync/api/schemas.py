@@ -29,7 +29,8 @@ class CabinetIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"\S")
+    # Any text but NUL (PostgreSQL cannot store it), with at least one visible character.
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$")
     token: str = Field(min_length=1, max_length=8192, repr=False)
 
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, false, insert, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
 from wbsync.errors import CabinetNotFoundError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
-from wbsync.store.schema import cabinets, utcnow
+from wbsync.store.schema import CABINET_ID_MAX, cabinets, utcnow
 
 __all__ = ["Cabinet", "CabinetRef", "CabinetRepository"]
 
@@ -64,8 +64,8 @@ class CabinetRepository:
 
     async def add(self, name: str, token: str, seller_id: str) -> Cabinet:
         """Store a new active cabinet; StoreError if the name is taken."""
-        if not name.strip():
-            raise StoreError("a cabinet needs a non-empty name")
+        if not name.strip() or "\x00" in name:
+            raise StoreError("a cabinet needs a non-empty name without NUL characters")
         sealed = self._cipher.encrypt(token)
         async with self._db.transaction() as conn:
             taken = await conn.scalar(select(cabinets.c.id).where(cabinets.c.name == name))
@@ -135,6 +135,8 @@ def _match(ref: CabinetRef) -> ColumnElement[bool]:
     # bool is an int subclass; True as a cabinet id is a caller bug, not cabinet 1.
     if isinstance(ref, bool):
         raise TypeError("a cabinet reference is an id (int) or a name (str)")
+    # A reference no cabinet can have matches nothing, rather than reaching the database, which
+    # refuses it (PostgreSQL: integer out of range, NUL in text) with an error of its own.
     if isinstance(ref, int):
-        return cabinets.c.id == ref
-    return cabinets.c.name == ref
+        return cabinets.c.id == ref if 1 <= ref <= CABINET_ID_MAX else false()
+    return cabinets.c.name == ref if "\x00" not in ref else false()

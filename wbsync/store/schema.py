@@ -83,6 +83,10 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+CABINET_ID_MAX = 2**31 - 1
+"""The largest cabinet id: ``Integer`` is 32 bits on PostgreSQL (SQLite's is wider, never used)."""
+
+
 def _cabinet_fk(*, primary_key: bool = True) -> Column[int]:
     """The owning cabinet: part of the key of per-cabinet tables, else an indexed column."""
     return Column(

@@ -8,9 +8,11 @@ nothing is sent to WB then. WB's own errors map as ``wbsync.api.problems`` says.
 from __future__ import annotations
 
 import contextlib
+from enum import IntEnum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import Field
 
 from wbsync.api.deps import CabinetDep, RuntimeDep
 from wbsync.api.schemas import RowsOut
@@ -19,6 +21,23 @@ from wbsync.wb import methods
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1/cabinets/{cabinet_id}/wb", tags=["wb"])
+
+# What WB's filters take: warehouse ids are positive 64-bit integers; a campaign status is one of
+# WB's documented codes. Anything else is the caller's mistake (422), never sent on to WB.
+WarehouseId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+OFFSET_MAX = 2**31 - 1
+
+
+class AdvertStatus(IntEnum):
+    """WB's campaign status codes, the only values its status filter takes."""
+
+    DELETED = -1
+    READY = 4
+    COMPLETED = 7
+    DECLINED = 8
+    ACTIVE = 9
+    PAUSED = 11
+
 
 _RATE: dict[int | str, dict[str, Any]] = {
     429: {"description": "Rate limit window too long to wait; see Retry-After."}
@@ -29,7 +48,7 @@ _RATE: dict[int | str, dict[str, Any]] = {
 async def acceptance_coefficients(
     cabinet: CabinetDep,
     runtime: RuntimeDep,
-    warehouse_id: Annotated[list[int] | None, Query(max_length=100)] = None,
+    warehouse_id: Annotated[list[WarehouseId] | None, Query(max_length=100)] = None,
 ) -> RowsOut:
     """Acceptance coefficients (free supply slots), optionally of some warehouses."""
     rows = await methods.acceptance_coefficients(
@@ -43,7 +62,7 @@ async def goods(
     cabinet: CabinetDep,
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=OFFSET_MAX)] = 0,
 ) -> RowsOut:
     """One page of goods with their prices; ``next_offset`` is None after the last page."""
     pages = methods.goods(runtime.client(cabinet), limit=limit, offset=offset)
@@ -58,11 +77,14 @@ async def goods(
 async def adverts(
     cabinet: CabinetDep,
     runtime: RuntimeDep,
-    status: Annotated[list[int] | None, Query(max_length=20)] = None,
+    status: Annotated[
+        list[AdvertStatus] | None,
+        Query(max_length=20, description="WB's campaign status codes: -1, 4, 7, 8, 9, 11."),
+    ] = None,
     payment_type: Annotated[str | None, Query(pattern="^(cpm|cpc)$")] = None,
 ) -> RowsOut:
     """The cabinet's advert campaigns, optionally filtered by status and payment type."""
     rows = await methods.adverts(
-        runtime.client(cabinet), statuses=status or (), payment_type=payment_type
+        runtime.client(cabinet), statuses=[int(s) for s in status or ()], payment_type=payment_type
     )
     return RowsOut(rows=rows)

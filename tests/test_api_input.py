@@ -1,0 +1,109 @@
+"""A client's mistakes are 422 or 404, never 5xx; no reply shows the database."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import httpx
+import pytest
+
+from tests.api_support import AUTH
+from wbsync.runtime import Runtime
+from wbsync.store import Cabinet
+from wbsync.store.schema import CABINET_ID_MAX
+
+pytest_plugins = ["tests.conftest_api"]
+
+AddCabinet = Callable[..., Awaitable[Cabinet]]
+BAD_IDS = [CABINET_ID_MAX + 1, 2**63, 2**64 + 5, 0, -1]
+
+
+def _no_leak(reply: httpx.Response, runtime: Runtime) -> None:
+    text = reply.text.lower()
+    url = runtime.settings.database_url
+    assert url.split("://", 1)[1] not in reply.text and "sqlalchemy" not in text
+    assert "asyncpg" not in text and "sqlite" not in text and "traceback" not in text
+
+
+async def test_ids_past_the_database_range_are_422(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    await add_cabinet(0)
+    for bad in BAD_IDS:
+        for path in (f"/api/v1/cabinets/{bad}", f"/api/v1/cabinets/{bad}/jobs"):
+            reply = await api.get(path, headers=AUTH)
+            assert reply.status_code == 422, (path, reply.text)
+            assert reply.json()["errors"][0]["field"] == "path.cabinet_id"
+            _no_leak(reply, api_runtime)
+    reply = await api.get(f"/api/v1/cabinets/{CABINET_ID_MAX}", headers=AUTH)
+    assert reply.status_code == 404 and reply.json()["type"] == "urn:wbsync:problem:not-found"
+
+
+async def test_the_store_finds_nothing_for_refs_no_cabinet_can_have(api_runtime: Runtime) -> None:
+    from wbsync.errors import CabinetNotFoundError
+
+    for ref in [*BAD_IDS, "nul\x00name"]:
+        with pytest.raises(CabinetNotFoundError):
+            await api_runtime.store.cabinets.get(ref)
+        with pytest.raises(CabinetNotFoundError):
+            await api_runtime.store.cabinets.remove(ref)
+
+
+async def test_a_name_with_nul_is_422(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: object
+) -> None:
+    from tests.api_support import SELLERS
+    from wbsync.emulator import Emulator
+
+    assert isinstance(api_emulator, Emulator)
+    token = api_emulator.token(SELLERS[0])
+    for name in ("shop\x00", "\x00", " \t"):
+        reply = await api.post(
+            "/api/v1/cabinets", json={"name": name, "token": token}, headers=AUTH
+        )
+        assert reply.status_code == 422, reply.text
+        assert reply.json()["errors"][0]["field"] == "body.name"
+        _no_leak(reply, api_runtime)
+    ok = await api.post(
+        "/api/v1/cabinets", json={"name": "магазин №1", "token": token}, headers=AUTH
+    )
+    assert ok.status_code == 201
+
+
+@pytest.mark.parametrize("db_backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("wb/acceptance-coefficients?warehouse_id=-5", "query.warehouse_id.0"),
+        ("wb/acceptance-coefficients?warehouse_id=0", "query.warehouse_id.0"),
+        (f"wb/acceptance-coefficients?warehouse_id={2**63}", "query.warehouse_id.0"),
+        ("wb/adverts?status=-2", "query.status.0"),
+        ("wb/adverts?status=5&status=9", "query.status.0"),
+        ("wb/goods?offset=-1", "query.offset"),
+        (f"wb/goods?offset={2**31}", "query.offset"),
+        ("wb/goods?limit=0", "query.limit"),
+    ],
+)
+async def test_wb_filters_out_of_range_are_422_and_never_sent(
+    api: httpx.AsyncClient, add_cabinet: AddCabinet, api_emulator: object, path: str, field: str
+) -> None:
+    from wbsync.emulator import Emulator
+
+    assert isinstance(api_emulator, Emulator)
+    cabinet = await add_cabinet(0)
+    reply = await api.get(f"/api/v1/cabinets/{cabinet.id}/{path}", headers=AUTH)
+    assert reply.status_code == 422, reply.text
+    assert [e["field"] for e in reply.json()["errors"]] == [field]
+    assert api_emulator.counters.total("requests") == 0
+
+
+@pytest.mark.parametrize("db_backend", ["sqlite"], indirect=True)
+async def test_a_failing_database_is_503_naming_only_the_dependency(
+    api: httpx.AsyncClient, api_runtime: Runtime
+) -> None:
+    await api_runtime.database.aclose()
+    reply = await api.get("/api/v1/cabinets", headers=AUTH)
+    assert reply.status_code == 503
+    body = reply.json()
+    assert body["dependency"] == "database" and body["detail"].startswith("the database failed")
+    _no_leak(reply, api_runtime)
