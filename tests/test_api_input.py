@@ -42,7 +42,8 @@ async def test_ids_past_the_database_range_are_422(
 async def test_the_store_finds_nothing_for_refs_no_cabinet_can_have(api_runtime: Runtime) -> None:
     from wbsync.errors import CabinetNotFoundError
 
-    for ref in [*BAD_IDS, "nul\x00name"]:
+    refs: list[int | str] = [*BAD_IDS, "nul\x00name"]
+    for ref in refs:
         with pytest.raises(CabinetNotFoundError):
             await api_runtime.store.cabinets.get(ref)
         with pytest.raises(CabinetNotFoundError):
