@@ -31,7 +31,7 @@ async def test_migrate_from_empty_to_head_matches_the_model(empty_database: Data
 
     await db.migrate()
 
-    assert await db.current_revision() == "0001"
+    assert await db.current_revision() == "0002"
     assert await db.run_sync(_schema_diff) == []
     assert await db.run_sync(_tables) == set(metadata.tables) | {"alembic_version"}
 
@@ -42,7 +42,7 @@ async def test_migrate_twice_is_a_no_op_and_downgrade_drops_everything(
     db = empty_database
     await db.migrate()
     await db.migrate()
-    assert await db.current_revision() == "0001"
+    assert await db.current_revision() == "0002"
 
     await db.downgrade("base")
     assert await db.current_revision() is None

@@ -1,4 +1,4 @@
-"""The command line: ``wbsync run | api | demo | cabinets | emulator | bench | migrate``."""
+"""The command line: run, api, demo, cabinets, secrets, emulator, bench, migrate."""
 
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ app = typer.Typer(
 )
 cabinets_app = typer.Typer(help="Manage cabinets (seller accounts and their WB tokens).")
 app.add_typer(cabinets_app, name="cabinets")
+secrets_app = typer.Typer(help="Manage WBSYNC_SECRET_KEY, the key that encrypts cabinet tokens.")
+app.add_typer(secrets_app, name="secrets")
 app.add_typer(emulator_app, name="emulator")
 
 
@@ -274,13 +276,43 @@ def cabinets_deactivate(
     _run(go)
 
 
+@secrets_app.command("rotate")
+def secrets_rotate() -> None:
+    """Re-encrypt every stored token with a new key (read from stdin or a hidden prompt).
+
+    WBSYNC_SECRET_KEY must hold the current key. The new key is never taken from the command
+    line, where the shell history and the process list would keep it.
+    """
+    if sys.stdin.isatty():
+        new = typer.prompt("new secret key", hide_input=True, confirmation_prompt=True)
+    else:
+        new = sys.stdin.readline()
+    new = new.strip()
+    if not new:
+        _fail("no new key given: pipe it in or type it at the prompt", code=EXIT_CONFIG)
+    if new == _settings().secret_key_value():
+        _fail(
+            "the new key is the current WBSYNC_SECRET_KEY; give a different one", code=EXIT_CONFIG
+        )
+
+    async def go() -> int:
+        async with _store(verify=False) as store:
+            return await store.cabinets.rotate_key(new)
+
+    count = _run(go)
+    typer.echo(f"re-encrypted {count} token(s); now set WBSYNC_SECRET_KEY to the new key")
+
+
 @asynccontextmanager
-async def _store() -> AsyncIterator[Store]:
-    """A Store on the configured database, migrated to the latest schema."""
+async def _store(*, verify: bool = True) -> AsyncIterator[Store]:
+    """A Store on the configured database, migrated to the latest schema, its key verified."""
     settings = _settings()
     async with Database(settings.database_url) as db:
         await db.migrate()
-        yield Store(db, secret_key=settings.secret_key_value())
+        store = Store(db, secret_key=settings.secret_key_value())
+        if verify:
+            await store.cabinets.verify_key()
+        yield store
 
 
 def _mount_optional() -> None:

@@ -58,12 +58,14 @@ class Runtime:
         return keys.queue_prefix(self.settings.redis_prefix)
 
     async def start(self, *, migrate: bool = True) -> Runtime:
-        """Connect the database (migrating it to the latest schema) and check Redis."""
+        """Connect the database (migrating it to the latest schema), verify the secret key
+        against the stored tokens (``ConfigError``), and check Redis."""
         if self._closed:
             raise WbSyncError("a closed Runtime cannot be started again")
         await self.database.start()
         if migrate:
             await self.database.migrate()
+        await self.store.cabinets.verify_key()  # a missing or wrong key stops the start here
         await self.redis.ping()
         return self
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, false, insert, select, update
+from sqlalchemy import delete, false, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from wbsync.errors import CabinetNotFoundError, StoreError
+from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
-from wbsync.store.schema import CABINET_ID_MAX, cabinets, utcnow
+from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, utcnow
 
 __all__ = ["Cabinet", "CabinetRef", "CabinetRepository"]
 
@@ -22,6 +23,17 @@ log = logging.getLogger(__name__)
 
 CabinetRef = int | str
 """A cabinet's id (int) or name (str)."""
+
+_CHECK_ID = 1
+_CHECK_VALUE = "wbsync key check v1"
+_NO_KEY = (
+    "WBSYNC_SECRET_KEY: not set, and the database holds {n} cabinet(s) whose tokens are "
+    "encrypted: set it to the key they were stored with"
+)
+_WRONG_KEY = (
+    "WBSYNC_SECRET_KEY: not the key the database's cabinet tokens were stored with: set that "
+    "key (to change keys, run `wbsync secrets rotate` with the old key set)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +74,60 @@ class CabinetRepository:
             _cipher=self._cipher,
         )
 
+    async def verify_key(self) -> None:
+        """ConfigError unless the configured secret key opens the stored tokens.
+
+        With no cabinet stored, any key (or none) will do. A database whose tokens predate the
+        key check gets its check row here, once a stored token proves the key right.
+        """
+        async with self._db.transaction() as conn:
+            stored = await _count(conn)
+            if stored:
+                if not self._cipher.configured:
+                    raise ConfigError(_NO_KEY.format(n=stored))
+                await self._check_key(conn)
+
+    async def _check_key(self, conn: AsyncConnection) -> None:
+        sealed = await conn.scalar(select(key_checks.c.sealed).where(key_checks.c.id == _CHECK_ID))
+        if sealed is None:  # tokens stored before the check existed: one of them decides
+            sealed = await conn.scalar(select(cabinets.c.token_encrypted).limit(1))
+            if sealed is not None and not self._cipher.opens(sealed):
+                raise ConfigError(_WRONG_KEY)
+            await _write_check(conn, self._cipher)
+        elif not self._cipher.opens(sealed):
+            raise ConfigError(_WRONG_KEY)
+
+    async def rotate_key(self, new_secret_key: str) -> int:
+        """Re-encrypt every token (and the check) with ``new_secret_key``, in one transaction.
+
+        The configured key must open the stored tokens. Returns how many tokens were rewritten.
+        This repository keeps the old key: open a new Store with the new one.
+        """
+        new = TokenCipher(new_secret_key)
+        if not new.configured:
+            raise ConfigError("the new secret key is empty; give a long random string")
+        async with self._db.transaction() as conn:
+            stored = await _count(conn)
+            if stored:
+                if not self._cipher.configured:
+                    raise ConfigError(_NO_KEY.format(n=stored))
+                await self._check_key(conn)
+            rows = (await conn.execute(select(cabinets.c.id, cabinets.c.token_encrypted))).all()
+            for row in rows:
+                resealed = new.encrypt(self._cipher.decrypt(row.token_encrypted))
+                await conn.execute(
+                    update(cabinets).where(cabinets.c.id == row.id).values(token_encrypted=resealed)
+                )
+            await _write_check(conn, new)
+        log.info("secret key rotated: %d token(s) re-encrypted", len(rows))
+        return len(rows)
+
     async def add(self, name: str, token: str, seller_id: str) -> Cabinet:
-        """Store a new active cabinet; StoreError if the name is taken."""
+        """Store a new active cabinet; StoreError if the name is taken.
+
+        ConfigError if the configured key is not the one the other tokens were stored with; the
+        first token binds the key (writes the key check).
+        """
         if not name.strip() or "\x00" in name:
             raise StoreError("a cabinet needs a non-empty name without NUL characters")
         sealed = self._cipher.encrypt(token)
@@ -71,6 +135,10 @@ class CabinetRepository:
             taken = await conn.scalar(select(cabinets.c.id).where(cabinets.c.name == name))
             if taken is not None:
                 raise StoreError(f"cabinet {name!r} already exists")
+            if await _count(conn):
+                await self._check_key(conn)
+            else:
+                await _write_check(conn, self._cipher)
             result = await conn.execute(
                 insert(cabinets)
                 .values(
@@ -129,6 +197,19 @@ class CabinetRepository:
         if name is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %r removed", name)
+
+
+async def _count(conn: AsyncConnection) -> int:
+    return int(await conn.scalar(select(func.count()).select_from(cabinets)) or 0)
+
+
+async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
+    await conn.execute(delete(key_checks))
+    await conn.execute(
+        insert(key_checks).values(
+            id=_CHECK_ID, sealed=cipher.encrypt(_CHECK_VALUE), created_at=utcnow()
+        )
+    )
 
 
 def _match(ref: CabinetRef) -> ColumnElement[bool]:

@@ -42,7 +42,22 @@ class TokenCipher:
             self._fernet = Fernet(base64.urlsafe_b64encode(key))
 
     def __repr__(self) -> str:
-        return f"TokenCipher(configured={self._fernet is not None})"
+        return f"TokenCipher(configured={self.configured})"
+
+    @property
+    def configured(self) -> bool:
+        """True when a secret key was given."""
+        return self._fernet is not None
+
+    def opens(self, sealed: str) -> bool:
+        """True if ``sealed`` was encrypted with this key (False without a key)."""
+        if self._fernet is None:
+            return False
+        try:
+            self._fernet.decrypt(sealed.encode("ascii"))
+        except (InvalidToken, ValueError):
+            return False
+        return True
 
     def _require(self) -> Fernet:
         if self._fernet is None:

@@ -30,9 +30,11 @@ from wbsync.clock import now_ms
 from wbsync.store.datasets import DATASETS, Dataset, KeyKind
 
 __all__ = [
+    "CABINET_ID_MAX",
     "DATASET_TABLES",
     "UtcDateTime",
     "cabinets",
+    "key_checks",
     "metadata",
     "price_targets",
     "sent_bids",
@@ -111,6 +113,16 @@ cabinets = Table(
     Column("active", Boolean, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     UniqueConstraint("name"),
+)
+
+# One row (id 1): a known value encrypted with the secret key the stored tokens are sealed with,
+# so a wrong key is found at start rather than at the first token read.
+key_checks = Table(
+    "key_checks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("sealed", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
 )
 
 sync_cursors = Table(
