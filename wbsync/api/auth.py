@@ -4,14 +4,19 @@ Keys come from ``WBSYNC_API_KEYS`` and are compared in constant time. A key is n
 the access log writes the path without its query string, and no error message repeats a key.
 
 The status page is for browsers, which cannot send a bearer header by themselves: opening
-``/?key=<key>`` once answers with a redirect to ``/`` that sets the key as an HttpOnly cookie
-(SameSite=Lax), so the key leaves the address bar and the page's refreshes carry the cookie. The
-cookie is honoured by the page only; every other route still needs the header.
+``/?key=<key>`` once answers with a redirect to ``/`` that sets a session cookie, so the key
+leaves the address bar and the page's refreshes carry the cookie. The cookie holds no key: it is
+``<expiry>.<HMAC-SHA256 of the expiry under the key>``, so it lapses after ``SESSION_TTL_S``, and
+removing the key from ``WBSYNC_API_KEYS`` ends its sessions. It is HttpOnly, SameSite=Strict, and
+Secure when the page is served over HTTPS. The cookie is honoured by the page only; every other
+route still needs the header.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import time
 from collections.abc import Sequence
 
 from fastapi import Request
@@ -22,15 +27,21 @@ from wbsync.errors import ConfigError
 
 __all__ = [
     "COOKIE",
+    "SESSION_TTL_S",
     "api_keys",
     "bearer_key",
     "key_matches",
+    "new_session",
     "require_key",
     "require_page_key",
+    "session_matches",
     "unauthorized",
 ]
 
-COOKIE = "wbsync_key"
+COOKIE = "wbsync_session"
+# A status-page session lasts a working day; then the page asks for ?key= again.
+SESSION_TTL_S = 12 * 3600
+_SESSION_CONTEXT = b"wbsync status page session v1|"
 
 
 def api_keys(settings: Settings) -> tuple[str, ...]:
@@ -58,6 +69,32 @@ def bearer_key(authorization: str) -> str | None:
     """The key of an ``Authorization: Bearer <key>`` header value, or None."""
     scheme, _, value = authorization.partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def _session_mac(key: str, expires: int) -> str:
+    return hmac.new(
+        key.encode(), _SESSION_CONTEXT + str(expires).encode(), hashlib.sha256
+    ).hexdigest()
+
+
+def new_session(key: str, *, now: float | None = None) -> str:
+    """A session cookie value for a caller who showed ``key``: ``<expiry>.<mac>``, no key."""
+    expires = int(time.time() if now is None else now) + SESSION_TTL_S
+    return f"{expires}.{_session_mac(key, expires)}"
+
+
+def session_matches(value: str, keys: Sequence[str], *, now: float | None = None) -> bool:
+    """True if ``value`` is an unexpired session made with one of ``keys`` (constant time)."""
+    expires_text, _, mac = value.partition(".")
+    if not expires_text.isdigit() or len(expires_text) > 12:
+        return False
+    expires = int(expires_text)
+    if expires <= (time.time() if now is None else now):
+        return False
+    found = False
+    for key in keys:
+        found |= hmac.compare_digest(mac.encode(), _session_mac(key, expires).encode())
+    return found
 
 
 def _bearer(request: Request) -> str | None:
@@ -88,9 +125,13 @@ def require_key(request: Request) -> None:
 
 
 def require_page_key(request: Request) -> None:
-    """Dependency of the status page: a valid bearer key or cookie, else 401."""
-    given = _bearer(request) or request.cookies.get(COOKIE)
-    if given is None or not key_matches(given, _keys(request)):
+    """Dependency of the status page: a valid bearer key or session cookie, else 401."""
+    given, session = _bearer(request), request.cookies.get(COOKIE)
+    if given is not None:
+        ok = key_matches(given, _keys(request))
+    else:
+        ok = session is not None and session_matches(session, _keys(request))
+    if not ok:
         problem = unauthorized()
         problem.detail = "open /?key=<API key> once (it sets a cookie), or send a bearer key"
         raise problem

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from wbsync.api.auth import COOKIE, key_matches, require_page_key
+from wbsync.api.auth import COOKIE, SESSION_TTL_S, key_matches, new_session, require_page_key
 from wbsync.api.deps import RuntimeDep
 from wbsync.api.problems import Problem
 from wbsync.api.schemas import BucketOut, JobOut
@@ -50,12 +50,20 @@ border-radius:4px;background:#f0f2f6}.empty{color:#889;font-style:italic}
 async def status_page(
     request: Request, runtime: RuntimeDep, key: Annotated[str | None, Query()] = None
 ) -> Response:
-    """The status page; ``?key=`` trades the key for a cookie and redirects to ``/``."""
+    """The status page; ``?key=`` trades the key for a session cookie and redirects to ``/``."""
     if key is not None:
         if not key_matches(key, request.app.state.api_keys):
             raise Problem(401, "unauthorized", "Unauthorized", "that key is not valid")
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, key, httponly=True, samesite="lax", path="/")
+        response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+        response.set_cookie(
+            COOKIE,
+            new_session(key),
+            max_age=SESSION_TTL_S,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return response
     require_page_key(request)
     return HTMLResponse(render(await snapshot(runtime)), headers={"Cache-Control": "no-store"})
