@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from prometheus_client import REGISTRY
 
+from tests.conftest import LimiterFactory
 from tests.wb_support import SELLER_A
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import FaultRule
@@ -188,10 +189,12 @@ async def test_429_penalizes_and_retries_then_gives_up_past_its_budget(
 
 
 async def test_rate_limit_deferred_passes_through_unchanged(
-    emulator: Emulator, client_factory: ClientFactory
+    emulator: Emulator, client_factory: ClientFactory, limiter_factory: LimiterFactory
 ) -> None:
     async with client_factory() as client:
         await client.call(eps.FINANCE_DETAILED_REPORT, **FIN)
+        # The window stays closed a minute, however long the machine takes to the next call.
+        await limiter_factory().penalize(client.scope(eps.FINANCE_DETAILED_REPORT), 60_000)
         with pytest.raises(RateLimitDeferred) as info:
             await run_with_rate_limit_deferral(
                 0, lambda: client.call(eps.FINANCE_DETAILED_REPORT, **FIN)

