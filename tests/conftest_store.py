@@ -13,6 +13,7 @@ new database with no tables), ``store`` (a :class:`Store` on ``database`` with a
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -66,8 +67,13 @@ class DatabaseFactory:
 
     async def drop_all(self) -> None:
         """Drop every PostgreSQL database this session created (SQLite files go with tmp)."""
-        for name in self._postgres_names:
-            await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
+        await asyncio.gather(
+            *(
+                self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                for name in self._postgres_names
+            )
+        )
 
     async def _admin(self, sql: str) -> None:
         assert self._postgres_url is not None
