@@ -24,7 +24,7 @@ from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.queue import Outcome
 from wbsync.jobs.workers import build_workers
-from wbsync.metrics import SLOT_SLEEP, queue_value
+from wbsync.metrics import SLOT_SLEEP, queue_value, sample
 from wbsync.runtime import Runtime
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
@@ -200,7 +200,7 @@ async def _all_finished(queue: Any, ids: list[int]) -> bool:
     return all([await queue.job(str(i)) is None for i in ids])
 
 
-async def test_short_queue_over_its_ceiling_fails_with_the_local_rate_limit_error(
+async def test_short_queue_over_its_ceiling_waits_its_retry_after_without_spending_attempts(
     runtime_factory: Callable[..., Any], emulator: Emulator
 ) -> None:
     runtime: Runtime = await runtime_factory(job_attempts=1)
@@ -209,26 +209,25 @@ async def test_short_queue_over_its_ceiling_fails_with_the_local_rate_limit_erro
     from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
     ceiling_ms = runtime.limiter.ceiling_ms(client.scope(COEFFICIENTS))
-    await runtime.limiter.penalize(client.scope(COEFFICIENTS), ceiling_ms + 5000)
+    await runtime.limiter.penalize(client.scope(COEFFICIENTS), ceiling_ms + 300)
+    retries = sample("wbsync_job_retries_total", queue="booking-slot-monitor", reason="rate_limit")
     outcomes: list[Outcome] = []
     [worker] = build_workers(runtime, ["booking-slot-monitor"], on_outcome=outcomes.append)
     await worker.start()
     try:
         queue = runtime.queue("booking-slot-monitor")
         await queue.enqueue(str(cabinet.id))
-        await wait_for(lambda: _state_is(queue, str(cabinet.id), "failed"))
+        await wait_for(lambda: _finished(queue, str(cabinet.id)))
     finally:
         await worker.close()
-    job = await runtime.queue("booking-slot-monitor").job(str(cabinet.id))
-    assert job is not None and job.failed_reason is not None
-    assert "rate limit of tariffs" in job.failed_reason and "retry after" in job.failed_reason
-    assert [o.outcome for o in outcomes] == ["failed"]  # not deferred
-    assert emulator.counters.total("requests") == 0
-
-
-async def _state_is(queue: Any, cabinet: str, state: str) -> bool:
-    job = await queue.job(cabinet)
-    return job is not None and job.state == state
+    # One attempt only, yet no failure: the window was waited for in delayed, then the job ran.
+    assert [o.outcome for o in outcomes] == ["deferred", "completed"]
+    assert (
+        sample("wbsync_job_retries_total", queue="booking-slot-monitor", reason="rate_limit")
+        == retries + 1
+    )
+    assert emulator.counters.total("requests") >= 1
+    assert emulator.counters.total("rate_limited") == 0
 
 
 def test_demo_json_stores_the_emulators_rows_with_no_429s(

@@ -112,6 +112,29 @@ class Settings(BaseSettings):
         ge=1,
         description="Attempts a sync job gets for real failures (deferrals spend none).",
     )
+    job_failure_budget: int = Field(
+        default=8,
+        ge=1,
+        description="Upstream failures (WB 5xx, transport, unusable replies) a job may meet "
+        "without progress, across deferrals and retries; the one that reaches it fails the job.",
+    )
+    infra_retry_ms: int = Field(
+        default=1000,
+        ge=1,
+        description="First backoff of a job sent back to delayed by an infrastructure failure "
+        "(database or Redis unavailable) or a WB call that gave up; doubles each time (scaled).",
+    )
+    infra_retry_max_ms: int = Field(
+        default=60_000,
+        ge=1,
+        description="Largest backoff of those retries (scaled).",
+    )
+    failed_retry_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="The fan-out enqueues a cabinet whose last job failed again after this "
+        "long, instead of at the queue's next interval (scaled).",
+    )
     job_lock_ms: int = Field(
         default=30_000,
         ge=1000,

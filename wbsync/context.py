@@ -1,4 +1,5 @@
-"""Per-task context: the deferral threshold, the correlation id, and the job being run.
+"""Per-task context: the deferral threshold, the correlation id, the job being run, and where
+upstream failures are counted.
 
 Each lives in a ``contextvars.ContextVar``, so it flows through ``await`` chains without being
 passed through every signature, and two jobs running at once in one process never see each
@@ -12,9 +13,15 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from wbsync.errors import WbApiError
 
 T = TypeVar("T")
+
+#: Told of every upstream failure (5xx, transport, bad reply); may raise to stop the caller.
+FailureListener = Callable[["WbApiError"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +38,9 @@ _deferral_threshold_ms: ContextVar[float | None] = ContextVar(
 )
 _correlation_id: ContextVar[str | None] = ContextVar("wbsync_correlation_id", default=None)
 _job: ContextVar[JobInfo | None] = ContextVar("wbsync_job", default=None)
+_failure_listener: ContextVar[FailureListener | None] = ContextVar(
+    "wbsync_failure_listener", default=None
+)
 
 
 async def run_with_rate_limit_deferral(threshold_ms: float, fn: Callable[[], Awaitable[T]]) -> T:
@@ -85,3 +95,23 @@ def running_job(info: JobInfo) -> Iterator[JobInfo]:
 def current_job() -> JobInfo | None:
     """The job whose code is running, if any."""
     return _job.get()
+
+
+@contextmanager
+def counting_upstream_failures(listener: FailureListener) -> Iterator[None]:
+    """Tell ``listener`` of every upstream failure in the enclosed code (the job's budget)."""
+    token = _failure_listener.set(listener)
+    try:
+        yield
+    finally:
+        _failure_listener.reset(token)
+
+
+def report_upstream_failure(error: WbApiError) -> None:
+    """Count one upstream failure against the running job's budget, if there is one.
+
+    The budget raises ``FailureBudgetExhausted`` from here once it is spent.
+    """
+    listener = _failure_listener.get()
+    if listener is not None:
+        listener(error)

@@ -17,15 +17,23 @@
     │   ├── WbRequestError           any other 4xx: WB rejected the request itself
     │   ├── WbServerError            5xx
     │   ├── WbTransportError         timeout, reset, refused
-    │   └── WbBadResponseError       unparseable or schema-violating body, unexpected status
+    │   ├── WbBadResponseError       unparseable or schema-violating body, unexpected status
+    │   └── FailureBudgetExhausted   a job spent its budget of upstream failures; names the last
     ├── StoreError                   the database refused or lost an operation
+    │   ├── StoreUnavailableError    the database could not be reached (down, restarting, locked)
     │   └── CabinetNotFoundError     no cabinet of that name or id
     └── QueueError                   the job queue refused an operation
+        └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
 
 ``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
 sees it. Foreign errors (redis, httpx, bullmq, SQLAlchemy) are translated into these at the
 boundary where they happen. No message here ever contains a WB token or an API key.
+
+Two kinds of failure matter to the job layer: upstream failures (``WbServerError``,
+``WbTransportError``, ``WbBadResponseError``) spend a job's failure budget; infrastructure
+failures (``RedisUnavailableError``, ``StoreUnavailableError``, ``QueueError``) are not the job's
+fault and only delay it.
 """
 
 from __future__ import annotations
@@ -38,11 +46,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CabinetNotFoundError",
     "ConfigError",
+    "FailureBudgetExhausted",
+    "JobLockLostError",
     "QueueError",
     "RateLimitDeferred",
     "RateLimitExceeded",
     "RedisUnavailableError",
     "StoreError",
+    "StoreUnavailableError",
     "TokenError",
     "WbApiError",
     "WbAuthError",
@@ -157,8 +168,30 @@ class WbBadResponseError(WbApiError):
     """WB answered with a body that cannot be parsed or breaks the method's schema."""
 
 
+class FailureBudgetExhausted(WbApiError):
+    """A job's upstream failures reached its budget: it fails now instead of retrying forever.
+
+    Carries the method, status and request id of the last failure.
+    """
+
+    def __init__(self, budget: int, last: WbApiError) -> None:
+        reason = str(last).rsplit(" (", 1)[0]
+        super().__init__(
+            f"{budget} upstream failures in a row without progress, the last: {reason}",
+            method=last.method,
+            status=last.status,
+            request_id=last.request_id,
+        )
+        self.budget = budget
+        self.last = last
+
+
 class StoreError(WbSyncError):
     """The database refused or lost an operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database could not be reached or is busy (down, restarting, locked): try again later."""
 
 
 class CabinetNotFoundError(StoreError):
@@ -167,3 +200,10 @@ class CabinetNotFoundError(StoreError):
 
 class QueueError(WbSyncError):
     """The job queue refused an operation."""
+
+
+class JobLockLostError(QueueError):
+    """This worker's lock on a job is gone (expired, or another worker took the job over).
+
+    Nothing may be written for the job any more: its new owner's data would be overwritten.
+    """

@@ -46,9 +46,24 @@ SYNC_ROWS = Counter("wbsync_sync_rows", "Rows a sync upserted.", ["queue"])
 
 JOB_DURATION = Histogram(
     "wbsync_job_duration_seconds",
-    "Duration of one run of a job, by queue and outcome (completed, deferred, failed).",
+    "Duration of one run of a job, by queue and outcome (completed, deferred, failed, "
+    "abandoned: the lock was lost, another worker has the job).",
     ["queue", "outcome"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0),
+)
+
+FAILURE_BUDGET_EXHAUSTED = Counter(
+    "wbsync_job_failure_budget_exhausted",
+    "Jobs failed for good because their upstream failures reached the failure budget.",
+    ["queue"],
+)
+
+JOB_RETRIES = Counter(
+    "wbsync_job_retries",
+    "Jobs sent back to delayed after a failure, without spending an attempt, by reason "
+    "(upstream: a WB call gave up below the budget; infrastructure: database or Redis "
+    "unavailable; rate_limit: a short queue's wait past the ceiling).",
+    ["queue", "reason"],
 )
 
 QUEUE_JOBS = Gauge(

@@ -65,6 +65,7 @@ async def run_service(
             {name: runtime.queue(name) for name in names},
             lambda: active_cabinet_ids(runtime),
             {name: intervals[name] for name in names},
+            failed_retry_s=settings.failed_retry_s * settings.time_scale,
         )
         tasks = [asyncio.create_task(fanout.run(stop), name="fan-out")]
         if extra is not None:

@@ -30,7 +30,8 @@ import bullmq
 
 from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.context import JobInfo, correlation, running_job
-from wbsync.errors import QueueError
+from wbsync.errors import JobLockLostError, QueueError
+from wbsync.jobs.job_data import JobDataWriter, encode
 from wbsync.metrics import JOB_DURATION
 from wbsync.redis_client import REDIS_ERRORS
 
@@ -87,15 +88,39 @@ class _Deferred(Exception):
     """Raised out of a processor after the job was moved to delayed (see ``JobHandle.defer``)."""
 
 
+class JobFailedForGood(Exception):
+    """Raised by a processor to fail its job now, whatever attempts are left; the message is
+    the job's failedReason."""
+
+
+MoveToDelayed = Callable[[str, str, int, Mapping[str, Any]], Awaitable[None]]
+ProgressFields = Callable[[], Mapping[str, Any]]
+
+
 class JobHandle:
-    """What a processor gets: the job's data, a cursor store, and the way to defer."""
+    """What a processor gets: the job's data, a cursor store, and the way to defer.
+
+    Every write is checked against the job's lock: once this worker lost it (the job stalled and
+    another worker took it over), writes raise ``JobLockLostError`` and change nothing.
+    """
 
     def __init__(
-        self, job: bullmq.Job, token: str, queue: str, wake_at: Callable[[int], None]
+        self,
+        job: bullmq.Job,
+        token: str,
+        queue: str,
+        *,
+        writer: JobDataWriter,
+        move_to_delayed: MoveToDelayed,
+        wake_at: Callable[[int], None],
     ) -> None:
         self._job = job
         self._token = token
+        self._writer = writer
+        self._move_to_delayed = move_to_delayed
         self._wake_at = wake_at
+        self._progress: list[Callable[[], None]] = []
+        self._carried: list[ProgressFields] = []
         self.queue = queue
         self.id: str = job.id
         self.cabinet: str = job.data["cabinet"]
@@ -115,29 +140,47 @@ class JobHandle:
         """Attempts spent (deferrals do not spend any)."""
         return int(self._job.attemptsMade or 0)
 
+    def on_progress(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on every ``save_cursor``, before the data is written."""
+        self._progress.append(callback)
+
+    def carry(self, fields: ProgressFields) -> None:
+        """Store ``fields()`` with every write of the job's data (cursor saves and deferrals)."""
+        self._carried.append(fields)
+
     async def save_cursor(self, cursor: Any) -> None:
-        """Store ``cursor`` in the job's data, so a resumed or recovered run continues from it."""
+        """Store ``cursor`` in the job's data, so a resumed or recovered run continues from it.
+
+        A saved cursor is progress: the ``on_progress`` callbacks run first.
+        """
+        for callback in self._progress:
+            callback()
         await self.update_data({"cursor": cursor})
 
     async def update_data(self, changes: Mapping[str, Any]) -> None:
-        """Merge ``changes`` into the job's stored data."""
-        try:
-            await self._job.updateData({**self._job.data, **changes})
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not save data of job {self.id}: {exc}") from exc
+        """Merge ``changes`` into the job's stored data (while this worker holds the lock)."""
+        data = self._merged(changes)
+        await self._writer.save(self.id, self._token, data)
+        self._job.data = data
+
+    def _merged(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        data = dict(self._job.data)
+        for fields in self._carried:
+            data.update(fields())
+        data.update(changes)
+        return data
 
     async def defer(self, wait_ms: int, *, note: Mapping[str, Any]) -> NoReturn:
         """Move the job to delayed for ``wait_ms`` without spending an attempt; never returns.
 
-        ``note`` is merged into the job's data first (e.g. the deferral count and scope), with
-        ``resume_at_ms``, the time the job may run again.
+        ``note`` is merged into the job's data (e.g. the deferral count and scope), with
+        ``resume_at_ms``, the time the job may run again; data and move are one lock-checked
+        step (BullMQ's ``moveToDelayed`` with fields to update).
         """
         resume_at = math.ceil(clock.now_ms() + wait_ms)
-        await self.update_data({**note, "resume_at_ms": resume_at})
-        try:
-            await self._job.moveToDelayed(resume_at, self._token)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not defer job {self.id}: {exc}") from exc
+        data = self._merged({**note, "resume_at_ms": resume_at})
+        await self._move_to_delayed(self.id, self._token, resume_at, data)
+        self._job.data = data
         self._wake_at(resume_at)
         raise _Deferred()
 
@@ -264,6 +307,21 @@ class SyncQueue:
         except REDIS_ERRORS as exc:
             raise QueueError(f"could not promote delayed jobs of {self.name}: {exc}") from exc
 
+    async def failed_at(self) -> dict[str, int]:
+        """Every cabinet whose job sits in ``failed``, with the time (ms) it failed."""
+        try:
+            entries = await self._queue.client.zrange(
+                self._queue.keys["failed"], 0, -1, withscores=True
+            )
+        except REDIS_ERRORS as exc:
+            raise QueueError(f"could not read failed jobs of {self.name}: {exc}") from exc
+        head = f"{self.name}."
+        return {
+            _text(jid).removeprefix(head): int(score)
+            for jid, score in entries
+            if _text(jid).startswith(head)
+        }
+
     async def job(self, cabinet: str) -> JobView | None:
         """The cabinet's job in this queue, if one is stored."""
         job = await self._queue.getJob(job_id(self.name, cabinet))
@@ -345,6 +403,7 @@ class SyncWorker:
             "runRetryDelay": round(1000 * redis_bounds.RECONNECT_DELAY_S),
         }
         self._worker: bullmq.Worker | None = None
+        self._writer: JobDataWriter | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakers: set[asyncio.TimerHandle] = set()
         self._closed = False
@@ -355,6 +414,7 @@ class SyncWorker:
             raise QueueError(f"worker of {self.name} cannot be started twice or after close")
         options = {**self._options, "connection": redis_bounds.connect(self._redis_url)}
         self._worker = _Worker(keys.bullmq_queue_name(self.name), self._process, options)
+        self._writer = JobDataWriter(self._worker.client, self._worker.backend.scripts.toKey)
         # BullMQ emits these once the job's new state is stored, so listeners can rely on it.
         self._worker.on("completed", lambda job, _result: self._notify("completed", job.data))
         self._worker.on("failed", lambda job, _err: self._notify("failed", job.data))
@@ -397,7 +457,15 @@ class SyncWorker:
         await closing
 
     async def _process(self, job: bullmq.Job, token: str) -> Any:
-        handle = JobHandle(job, token, self.name, self._wake_at)
+        assert self._writer is not None
+        handle = JobHandle(
+            job,
+            token,
+            self.name,
+            writer=self._writer,
+            move_to_delayed=self._move_to_delayed,
+            wake_at=self._wake_at,
+        )
         info = JobInfo(queue=self.name, job_id=handle.id, cabinet=handle.cabinet)
         started = clock.monotonic()
         outcome = "failed"
@@ -410,11 +478,40 @@ class SyncWorker:
                 outcome = "deferred"
                 self._notify("deferred", handle.data)
                 raise bullmq.DelayedError() from None
+            except JobFailedForGood as exc:
+                raise bullmq.UnrecoverableError(str(exc)) from None
+            except JobLockLostError as exc:
+                # The job is another worker's now (or will be once it is found stalled): leave
+                # it alone. BullMQ's failure path would only fail again on the missing lock.
+                outcome = "abandoned"
+                log.warning("job %s abandoned: %s", handle.id, exc)
+                raise bullmq.DelayedError() from None
             except Exception:
                 log.exception("job %s failed", handle.id)
                 raise
             finally:
                 JOB_DURATION.labels(self.name, outcome).observe(clock.monotonic() - started)
+
+    async def _move_to_delayed(
+        self, jid: str, token: str, resume_at_ms: int, data: Mapping[str, Any]
+    ) -> None:
+        """BullMQ's ``moveToDelayed`` (no attempt spent) that also stores ``data``, atomically.
+
+        The script checks the lock before it writes anything: a worker that lost the lock
+        changes neither the data nor the state (``JobLockLostError``).
+        """
+        assert self._worker is not None
+        scripts = self._worker.backend.scripts
+        now = math.floor(clock.now_ms())
+        options = {"skipAttempt": True, "fieldsToUpdate": _delayed_fields(data, now)}
+        keys, args = scripts.moveToDelayedArgs(jid, now, token, max(0, resume_at_ms - now), options)
+        try:
+            result = await scripts.commands["moveToDelayed"](keys=keys, args=args)
+        except REDIS_ERRORS as exc:
+            raise QueueError(f"could not defer job {jid}: {exc}") from exc
+        if isinstance(result, int) and result < 0:
+            # -1 no job, -2 no lock, -3 not active, -6 another token's lock: not ours any more.
+            raise JobLockLostError(f"job {jid}: lock lost before it could be deferred")
 
     def _wake_at(self, at_ms: int) -> None:
         """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""
@@ -437,6 +534,19 @@ class SyncWorker:
         if self._on_outcome is not None:
             cabinet = str(data.get("cabinet", ""))
             self._on_outcome(Outcome(outcome, self.name, cabinet, job_id(self.name, cabinet)))
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _delayed_fields(data: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+    """The job hash fields a deferral writes: the data, and ``timestamp`` = now.
+
+    With ``timestamp`` reset, ``timestamp + delay`` (what dashboards such as Bull Board show as
+    the next run) is the time the deferred job resumes.
+    """
+    return {"data": encode(data), "timestamp": now_ms}
 
 
 def _log_failure(task: asyncio.Future[None]) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from wbsync import clock
+from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
@@ -17,7 +18,11 @@ log = logging.getLogger(__name__)
 
 
 def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
-    """A processor running ``sync`` for the job's cabinet, from the job's or the stored cursor."""
+    """A processor running ``sync`` for the job's cabinet, from the job's or the stored cursor.
+
+    The job's own cursor (a resumed, retried or recovered run) comes first; a new job of an
+    incremental sync takes the ``wb_sync_cursors`` table's; other new jobs start from scratch.
+    """
 
     async def process(job: JobHandle) -> dict[str, Any]:
         store = runtime.store
@@ -26,7 +31,9 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             log.info("cabinet %s is inactive; nothing to do", cabinet.name)
             return {"skipped": "inactive"}
         cursor = job.cursor
-        if cursor is None:
+        if cursor is None and sync.incremental:
+            # A new run of an incremental sync goes on from the last run's cursor; the others
+            # start over (their cursor only ever resumes the job that saved it).
             cursor = await store.cursors.get(cabinet.id, sync.name)
 
         async def saved(page: SyncPage) -> None:
@@ -58,7 +65,13 @@ def build_workers(
 ) -> list[SyncWorker]:
     """One (unstarted) worker per named queue (all by default); long syncs defer long waits."""
     settings = runtime.settings
-    service = RescheduleService(threshold_ms=settings.defer_threshold_ms * settings.time_scale)
+    scale = settings.time_scale
+    service = RescheduleService(threshold_ms=settings.defer_threshold_ms * scale)
+    policy = FailurePolicy(
+        budget=settings.job_failure_budget,
+        retry_ms=settings.infra_retry_ms * scale,
+        retry_max_ms=max(settings.infra_retry_max_ms, settings.infra_retry_ms) * scale,
+    )
     workers = []
     for name in names if names is not None else SYNCS:
         sync = SYNCS[name]
@@ -66,7 +79,7 @@ def build_workers(
         workers.append(
             SyncWorker(
                 name,
-                service.wrap(processor) if sync.long else processor,
+                policy.wrap(service.wrap(processor) if sync.long else processor),
                 redis_url=runtime.redis_url,
                 prefix=runtime.queue_prefix,
                 concurrency=concurrency or settings.sync_queue_concurrency,

@@ -23,12 +23,20 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Table, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
 from wbsync import clock
-from wbsync.errors import ConfigError, StoreError
+from wbsync.errors import ConfigError, StoreError, StoreUnavailableError
 
 __all__ = [
     "MIGRATION_LOCK_TIMEOUT_S",
@@ -94,6 +102,28 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         return f"{type(exc.orig).__name__}: {exc.orig}".strip()
     return f"{type(exc).__name__}: {exc}".strip()
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database could not be reached or is busy, not that it refused.
+
+    Connection refused or reset, a dropped connection, a pool timeout, SQLite's "database is
+    locked": waiting and trying again can succeed. A refused statement (a constraint, a missing
+    table) is not retried.
+    """
+    if isinstance(exc, (OSError, TimeoutError, PoolTimeoutError, DisconnectionError)):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated or isinstance(exc, InterfaceError):
+            return True
+        if isinstance(exc, OperationalError):
+            return not str(exc.orig).startswith("no such")  # SQLite's missing table or column
+    return False
+
+
+def _store_error(url: str, exc: BaseException) -> StoreError:
+    kind = StoreUnavailableError if _unavailable(exc) else StoreError
+    return kind(f"database {url}: {_describe(exc)}")
 
 
 class Database:
@@ -196,8 +226,8 @@ class Database:
         try:
             async with engine.begin() as conn:
                 yield conn
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"database {self._safe_url}: {_describe(exc)}") from exc
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise _store_error(self._safe_url, exc) from exc
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
@@ -206,8 +236,8 @@ class Database:
         try:
             async with engine.connect() as conn:
                 yield conn
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"database {self._safe_url}: {_describe(exc)}") from exc
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise _store_error(self._safe_url, exc) from exc
 
     async def run_sync(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` with a synchronous connection inside one transaction (Alembic, inspection)."""

@@ -1,5 +1,11 @@
 """autobidder-sync: read the search-cluster bids of active manual campaigns, apply the bid rule,
-write the changes back through the bids method, and record what was sent."""
+write the changes back through the bids method, and record what was sent.
+
+Changes are applied in the order of their (campaign, item, search cluster) key, and the cursor
+keeps the key of the last one applied. A resumed run recomputes the changes from the stored
+bids (which already hold what the first batches set) and applies only those past that key, so
+no bid is skipped and none is moved twice.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,10 @@ ACTIVE = 9
 _BATCH = 100  # WB takes at most 100 bids a call
 
 
+def _key(row: Mapping[str, Any]) -> tuple[int, int, str]:
+    return (int(row["advert_id"]), int(row["nm_id"]), str(row.get("norm_query") or ""))
+
+
 def _changes(rows: Sequence[Mapping[str, Any]], rule: BidRule) -> list[dict[str, Any]]:
     changed = []
     for row in rows:
@@ -25,13 +35,18 @@ def _changes(rows: Sequence[Mapping[str, Any]], rule: BidRule) -> list[dict[str,
 
 async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
     pairs = {(a, n) for a, n in cursor["pairs"]}
-    current = [
-        r
-        for r in await inp.store.fetch("bids", inp.cabinet_id)
-        if (r["advert_id"], r["nm_id"]) in pairs
-    ]
-    changes = _changes(current, inp.options.bid_rule)
-    for start in range(int(cursor["sent"]), len(changes), _BATCH):
+    through = cursor.get("applied_through")
+    after = (int(through[0]), int(through[1]), str(through[2])) if through else None
+    pending = sorted(
+        (
+            r
+            for r in await inp.store.fetch("bids", inp.cabinet_id)
+            if (r["advert_id"], r["nm_id"]) in pairs and (after is None or _key(r) > after)
+        ),
+        key=_key,
+    )
+    changes = _changes(pending, inp.options.bid_rule)
+    for start in range(0, len(changes), _BATCH):
         batch = changes[start : start + _BATCH]
         await methods.set_bids(
             inp.client,
@@ -51,7 +66,7 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
             ]
         )
         stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in batch]
-        yield SyncPage("bids", stored, {**cursor, "sent": start + len(batch)})
+        yield SyncPage("bids", stored, {**cursor, "applied_through": list(_key(batch[-1]))})
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -65,7 +80,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
             if c.get("bid_type") == "manual"
             for nm in c.get("nm_settings", [])
         ]
-        cursor = {"pairs": pairs, "done": 0, "sent": 0, "applying": False}
+        cursor = {"pairs": pairs, "done": 0, "applying": False, "applied_through": None}
         yield SyncPage.checkpoint(cursor)
     if not cursor["applying"]:
         done = int(cursor["done"])

@@ -26,9 +26,10 @@ async def run_sync(
 ) -> SyncTotals:
     """Run ``sync`` from ``inp.cursor`` to the end.
 
-    After each page: rows upserted, cursor saved in ``wb_sync_cursors``, then ``on_page`` (the
-    job layer saves the cursor in the job too). At the end a non-incremental sync's cursor is
-    cleared, so its next run starts from the beginning.
+    After each page: rows upserted, then (for an incremental sync) the cursor saved in
+    ``wb_sync_cursors``, where its next run goes on from, then ``on_page`` (the job layer saves
+    the cursor in the job, where a resumed run of the same job goes on from). Other syncs have no
+    row in that table: every new run starts from the beginning.
     """
     totals = SyncTotals()
     cursors = inp.store.cursors
@@ -37,10 +38,9 @@ async def run_sync(
             totals.pages += 1
             if page.rows:
                 totals.rows += await inp.store.upsert(page.dataset, inp.cabinet_id, page.rows)
-        await cursors.save(inp.cabinet_id, sync.name, page.cursor)
+        if sync.incremental:
+            await cursors.save(inp.cabinet_id, sync.name, page.cursor)
         if on_page is not None:
             await on_page(page)
-    if not sync.incremental:
-        await cursors.reset(inp.cabinet_id, sync.name)
     log.info("%s done: %d pages, %d rows", sync.name, totals.pages, totals.rows)
     return totals

@@ -4,7 +4,9 @@ Each request first takes a token from the shared limiter (one bucket per seller 
 group, in Redis), so every process of every host spends one budget. A 429 from WB pushes that
 shared bucket forward for everyone (``penalize``) and goes back through ``acquire``, which may
 sleep, or raise ``RateLimitDeferred`` inside a job: that signal, like ``RateLimitExceeded``,
-passes through untouched. Transport errors and 5xx are retried within a budget (``retry.py``).
+passes through untouched. Transport errors and 5xx are retried within a budget (``retry.py``);
+each of them, and each unusable reply, is also reported to the running job's failure budget
+(``wbsync.context.report_upstream_failure``), which outlives this call and its deferrals.
 The token never appears in a log line, an exception or a repr.
 """
 
@@ -20,6 +22,7 @@ import httpx
 
 from wbsync import __version__, clock
 from wbsync.config import Settings
+from wbsync.context import report_upstream_failure
 from wbsync.errors import (
     WbApiError,
     WbAuthError,
@@ -172,7 +175,9 @@ class WbClient:
                 continue
             if response.status_code >= 500:
                 failures += 1
-                self._check_budget(failures, _server_error(ep, response))
+                error = _server_error(ep, response)
+                report_upstream_failure(error)
+                self._check_budget(failures, error)
                 await self._backoff(ep, failures, f"status {response.status_code}")
                 continue
             return self._reply(ep, response)
@@ -197,13 +202,16 @@ class WbClient:
         except httpx.TransportError as exc:
             count_upstream(ep.section.value, "transport")
             error = WbTransportError(f"no answer from WB: {type(exc).__name__}", method=ep.name)
+            report_upstream_failure(error)
             self._check_budget(failures + 1, error)
             return None
         except httpx.HTTPError as exc:
             # Not a lost answer but an unusable one (bad encoding, redirect loop): not retried.
-            raise WbBadResponseError(
+            bad = WbBadResponseError(
                 f"unusable answer from WB: {type(exc).__name__}", method=ep.name
-            ) from None
+            )
+            report_upstream_failure(bad)
+            raise bad from None
 
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:
@@ -265,12 +273,14 @@ class WbClient:
             try:
                 data = json.loads(response.content)
             except ValueError:
-                raise WbBadResponseError(
+                bad = WbBadResponseError(
                     "WB answered a body that is not JSON",
                     method=ep.name,
                     status=status,
                     request_id=_request_id(response),
-                ) from None
+                )
+                report_upstream_failure(bad)
+                raise bad from None
         remaining = response.headers.get("X-Ratelimit-Remaining")
         return WbReply(
             status=status,

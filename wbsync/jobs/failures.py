@@ -1,0 +1,164 @@
+"""The job layer's failure semantics: what a failure costs a job, and when it comes back.
+
+* **Upstream failures** (WB 5xx, transport errors, unusable replies) spend the job's failure
+  budget. The count lives in the job's data (``failures``), so it survives deferrals, retries and
+  takeovers; a stored page is progress and resets it. When a call gives up below the budget the
+  job goes back to ``delayed`` with a backoff (no attempt spent); the failure that reaches the
+  budget fails the job for good, with the method, status and WB request id of the last failure
+  in its failedReason, an ERROR line and ``wbsync_job_failure_budget_exhausted_total``. So a
+  method that always fails costs at most ``budget`` requests per cabinet per run.
+* **Infrastructure failures** (the database or Redis unavailable, a queue operation refused) are
+  not the job's fault: the job goes back to ``delayed`` with a backoff doubling from
+  ``infra_retry_ms`` up to ``infra_retry_max_ms`` (``infra_retries`` in its data, reset by
+  progress), spending neither the budget nor an attempt.
+* **A short queue's local rate limit** (``RateLimitExceeded``: the wait is past the ceiling)
+  defers the job by the ``retry_after`` it names, instead of burning attempts on BullMQ's backoff.
+* **A lost lock** means the job is another worker's: nothing more is written (``queue.py``).
+* Anything else (WB refused the request, a token error, a bug) spends a BullMQ attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from wbsync.context import counting_upstream_failures
+from wbsync.errors import (
+    FailureBudgetExhausted,
+    JobLockLostError,
+    QueueError,
+    RateLimitExceeded,
+    RedisUnavailableError,
+    StoreUnavailableError,
+    WbApiError,
+    WbBadResponseError,
+    WbServerError,
+    WbTransportError,
+)
+from wbsync.jobs.queue import JobFailedForGood, JobHandle, Processor
+from wbsync.metrics import FAILURE_BUDGET_EXHAUSTED, JOB_RETRIES
+
+__all__ = ["FailureBudget", "FailurePolicy", "backoff_ms"]
+
+log = logging.getLogger(__name__)
+
+_UPSTREAM = (WbServerError, WbTransportError, WbBadResponseError)
+_INFRASTRUCTURE = (
+    StoreUnavailableError,
+    RedisUnavailableError,
+    QueueError,
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+
+
+def backoff_ms(retry: int, *, base_ms: float, max_ms: float) -> float:
+    """The wait before retry number ``retry`` (from 1): ``base_ms`` doubling, up to ``max_ms``."""
+    return float(min(max_ms, base_ms * 2.0 ** max(0, retry - 1)))
+
+
+@dataclass(slots=True)
+class FailureBudget:
+    """A job's upstream failures since its last progress; raises when ``limit`` is reached."""
+
+    limit: int
+    spent: int = 0
+    last: str | None = None
+    _last_error: WbApiError | None = field(default=None, repr=False)
+
+    def spend(self, error: WbApiError) -> None:
+        """Count ``error`` (once, however often it is reported); raise at the budget."""
+        if error is self._last_error:
+            return
+        self.spent += 1
+        self.last, self._last_error = str(error), error
+        if self.spent >= self.limit:
+            raise FailureBudgetExhausted(self.limit, error)
+
+    def reset(self) -> None:
+        """Progress was made: the next failure is the first again."""
+        self.spent, self.last, self._last_error = 0, None, None
+
+
+class FailurePolicy:
+    """Wraps a queue's processor with the failure semantics above (every sync queue has one)."""
+
+    def __init__(
+        self,
+        *,
+        budget: int,
+        retry_ms: float,
+        retry_max_ms: float,
+    ) -> None:
+        if budget < 1 or retry_ms <= 0 or retry_max_ms < retry_ms:
+            raise ValueError("need budget >= 1 and 0 < retry_ms <= retry_max_ms")
+        self.budget = budget
+        self.retry_ms = retry_ms
+        self.retry_max_ms = retry_max_ms
+
+    def wrap(self, processor: Processor) -> Processor:
+        """``processor`` under this policy."""
+
+        async def guarded(job: JobHandle) -> Any:
+            return await self.run(job, processor)
+
+        return guarded
+
+    async def run(self, job: JobHandle, processor: Processor) -> Any:
+        """Run ``processor(job)``, counting upstream failures and deciding what a failure costs."""
+        data = job.data
+        budget = FailureBudget(self.budget, int(data.get("failures", 0)), data.get("last_failure"))
+        infra = _Counter(int(data.get("infra_retries", 0)))
+
+        def progress() -> None:
+            budget.reset()
+            infra.value = 0
+
+        job.on_progress(progress)
+        job.carry(
+            lambda: {
+                "failures": budget.spent,
+                "last_failure": budget.last,
+                "infra_retries": infra.value,
+            }
+        )
+        try:
+            with counting_upstream_failures(budget.spend):
+                return await processor(job)
+        except FailureBudgetExhausted as exc:
+            FAILURE_BUDGET_EXHAUSTED.labels(job.queue).inc()
+            log.error("job %s failed for good: %s", job.id, exc)
+            raise JobFailedForGood(str(exc)) from exc
+        except JobLockLostError:
+            raise
+        except _UPSTREAM as exc:
+            budget.spend(exc)  # an unusable reply found outside the client counts here
+            wait = backoff_ms(budget.spent, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
+            await self._retry_later(job, "upstream", wait, f"{exc} (failure {budget.spent})")
+        except _INFRASTRUCTURE as exc:
+            infra.value += 1
+            wait = backoff_ms(infra.value, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
+            await self._retry_later(job, "infrastructure", wait, str(exc))
+        except RateLimitExceeded as exc:
+            await self._retry_later(job, "rate_limit", exc.retry_after * 1000.0, str(exc))
+
+    async def _retry_later(self, job: JobHandle, reason: str, wait_ms: float, why: str) -> None:
+        JOB_RETRIES.labels(job.queue, reason).inc()
+        log.warning("job %s: %s; retrying in %.0f ms", job.id, why, wait_ms)
+        try:
+            await job.defer(round(wait_ms), note={"retry_reason": reason})
+        except QueueError as exc:
+            if isinstance(exc, JobLockLostError):
+                raise
+            # Redis itself is away: the job stays active and, once its lock expires, the
+            # stalled-job check puts it back to wait (the cursor it stored is kept).
+            raise JobLockLostError(f"job {job.id} could not be deferred: {exc}") from exc
+
+
+@dataclass(slots=True)
+class _Counter:
+    value: int
