@@ -1,0 +1,307 @@
+"""Failure semantics of the job layer on the real stack: the failure budget, cursors after a
+failed run, the autobidder's resume, lock-checked writes and failed jobs coming back."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from redis.asyncio import Redis
+
+from tests.conftest_store import DatabaseFactory
+from tests.waiting import wait_for
+from wbsync import clock
+from wbsync.config import Settings
+from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.emulator.config import FaultRule
+from wbsync.errors import JobLockLostError
+from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
+from wbsync.jobs.workers import build_workers
+from wbsync.metrics import sample
+from wbsync.runtime import Runtime
+from wbsync.store.ledger import PriceTarget
+from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
+from wbsync.wb.client import WbClient
+
+SCALE = 0.005  # WB's minute is 300 ms
+SECRET = "failures-test-secret"
+SELLER = "0000000f-0000-4000-8000-000000000000"
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        time_scale=SCALE,
+        anchor_date=clock.today(),
+        sizes=SellerSizes(report_rows=12, products=40, campaigns=80),
+        page_size={"finance.detailed_report": 6},
+    )
+    async with running_emulator(config) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def runtime_factory(
+    redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
+) -> AsyncIterator[Callable[..., Any]]:
+    runtimes: list[Runtime] = []
+    database_url = await database_factory.migrated_url("sqlite")
+
+    async def make(**extra: Any) -> Runtime:
+        settings = Settings(
+            redis_url=redis_url,
+            redis_prefix=prefix,
+            database_url=database_url,
+            secret_key=SecretStr(SECRET),
+            wb_base_url=emulator.base_url,
+            time_scale=SCALE,
+            **extra,
+        )
+        runtime = Runtime(settings, redis_url=redis_url)
+        runtimes.append(await runtime.start())
+        return runtime
+
+    yield make
+    for runtime in runtimes:
+        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
+            await runtime.redis.delete(key)
+        await runtime.aclose()
+
+
+def _name() -> str:
+    """A cabinet name of its own (the tests share one migrated database)."""
+    return f"cab-{uuid.uuid4().hex[:8]}"
+
+
+async def _run_until_gone(runtime: Runtime, queue_name: str, cabinet_id: int) -> list[str]:
+    """Run ``queue_name``'s worker on the cabinet's job until it leaves the live states."""
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(runtime, [queue_name], concurrency=1, on_outcome=outcomes.append)
+    queue = runtime.queue(queue_name)
+    await worker.start()
+    try:
+        await queue.enqueue(str(cabinet_id))
+        await wait_for(lambda: _not_live(queue, str(cabinet_id)))
+    finally:
+        await worker.close()
+    return [o.outcome for o in outcomes]
+
+
+async def _not_live(queue: SyncQueue, cabinet: str) -> bool:
+    job = await queue.job(cabinet)
+    return job is None or job.state in ("completed", "failed")
+
+
+@pytest.mark.parametrize(
+    ("queue", "method", "status"),
+    [
+        # One request a minute: every failure's retry waits a window, so the job defers.
+        ("rnp-finance-sync", "finance.detailed_report", 502),
+        # A short queue on a fast method: the client's own retries give up, the job retries.
+        ("booking-slot-monitor", "tariffs.acceptance_coefficients", 503),
+    ],
+)
+async def test_a_method_that_always_fails_costs_exactly_the_budget_then_fails_the_job(
+    runtime_factory: Callable[..., Any], emulator: Emulator, queue: str, method: str, status: int
+) -> None:
+    runtime: Runtime = await runtime_factory()
+    budget = runtime.settings.job_failure_budget
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    emulator.set_faults([FaultRule(kind="error", method=method, status=status)])
+    exhausted = sample("wbsync_job_failure_budget_exhausted_total", queue=queue)
+
+    outcomes = await _run_until_gone(runtime, queue, cabinet.id)
+
+    assert emulator.counters.total("requests") == budget == 8
+    assert outcomes[-1] == "failed" and outcomes.count("failed") == 1
+    assert "deferred" in outcomes  # the count survived at least one deferral
+    job = await runtime.queue(queue).job(str(cabinet.id))
+    assert job is not None and job.state == "failed" and job.failed_reason is not None
+    assert f"method={method}" in job.failed_reason
+    assert f"status={status}" in job.failed_reason
+    assert f"{budget} upstream failures" in job.failed_reason
+    assert sample("wbsync_job_failure_budget_exhausted_total", queue=queue) == exhausted + 1
+
+
+async def test_a_new_run_after_a_failed_one_starts_over_and_uploads_the_new_targets(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    runtime: Runtime = await runtime_factory(job_failure_budget=2)
+    ledger = runtime.store.ledger
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    goods = emulator.expected(SELLER, "prices.goods_list")
+    await ledger.set_price_targets(cabinet.id, [PriceTarget(g["nmID"], 501, 5) for g in goods[:3]])
+    # The uploads go through, then the price list fails: the run dies past {"uploaded": true}.
+    emulator.set_faults([FaultRule(kind="error", method="prices.goods_list", status=500)])
+    assert (await _run_until_gone(runtime, "pricing-bulk", cabinet.id))[-1] == "failed"
+    failed = await runtime.queue("pricing-bulk").job(str(cabinet.id))
+    assert failed is not None and failed.data["cursor"]["uploaded"] is True
+
+    emulator.set_faults([])
+    await ledger.set_price_targets(cabinet.id, [PriceTarget(g["nmID"], 777, 7) for g in goods[3:5]])
+    assert await _run_until_gone(runtime, "pricing-bulk", cabinet.id) == ["completed"]
+
+    uploads = await ledger.price_uploads(cabinet.id)
+    assert sorted(u.items_count for u in uploads) == [2, 3]
+    assert await ledger.price_targets(cabinet.id) == []
+    stored = {row["nmID"]: row for row in await runtime.store.fetch("prices", cabinet.id)}
+    assert all(stored[g["nmID"]]["sizes"][0]["price"] == 777 for g in goods[3:5])
+
+
+class _Killed(Exception):
+    pass
+
+
+async def test_the_autobidder_killed_mid_apply_moves_every_bid_exactly_once(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    runtime: Runtime = await runtime_factory()
+    store = runtime.store
+    cabinet = await store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    sync = SYNCS["autobidder-sync"]
+    # Every bid reaches the target in one step: once moved, a bid needs no change any more.
+    options = SyncOptions(bid_rule=BidRule(target=350, step=50))
+    before: dict[tuple[Any, ...], int] = {}
+    saved: list[Any] = []
+
+    async def kill_after_first_batch(page: SyncPage) -> None:
+        saved.append(page.cursor)
+        if page.cursor.get("applying") and not before:
+            # All bids read, none changed yet: what the rule should move, once.
+            rows = await store.fetch("bids", cabinet.id)
+            before.update({(r["advert_id"], r["nm_id"], r["norm_query"]): r["bid"] for r in rows})
+        if page.cursor.get("applying") and page.dataset == "bids":
+            raise _Killed()  # after the first batch of changes was sent, recorded and stored
+
+    async def run(cursor: Any, on_page: Any) -> None:
+        async with WbClient(
+            "bids", emulator.token(SELLER), runtime.limiter, settings=runtime.settings
+        ) as client:
+            inp = SyncInput(client, store, cabinet.id, cursor, emulator.config.anchor_date, options)
+            await run_sync(sync, inp, on_page=on_page)
+
+    with pytest.raises(_Killed):
+        await run(None, kill_after_first_batch)
+    await run(saved[-1], None)
+
+    wanted = {
+        key: options.bid_rule.next_bid(bid)
+        for key, bid in before.items()
+        if options.bid_rule.next_bid(bid) != bid
+    }
+    assert len(wanted) > 100  # more than one batch of 100: the kill fell between two batches
+    sent = await store.ledger.sent_bids(cabinet.id, limit=10_000)
+    keys = Counter((s.advert_id, s.nm_id, s.norm_query) for s in sent)
+    assert max(keys.values()) == 1
+    assert {(s.advert_id, s.nm_id, s.norm_query): s.new_bid for s in sent} == wanted
+    stored = {
+        (r["advert_id"], r["nm_id"], r["norm_query"]): r["bid"]
+        for r in await store.fetch("bids", cabinet.id)
+    }
+    assert {k: stored[k] for k in wanted} == wanted
+
+
+async def test_a_worker_whose_lock_was_taken_over_cannot_write_the_job(
+    redis_url: str, prefix: str, redis: Redis
+) -> None:
+    queue = SyncQueue("locks", redis_url=redis_url, prefix=f"{prefix}:q")
+    results: dict[str, Any] = {}
+
+    async def process(job: JobHandle) -> None:
+        await job.save_cursor({"page": 1})
+        # Another worker takes the job over (as after a stall): the lock is now its token.
+        await redis.set(f"{prefix}:q:locks:{job.id}:lock", "the-new-owner")
+        try:
+            await job.save_cursor({"page": 2})
+        except JobLockLostError as exc:
+            results["save"] = exc
+        try:
+            await job.defer(1000, note={"deferrals": 1})
+        except JobLockLostError as exc:
+            results["defer"] = exc
+
+    worker = SyncWorker("locks", process, redis_url=redis_url, prefix=f"{prefix}:q")
+    await worker.start()
+    try:
+        await queue.enqueue("c1")
+        await wait_for(lambda: len(results) == 2)
+        job = await queue.job("c1")
+        assert job is not None
+        assert job.data["cursor"] == {"page": 1}  # neither write reached the job
+        assert "deferrals" not in job.data
+        assert job.state == "active"  # the deferral moved nothing: the job is the owner's
+    finally:
+        await worker.close()
+        await queue.close()
+    assert set(results) == {"save", "defer"}
+
+
+async def test_a_deferral_stores_data_and_timestamp_with_the_move(
+    redis_url: str, prefix: str, redis: Redis
+) -> None:
+    queue = SyncQueue("atomic", redis_url=redis_url, prefix=f"{prefix}:q")
+    deferred_at: list[float] = []
+
+    async def process(job: JobHandle) -> None:
+        if job.data.get("deferrals"):
+            return
+        deferred_at.append(clock.now_ms())
+        await job.defer(60_000, note={"deferrals": 1})
+
+    worker = SyncWorker("atomic", process, redis_url=redis_url, prefix=f"{prefix}:q")
+    await worker.start()
+    try:
+        await queue.enqueue("c1")
+        await wait_for(lambda: _state(queue, "c1", "delayed"))
+        job = await queue.job("c1")
+        fields = await redis.hgetall(f"{prefix}:q:atomic:atomic.c1")
+    finally:
+        await worker.close()
+        await queue.close()
+    assert job is not None and job.run_at_ms is not None
+    assert job.data["deferrals"] == 1 and job.data["resume_at_ms"] == job.run_at_ms
+    assert job.attempts_made == 0
+    # timestamp + delay is the resume time, as a dashboard reading BullMQ's fields shows it.
+    assert int(fields["timestamp"]) >= int(deferred_at[0])  # the move's time, not the add's
+    assert abs(int(fields["timestamp"]) + int(fields["delay"]) - job.run_at_ms) <= 1
+
+
+async def _state(queue: SyncQueue, cabinet: str, state: str) -> bool:
+    job = await queue.job(cabinet)
+    return job is not None and job.state == state
+
+
+async def test_the_fan_out_enqueues_a_failed_cabinet_again_after_the_retry_interval(
+    redis_url: str, prefix: str
+) -> None:
+    queue = SyncQueue("again", redis_url=redis_url, prefix=f"{prefix}:q", attempts=1)
+    runs: list[float] = []
+
+    async def process(job: JobHandle) -> None:
+        runs.append(clock.now_ms())
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+
+    async def active() -> list[str]:
+        return ["c1"]
+
+    worker = SyncWorker("again", process, redis_url=redis_url, prefix=f"{prefix}:q")
+    # The queue's own interval is an hour: only the failed-job retry can bring c1 back.
+    fanout = FanOut({"again": queue}, active, {"again": 3600.0}, failed_retry_s=0.4)
+    stop = asyncio.Event()
+    await worker.start()
+    task = asyncio.create_task(fanout.run(stop))
+    try:
+        await wait_for(lambda: len(runs) == 2)
+    finally:
+        stop.set()
+        await task
+        await worker.close()
+        await queue.close()
+    assert runs[1] - runs[0] >= 400
