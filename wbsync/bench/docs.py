@@ -228,17 +228,18 @@ def _reschedule(r: dict[str, Any]) -> str:
             "commands run inside Lua; *executions* are the `INFO commandstats` delta, Lua-internal "
             "calls included. The deferral window runs from `RescheduleService` catching "
             "`RateLimitDeferred` (the processor raises it, so no limiter call is inside) through "
-            "the wake-up at the due time: `updateData` (job data: deferral count, scope, "
-            "resume_at_ms) and `moveToDelayed` (one EVALSHA each) and the queue wake-up marker "
-            "(one ZADD). The first job, which loads BullMQ's scripts, is not counted. The full "
-            "cycle is everything per job of a run where each job is added, deferred once and "
-            "completed (enqueue's state checks, fetches, the deferral, completion).",
+            "the wake-up at the due time: `moveToDelayed` carrying the job's data (cursor, "
+            "deferral count, scope, resume_at_ms) as fields it writes after its lock check (one "
+            "EVALSHA) and the queue wake-up marker (one ZADD). The first job, which loads "
+            "BullMQ's scripts, is not counted. The full cycle is everything per job of a run "
+            "where each job is added, deferred once and completed (enqueue's state checks, "
+            "fetches, the deferral, completion).",
             "",
             _table(
                 ["operation", "commands (round trips)", "executions (incl. Lua)", "commands"], rows
             ),
             "",
-            f"Targets: <= 4 commands per deferral: {_check(r['redis_commands_per_deferral'] <= 4)} "
+            f"Targets: <= 2 commands per deferral: {_check(r['redis_commands_per_deferral'] <= 2)} "
             f"({_fmt(r['redis_commands_per_deferral'])}); exactly 1 per try_acquire: "
             f"{_check(r['redis_commands_per_try_acquire'] == 1)} "
             f"({_fmt(r['redis_commands_per_try_acquire'])}).",
