@@ -23,6 +23,7 @@ from wbsync.errors import JobLockLostError
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
+from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
 from wbsync.runtime import Runtime
 from wbsync.store.ledger import PriceTarget
@@ -216,7 +217,7 @@ async def test_a_worker_whose_lock_was_taken_over_cannot_write_the_job(
     async def process(job: JobHandle) -> None:
         await job.save_cursor({"page": 1})
         # Another worker takes the job over (as after a stall): the lock is now its token.
-        await redis.set(f"{prefix}:q:locks:{job.id}:lock", "the-new-owner")
+        await redis.set(f"{prefix}:q:{bullmq_queue_name('locks')}:{job.id}:lock", "the-new-owner")
         try:
             await job.save_cursor({"page": 2})
         except JobLockLostError as exc:
@@ -260,7 +261,7 @@ async def test_a_deferral_stores_data_and_timestamp_with_the_move(
         await queue.enqueue("c1")
         await wait_for(lambda: _state(queue, "c1", "delayed"))
         job = await queue.job("c1")
-        fields = await redis.hgetall(f"{prefix}:q:atomic:atomic.c1")
+        fields = await redis.hgetall(f"{prefix}:q:{bullmq_queue_name('atomic')}:atomic.c1")
     finally:
         await worker.close()
         await queue.close()
