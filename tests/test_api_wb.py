@@ -13,11 +13,10 @@ import pytest
 from tests.api_support import AUTH, SELLERS
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import Emulator, FaultRule
-from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
-from wbsync.wb.tokens import TokenType, mint_token
+from wbsync.wb.tokens import Category, TokenType, mint_token
 
 pytest_plugins = ["tests.conftest_api"]
 
@@ -100,7 +99,7 @@ async def test_wb_errors_map_to_gateway_statuses(
         key="a-signing-key-this-emulator-never-saw-0123",
         seller_id=SELLERS[1],
         token_type=TokenType.PERSONAL,
-        categories=ALL_CATEGORIES,
+        categories=[Category.FINANCE, Category.STATISTICS],
     )
     stranger = await api_runtime.store.cabinets.add("stranger", foreign, SELLERS[1])
     refused = await api.get(_path(stranger), headers=AUTH)

@@ -13,7 +13,9 @@ import pytest
 from tests.waiting import wait_for
 from tests.wb_support import ANCHOR, SELLER_A, SELLER_B
 from wbsync.emulator import EmulatorConfig, FaultRule, LimitSpec, expected_rows, running_emulator
+from wbsync.emulator.buckets import Buckets
 from wbsync.emulator.server import Emulator
+from wbsync.emulator.wbdocs import Rate
 from wbsync.wb.tokens import Category, TokenType, mint_token
 
 pytest_plugins = ["tests.conftest_wb"]
@@ -68,13 +70,16 @@ async def test_bad_tokens_get_401_problem(
     assert emulator.counters.total(seller=SELLER_A) == 0
 
 
-async def test_missing_category_and_disallowed_type_get_403(
+async def test_wrong_category_gets_401_and_disallowed_type_403(
     emulator: Emulator, emu_http: httpx.AsyncClient
 ) -> None:
     token = emulator.token(SELLER_A, categories=[Category.CONTENT])
     resp = await emu_http.post(FINANCE, json=FIN_BODY, headers=_auth(token))
-    assert resp.status_code == 403 and resp.json()["title"] == "forbidden"
+    # WB's status table: 401 when the token's category does not match the method's.
+    assert resp.status_code == 401 and resp.json()["title"] == "unauthorized"
     assert "finance" in resp.json()["detail"]
+    # Every reply but a 429 says what is left of the seller's bucket (untouched: full).
+    assert resp.headers["X-Ratelimit-Remaining"] == "1"
     base = emulator.token(SELLER_A, token_type=TokenType.BASE, categories=[Category.ANALYTICS])
     resp = await emu_http.post(
         "/api/analytics/v1/stocks-report/wb-warehouses", json={}, headers=_auth(base)
@@ -196,6 +201,9 @@ async def test_share_faults_repeat_with_the_same_seed(
     emulator: Emulator, emu_http: httpx.AsyncClient
 ) -> None:
     headers = _auth(emulator.token(SELLER_A))
+    # A bucket large enough that only the faults decide.
+    roomy = LimitSpec(period_s=60, limit=1, burst=100)
+    emulator.change_limits({"tariffs.acceptance_coefficients": roomy})
 
     async def run() -> list[int]:
         rules = [{"kind": "error", "share": 0.5}]
@@ -208,7 +216,7 @@ async def test_share_faults_repeat_with_the_same_seed(
         ]
 
     first = await run()
-    emulator.reset(faults=False, counters=False)
+    emulator.reset(faults=False, counters=False, limits=False)
     assert await run() == first
     assert 500 in first and 200 in first
 
@@ -305,3 +313,20 @@ async def test_bad_limit_changes_are_refused_with_the_reason(emu_http: httpx.Asy
     )
     assert zero.status_code == 400 and "limit" in zero.json()["detail"]
     assert (await emu_http.get("/__emulator/limits")).json()["changed"] == {}
+
+
+def _arrivals(bucket: Buckets, times_ms: list[float]) -> list[bool]:
+    rate = Rate(period_s=0.06, limit=1, burst=1)  # one token every 60 ms
+    return [bucket.take("s", "g", rate, now=t / 1000.0).allowed for t in times_ms]
+
+
+def test_the_bucket_keeps_the_debt_of_early_requests() -> None:
+    """Early by 4 ms on every request (grace 10 ms): let through while the debt is within the
+    grace, then refused; on time, or jittering around on time, never refused."""
+    early = _arrivals(Buckets(grace_s=0.010), [60.0 * k - 4.0 * k for k in range(8)])
+    assert early[:3] == [True, True, True] and not all(early)
+    assert _arrivals(Buckets(grace_s=0.010), [60.0 * k for k in range(50)]) == [True] * 50
+    jitter = [60.0 * k + (-4.0 if k % 2 else 4.0) for k in range(50)]
+    assert _arrivals(Buckets(grace_s=0.010), jitter) == [True] * 50
+    # A request early by more than the grace is refused outright.
+    assert _arrivals(Buckets(grace_s=0.010), [0.0, 45.0]) == [True, False]

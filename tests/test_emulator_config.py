@@ -10,8 +10,9 @@ import pytest
 from tests.wb_support import SELLER_A, SELLER_B
 from wbsync.emulator import EmulatorConfig, expected_rows
 from wbsync.emulator.cli_support import issue_token, load_config
+from wbsync.emulator.tokens import Kind
+from wbsync.emulator.wbdocs import Rate
 from wbsync.errors import ConfigError
-from wbsync.ratelimit.scope import Limit
 from wbsync.wb.tokens import Category, TokenType, verify_token
 
 
@@ -33,10 +34,10 @@ def test_file_sets_limits_sizes_faults_and_options_win(tmp_path: Path) -> None:
     )
     cfg = load_config(path, time_scale=0.01)
     assert cfg.seed == 3 and cfg.time_scale == 0.01
-    assert cfg.limit_for("prices.upload_task", TokenType.PERSONAL) == Limit(1, 2, 3)
-    assert cfg.limit_for("finance.detailed_report", TokenType.BASE) == Limit(10, 1, 1)
-    assert cfg.limit_for("finance.detailed_report", TokenType.PERSONAL) == Limit(60, 1, 1)
-    assert cfg.limit_for("analytics.stocks_wb_warehouses", TokenType.BASE) is None
+    assert cfg.limit_for("prices.upload_task", Kind.PERSONAL) == Rate(1, 2, 3)
+    assert cfg.limit_for("finance.detailed_report", Kind.BASE) == Rate(10, 1, 1)
+    assert cfg.limit_for("finance.detailed_report", Kind.PERSONAL) == Rate(60, 1, 1)
+    assert cfg.limit_for("analytics.stocks_wb_warehouses", Kind.BASE) is None
     assert len(expected_rows(cfg, SELLER_B, "content.cards_list")) == 2
     assert len(expected_rows(cfg, SELLER_B, "statistics.orders")) == 4
     assert len(expected_rows(cfg, SELLER_A, "content.cards_list")) == cfg.sizes.products

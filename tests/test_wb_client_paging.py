@@ -129,7 +129,7 @@ async def test_adverts_fullstats_and_bids(
         assert stats == emulator.expected(
             SELLER_A, "promotion.fullstats", begin="2026-08-11", end="2026-08-17"
         )
-        pairs = [(c["id"], nm["nm_id"]) for c in campaigns for nm in c["nm_settings"]]
+        pairs = [(c["id"], nm["nm_id"]) for c in campaigns for nm in c["nm_settings"] or []]
         bids, _ = await _pull(methods.get_bids(client, pairs))
         expected = emulator.expected(SELLER_A, "promotion.get_bids")
         assert sorted(bids, key=repr) == sorted(expected, key=repr) and len(bids) == len(expected)

@@ -40,6 +40,12 @@ def count_upstream(section: str, status: str) -> None:
     UPSTREAM_REQUESTS.labels(section, status, job.queue if job else "").inc()
 
 
+REFUSED_ITEMS = Counter(
+    "wbsync_wb_refused_items_total",
+    "Items of a batch write that WB refused one by one (the rest of the batch went through).",
+    ["method"],
+)
+
 SYNC_PAGES = Counter("wbsync_sync_pages", "Pages a sync fetched and stored.", ["queue"])
 
 SYNC_ROWS = Counter("wbsync_sync_rows", "Rows a sync upserted.", ["queue"])

@@ -11,18 +11,19 @@ from typing import Any
 from wbsync.emulator import Emulator
 from wbsync.store.datasets import advert_stats_rows, funnel_history_rows
 from wbsync.syncs import SyncOptions
-from wbsync.syncs.autobidder import ACTIVE
+from wbsync.syncs.autobidder import ACTIVE, biddable, campaign_items
 
 Rows = list[dict[str, Any]]
 
 
 def _bids(emu: Emulator, seller: str) -> Rows:
-    # The autobidder reads the bids of active manual campaigns; WB holds them as it left them.
+    # The autobidder reads the bids of the active campaigns WB takes bids for; WB holds them
+    # as it left them.
     pairs = {
-        (c["id"], nm["nm_id"])
+        (c["id"], nm)
         for c in emu.expected(seller, "promotion.adverts")
-        if c["status"] == ACTIVE and c["bid_type"] == "manual"
-        for nm in c["nm_settings"]
+        if c["status"] == ACTIVE and biddable(c)
+        for nm in campaign_items(c)
     }
     return [
         b

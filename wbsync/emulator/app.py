@@ -23,10 +23,8 @@ from wbsync.emulator.config import FaultRule
 from wbsync.emulator.handlers import HANDLERS, Call
 from wbsync.emulator.replies import BadRequest, json_reply, problem
 from wbsync.emulator.state import EmulatorState
-from wbsync.errors import TokenError
-from wbsync.ratelimit.scope import Limit
-from wbsync.wb.endpoints import ENDPOINTS, Endpoint
-from wbsync.wb.tokens import WbToken, verify_token
+from wbsync.emulator.tokens import CATEGORY_BITS, EmuToken, Kind, TokenRefused, verify
+from wbsync.emulator.wbdocs import METHODS, Method, Rate
 
 __all__ = ["build_app"]
 
@@ -77,23 +75,26 @@ def _limiter_id(seller: str, group: str) -> str:
 
 
 def _authorise(
-    state: EmulatorState, ep: Endpoint, request: Request, rid: str
-) -> WbToken | Response:
+    state: EmulatorState, ep: Method, request: Request, rid: str
+) -> EmuToken | tuple[Response, EmuToken | None]:
+    """The token, or the refusal (with the token when it was valid but not enough)."""
     header = request.headers.get("authorization")
     if not header:
-        return problem(401, "unauthorized", "token problem; token is missing", rid)
+        return problem(401, "unauthorized", "token problem; token is missing", rid), None
     try:
-        token = verify_token(header, state.config.signing_key)
-    except TokenError as exc:
-        return problem(401, "unauthorized", f"token problem; {exc}", rid)
-    if state.limit_for(ep.name, token.type) is None:
-        detail = f"{token.type.value} token is not allowed for this path"
-        return problem(403, "forbidden", detail, rid)
-    if ep.category is not None and not token.has(ep.category):
-        detail = f"token scope not allowed for this path: needs category {ep.category.label}"
-        return problem(403, "forbidden", detail, rid)
+        token = verify(header, state.config.signing_key)
+    except TokenRefused as exc:
+        return problem(401, "unauthorized", f"token problem; {exc}", rid), None
+    if ep.category is not None and not token.has(CATEGORY_BITS[ep.category]):
+        # WB's status table: 401 when the token's category does not match the API's.
+        detail = f"token problem; token scope not allowed for this path: needs {ep.category}"
+        return problem(401, "unauthorized", detail, rid), token
+    if state.limit_for(ep.name, token.kind) is None:
+        detail = f"{token.kind.value} token is not allowed for this path"
+        return problem(403, "forbidden", detail, rid), token
     if ep.writes and token.read_only:
-        return problem(403, "forbidden", "read-only token scope not allowed for this path", rid)
+        detail = "read-only token scope not allowed for this path"
+        return problem(403, "forbidden", detail, rid), token
     return token
 
 
@@ -121,14 +122,23 @@ async def _after_bucket(
         return json_reply(body, status=400)
 
 
-async def _serve(state: EmulatorState, ep: Endpoint, request: Request, rid: str) -> _Outcome:
+async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -> _Outcome:
     token = _authorise(state, ep, request, rid)
-    if isinstance(token, Response):
-        return _Outcome(token)
-    seller = token.seller_id
-    limit = state.limit_for(ep.name, token.type)
+    if isinstance(token, tuple):
+        refusal, known = token
+        if known is None:
+            return _Outcome(refusal)
+        # WB: every reply but a 429 says what is left, a refusal of a known seller too.
+        rate = state.limit_for(ep.name, known.kind) or state.limit_for(ep.name, Kind.PERSONAL)
+        if rate is not None:
+            scaled_rate = rate.scaled(state.config.time_scale)
+            left = state.buckets.remaining(known.seller, ep.group, scaled_rate)
+            refusal.headers["X-Ratelimit-Remaining"] = str(left)
+        return _Outcome(refusal, known.seller)
+    seller = token.seller
+    limit = state.limit_for(ep.name, token.kind)
     assert limit is not None  # _authorise refused types without a limit
-    scaled: Limit = limit.scaled(state.config.time_scale)
+    scaled: Rate = limit.scaled(state.config.time_scale)
     early = state.faults.draw(ep.name, seller, before_bucket=True)
     if early is not None:
         retry = early.retry_s * state.config.time_scale
@@ -152,7 +162,7 @@ async def _serve(state: EmulatorState, ep: Endpoint, request: Request, rid: str)
     return _Outcome(resp, seller, late.kind if late else None)
 
 
-def _method_route(state: EmulatorState, ep: Endpoint) -> Route:
+def _method_route(state: EmulatorState, ep: Method) -> Route:
     async def endpoint(request: Request) -> Response:
         arrived, rid = time.time(), uuid.uuid4().hex
         outcome = await _serve(state, ep, request, rid)
@@ -161,7 +171,7 @@ def _method_route(state: EmulatorState, ep: Endpoint) -> Route:
         outcome.response.headers["X-Request-Id"] = rid
         return outcome.response
 
-    return Route(ep.path, endpoint, methods=[ep.method], name=ep.name)
+    return Route(ep.path, endpoint, methods=[ep.verb], name=ep.name)
 
 
 async def _not_found(request: Request) -> Response:
@@ -174,7 +184,7 @@ async def _not_found(request: Request) -> Response:
 
 def build_app(state: EmulatorState) -> Starlette:
     """The emulator's ASGI app over ``state``."""
-    routes = [_method_route(state, ep) for ep in ENDPOINTS.values()]
+    routes = [_method_route(state, ep) for ep in METHODS.values()]
     routes += control.routes(state)
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes.append(Route("/{path:path}", _not_found, methods=methods))

@@ -11,7 +11,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from wbsync.ratelimit.scope import Limit
+from wbsync.emulator.wbdocs import Rate
 
 __all__ = ["BucketDecision", "Buckets", "format_seconds"]
 
@@ -44,22 +44,34 @@ class Buckets:
         """Forget every bucket (all full again)."""
         self._buckets.clear()
 
+    def _refilled(self, seller: str, group: str, limit: Rate, now: float) -> _Bucket:
+        bucket = self._buckets.get((seller, group))
+        if bucket is None:
+            bucket = self._buckets[(seller, group)] = _Bucket(tokens=float(limit.burst), at=now)
+        rate = limit.limit / limit.period_s
+        bucket.tokens = min(float(limit.burst), bucket.tokens + (now - bucket.at) * rate)
+        bucket.at = now
+        return bucket
+
+    def remaining(self, seller: str, group: str, limit: Rate, now: float | None = None) -> int:
+        """Whole tokens (seller, group) has now, taking none (WB's ``X-Ratelimit-Remaining``)."""
+        now = time.monotonic() if now is None else now
+        return max(0, math.floor(self._refilled(seller, group, limit, now).tokens))
+
     def take(
-        self, seller: str, group: str, limit: Limit, now: float | None = None
+        self, seller: str, group: str, limit: Rate, now: float | None = None
     ) -> BucketDecision:
         """Take one token for (seller, group) if there is one."""
         now = time.monotonic() if now is None else now
         rate = limit.limit / limit.period_s
-        bucket = self._buckets.get((seller, group))
-        if bucket is None:
-            bucket = self._buckets[(seller, group)] = _Bucket(tokens=float(limit.burst), at=now)
-        bucket.tokens = min(float(limit.burst), bucket.tokens + (now - bucket.at) * rate)
-        bucket.at = now
-        # A request that is early by less than the grace is let through: the client's limiter
-        # and this bucket see the same request a few ms apart.
+        bucket = self._refilled(seller, group, limit, now)
+        # A request that is early by less than the grace is let through (the client's limiter
+        # and this bucket see the same request a few ms apart), but the token it lacked stays
+        # owed: the balance goes negative, so a client early on every request runs out of
+        # grace after a few requests instead of having its debt written off each time.
         if bucket.tokens + self._grace_s * rate >= 1.0:
-            bucket.tokens = max(0.0, bucket.tokens - 1.0)
-            return BucketDecision(True, math.floor(bucket.tokens), 0.0, 0.0, limit.burst)
+            bucket.tokens -= 1.0
+            return BucketDecision(True, max(0, math.floor(bucket.tokens)), 0.0, 0.0, limit.burst)
         return BucketDecision(
             allowed=False,
             remaining=0,

@@ -8,7 +8,7 @@ from typing import Any
 
 from wbsync.emulator.config import EmulatorConfig
 from wbsync.emulator.server import serve
-from wbsync.wb.tokens import Category, TokenType, mint_token
+from wbsync.emulator.tokens import mint
 
 __all__ = ["issue_token", "load_config", "run_emulator"]
 
@@ -48,12 +48,11 @@ def issue_token(
 ) -> str:
     """A token the emulator with ``config`` accepts; categories by name ("finance,prices")."""
     names = categories.split(",") if isinstance(categories, str) else list(categories)
-    cats = [Category.parse(n) for n in names if n.strip()]
     cfg = config or EmulatorConfig()
-    return mint_token(
+    return mint(
         key=cfg.signing_key,
-        seller_id=seller,
-        token_type=TokenType(token_type),
-        categories=cats,
+        seller=seller,
+        kind=token_type,
+        categories=[n for n in names if n.strip()],
         lifetime=timedelta(days=days),
     )

@@ -13,10 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wbsync import clock
+from wbsync.emulator.tokens import Kind
+from wbsync.emulator.wbdocs import METHODS, Rate
 from wbsync.errors import ConfigError
-from wbsync.ratelimit.scope import Limit
-from wbsync.wb.endpoints import ENDPOINTS
-from wbsync.wb.tokens import TokenType
 
 __all__ = [
     "DEFAULT_SIGNING_KEY",
@@ -33,7 +32,7 @@ __all__ = [
 DEFAULT_SIGNING_KEY = "wbsync-emulator-development-signing-key-v1"
 
 #: Every limit group (one budget); overrides are keyed by these.
-LIMIT_GROUPS = frozenset(ep.group for ep in ENDPOINTS.values())
+LIMIT_GROUPS = frozenset(m.group for m in METHODS.values())
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,13 +65,13 @@ class LimitSpec(BaseModel):
     limit: int = Field(ge=1)
     burst: int = Field(ge=1)
 
-    def to_limit(self) -> Limit:
-        """As the limiter's ``Limit``."""
-        return Limit(period_s=self.period_s, limit=self.limit, burst=self.burst)
+    def to_rate(self) -> Rate:
+        """As a bucket's ``Rate``."""
+        return Rate(period_s=self.period_s, limit=self.limit, burst=self.burst)
 
 
 #: A group's replacement limit: one for every token type, or one per type.
-LimitOverride = LimitSpec | dict[TokenType, LimitSpec]
+LimitOverride = LimitSpec | dict[Kind, LimitSpec]
 
 FaultKind = Literal["error", "slow", "drop", "malformed", "rate_limit"]
 
@@ -162,16 +161,16 @@ class EmulatorConfig(BaseModel):
     def limit_for(
         self,
         endpoint_name: str,
-        token_type: TokenType,
+        token_type: Kind,
         changed: dict[str, LimitOverride] | None = None,
-    ) -> Limit | None:
+    ) -> Rate | None:
         """The raw limit the emulator enforces: a ``changed`` (run-time) or configured override
         of the group, else WB's."""
-        ep = ENDPOINTS[endpoint_name]
+        method = METHODS[endpoint_name]
         for layer in (changed or {}, self.limits):
-            override = layer.get(ep.group)
+            override = layer.get(method.group)
             if isinstance(override, LimitSpec):
-                return override.to_limit()
+                return override.to_rate()
             if isinstance(override, dict) and token_type in override:
-                return override[token_type].to_limit()
-        return ep.limits.get(token_type)
+                return override[token_type].to_rate()
+        return method.rate(token_type)

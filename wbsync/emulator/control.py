@@ -17,8 +17,8 @@ from starlette.routing import Route
 from wbsync.emulator.config import FaultRule, LimitOverride
 from wbsync.emulator.replies import json_reply
 from wbsync.emulator.state import EmulatorState
-from wbsync.wb.endpoints import ENDPOINTS
-from wbsync.wb.tokens import Category, TokenType, mint_token
+from wbsync.emulator.tokens import Kind, category_bit, mint
+from wbsync.emulator.wbdocs import METHODS
 
 __all__ = ["PREFIX", "routes"]
 
@@ -48,7 +48,7 @@ class _Limits(BaseModel):
 class _TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seller: str
-    type: TokenType = TokenType.PERSONAL
+    type: Kind = Kind.PERSONAL
     categories: list[str] = Field(default_factory=list)
     lifetime_s: float = 180 * 86400.0
 
@@ -106,7 +106,7 @@ def routes(state: EmulatorState) -> list[Route]:
         method = request.path_params["method"]
         params = dict(request.query_params)
         seller = params.pop("seller", None)
-        if not seller or method not in ENDPOINTS:
+        if not seller or method not in METHODS:
             return _invalid(ValueError("need ?seller=<sid> and a known method name"))
         try:
             rows = state.expected(seller, method, **params)
@@ -117,14 +117,14 @@ def routes(state: EmulatorState) -> list[Route]:
     async def tokens(request: Request) -> Response:
         try:
             body = _TokenRequest.model_validate(await _json(request))
-            cats = [Category.parse(c) for c in body.categories]
+            bits = [category_bit(c) for c in body.categories]
         except (ValueError, ValidationError) as exc:
             return _invalid(exc)
-        token = mint_token(
+        token = mint(
             key=state.config.signing_key,
-            seller_id=body.seller,
-            token_type=body.type,
-            categories=cats,
+            seller=body.seller,
+            kind=body.type,
+            categories=bits,
             lifetime=timedelta(seconds=body.lifetime_s),
         )
         return json_reply({"token": token})
@@ -142,9 +142,9 @@ def routes(state: EmulatorState) -> list[Route]:
             except (ValueError, ValidationError) as exc:
                 return _invalid(exc)
         out: dict[str, Any] = {}
-        for name, ep in ENDPOINTS.items():
+        for name, ep in METHODS.items():
             per_type = {}
-            for t in TokenType:
+            for t in Kind:
                 lim = state.limit_for(name, t)
                 per_type[t.value] = (
                     None

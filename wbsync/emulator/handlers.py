@@ -19,7 +19,14 @@ from wbsync.emulator import reports
 from wbsync.emulator.config import EmulatorConfig
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.replies import BadRequest, json_reply
-from wbsync.emulator.state import EmulatorState, SellerState, bid_row, cached, parse_moscow
+from wbsync.emulator.state import (
+    EmulatorState,
+    SellerState,
+    bid_row,
+    cached,
+    parse_moscow,
+    seller_campaigns,
+)
 from wbsync.emulator.state import rows_after as _after
 
 __all__ = ["HANDLERS", "Call"]
@@ -145,7 +152,7 @@ async def adverts(call: Call) -> Response:
     payment = call.query("payment_type")
     rows = [
         c
-        for c in cached(call.data, "campaigns", reports.campaigns)
+        for c in seller_campaigns(call.data, call.seller)
         if (not ids or c["id"] in ids)
         and (not statuses or c["status"] in statuses)
         and (not payment or c["settings"]["payment_type"] == payment)
@@ -164,7 +171,7 @@ async def fullstats(call: Call) -> Response:
     )
     if end < begin or (end - begin).days > 31:
         raise BadRequest("the period must be at most 31 days, beginDate <= endDate")
-    by_id = {c["id"]: c for c in cached(call.data, "campaigns", reports.campaigns)}
+    by_id = {c["id"]: c for c in seller_campaigns(call.data, call.seller)}
     rows = [
         reports.advert_stats(call.data, by_id[i], begin, end)
         for i in ids
@@ -193,9 +200,13 @@ async def get_bids(call: Call) -> Response:
 
 
 async def set_bids(call: Call) -> Response:
-    """Set search-cluster bids (base currency units); remembered for get-bids."""
+    """Set search-cluster bids (base currency units); remembered for get-bids.
+
+    WB: only campaigns with a custom bid paid per mille; any other item refuses the call (400).
+    """
     items = _items(await call.body(), "bids", 100)
     bids = call.seller.bids
+    campaigns = {c["id"]: c for c in seller_campaigns(call.data, call.seller)}
     updates: dict[tuple[int, int, str], int] = {}
     for item in items:
         key = (
@@ -203,6 +214,11 @@ async def set_bids(call: Call) -> Response:
             _int(item.get("nm_id"), "nm_id"),
             str(item.get("norm_query", "")),
         )
+        camp = campaigns.get(key[0])
+        if camp is not None and camp["settings"]["payment_type"] != "cpm":
+            raise BadRequest(f"invalid payment_type value (advert {key[0]})")
+        if camp is not None and camp["bid_type"] != "manual":
+            raise BadRequest(f"invalid bid_type value (advert {key[0]})")
         if key not in bids:
             raise BadRequest("some nms are not belong to advert", "Invalid Params")
         updates[key] = _int(item.get("bid"), "bid", lo=1) * 100

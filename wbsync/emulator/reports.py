@@ -249,10 +249,16 @@ def sales(data: SellerData) -> list[Row]:
 
 
 _STATUSES = [9, 9, 11, 7, 4, 8, -1]
+#: Every (bid type, payment type) WB documents, in turn: only custom-bid CPM campaigns accept
+#: set-bids.
+_KINDS = [("manual", "cpm"), ("unified", "cpc"), ("manual", "cpc"), ("unified", "cpm")]
+#: Every fifth campaign has no items: WB answers ``nm_settings: null`` (the field is nullable).
+_EMPTY_EVERY = 5
 
 
 def campaigns(data: SellerData) -> list[Row]:
-    """Advert campaigns, id ascending, each with up to 3 of the seller's items."""
+    """Advert campaigns, id ascending, each with up to 3 of the seller's items (or none:
+    ``nm_settings`` null), of every bid and payment type."""
     r = data.rng("campaigns")
     base = 20_000_000 + r.randrange(1_000_000)
     out: list[Row] = []
@@ -261,28 +267,29 @@ def campaigns(data: SellerData) -> list[Row]:
             {p.nm_id: p for p in (_pick(data, r.randrange(10**6)) for _ in range(3)) if p}.values(),
             key=lambda p: p.nm_id,
         )
-        manual = i % 2 == 0
+        bid_type, payment_type = _KINDS[i % len(_KINDS)]
+        items = [
+            {
+                "nm_id": p.nm_id,
+                "subject": {"id": p.subject_id, "name": p.subject_name},
+                "bids_kopecks": {"search": 25000 + 100 * i, "recommendations": 0},
+            }
+            for p in picks
+        ]
         created = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(
             days=40 - i
         )
         out.append(
             {
                 "id": base + 7 * i,
-                "bid_type": "manual" if manual else "unified",
+                "bid_type": bid_type,
                 "currency": "RUB",
-                "nm_settings": [
-                    {
-                        "nm_id": p.nm_id,
-                        "subject": {"id": p.subject_id, "name": p.subject_name},
-                        "bids_kopecks": {"search": 25000 + 100 * i, "recommendations": 0},
-                    }
-                    for p in picks
-                ],
+                "nm_settings": None if i % _EMPTY_EVERY == _EMPTY_EVERY - 1 else items,
                 "restrictions": {},
                 "settings": {
                     "name": f"Кампания {i}",
-                    "payment_type": "cpm" if manual else "cpc",
-                    "placements": {"search": True, "recommendations": not manual},
+                    "payment_type": payment_type,
+                    "placements": {"search": True, "recommendations": bid_type == "unified"},
                 },
                 "status": _STATUSES[i % len(_STATUSES)],
                 "timestamps": {
@@ -314,7 +321,7 @@ def advert_stats(data: SellerData, campaign: Row, begin: date, end: date) -> Row
     booster = [
         {"date": d.isoformat(), "nm": nm["nm_id"], "avg_position": 1 + (d.day + i) % 20}
         for d in days
-        for i, nm in enumerate(campaign["nm_settings"])
+        for i, nm in enumerate(campaign["nm_settings"] or [])
     ]
     return {
         "advertId": campaign["id"],
@@ -359,7 +366,7 @@ def _sum_metrics(rows: list[Row]) -> Row:
 def _stats_day(data: SellerData, campaign: Row, day: date) -> Row:
     r = data.rng(f"stats:{campaign['id']}:{day.isoformat()}")
     nms = []
-    for nm in campaign["nm_settings"]:
+    for nm in campaign["nm_settings"] or []:
         p = data.product(nm["nm_id"])
         views = r.randrange(100, 5000)
         m = _rates(_metrics(views, r.randrange(0, views // 10 + 1), p.price if p else 1000))

@@ -16,12 +16,12 @@ from wbsync.emulator.app import build_app
 from wbsync.emulator.config import EmulatorConfig, FaultRule, LimitOverride
 from wbsync.emulator.dataset import Row
 from wbsync.emulator.state import Counters, EmulatorState
-from wbsync.wb.tokens import DEFAULT_LIFETIME, Category, TokenType, mint_token
+from wbsync.emulator.tokens import CATEGORY_BITS, LIFETIME, Kind, mint
 
 __all__ = ["ALL_CATEGORIES", "Emulator", "running_emulator", "serve"]
 
 #: Every method category, without the read-only bit.
-ALL_CATEGORIES = tuple(c for c in Category if c is not Category.READ_ONLY)
+ALL_CATEGORIES = tuple(name for name in CATEGORY_BITS if name != "read_only")
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +52,16 @@ class Emulator:
         self,
         seller_id: str,
         *,
-        token_type: TokenType = TokenType.PERSONAL,
-        categories: Iterable[Category] = ALL_CATEGORIES,
-        lifetime: timedelta = DEFAULT_LIFETIME,
+        token_type: str = Kind.PERSONAL,
+        categories: Iterable[str | int] = ALL_CATEGORIES,
+        lifetime: timedelta = LIFETIME,
     ) -> str:
-        """A token this emulator accepts (every category, read-write, unless told otherwise)."""
-        return mint_token(
+        """A token this emulator accepts (every category, read-write, unless told otherwise);
+        categories by WB's name or bit number."""
+        return mint(
             key=self.config.signing_key,
-            seller_id=seller_id,
-            token_type=token_type,
+            seller=seller_id,
+            kind=token_type,
             categories=categories,
             lifetime=lifetime,
         )
@@ -72,6 +73,21 @@ class Emulator:
     def set_faults(self, rules: list[FaultRule], seed: int | None = None) -> None:
         """Replace the active fault rules."""
         self.state.faults.replace(rules, seed)
+
+    def edit_campaign(
+        self,
+        seller_id: str,
+        advert_id: int,
+        *,
+        bid_type: str | None = None,
+        payment_type: str | None = None,
+    ) -> None:
+        """Change a campaign as its seller would in WB's portal (set-bids then follows it)."""
+        change = self.state.seller(seller_id).campaign_edits.setdefault(advert_id, {})
+        if bid_type is not None:
+            change["bid_type"] = bid_type
+        if payment_type is not None:
+            change.setdefault("settings", {})["payment_type"] = payment_type
 
     def change_limits(self, limits: dict[str, LimitOverride]) -> None:
         """Make WB's limits of some groups different from now on (as WB does without notice)."""

@@ -13,8 +13,8 @@ from wbsync.emulator.buckets import Buckets
 from wbsync.emulator.config import LIMIT_GROUPS, EmulatorConfig, LimitOverride
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
-from wbsync.ratelimit.scope import Limit
-from wbsync.wb.tokens import TokenType
+from wbsync.emulator.tokens import Kind
+from wbsync.emulator.wbdocs import Rate
 
 __all__ = [
     "Counters",
@@ -28,18 +28,33 @@ __all__ = [
 
 @dataclass
 class SellerState:
-    """What a seller changed through the API: bids (kopecks) and price uploads."""
+    """What a seller changed: bids (kopecks), price uploads, and campaigns changed in the
+    seller's portal (``Emulator.edit_campaign``: bid or payment type)."""
 
     bids: dict[tuple[int, int, str], int]
     prices: dict[int, tuple[int, int]] = field(default_factory=dict)
     uploads: list[Row] = field(default_factory=list)
+    campaign_edits: dict[int, Row] = field(default_factory=dict)
+
+
+def seller_campaigns(data: SellerData, st: SellerState) -> list[Row]:
+    """The seller's campaigns as WB shows them now (generated, then edited)."""
+    out = []
+    for camp in cached(data, "campaigns", reports.campaigns):
+        change = st.campaign_edits.get(camp["id"])
+        if change:
+            settings = {**camp["settings"], **change.get("settings", {})}
+            camp = {**camp, **{k: v for k, v in change.items() if k != "settings"}}
+            camp["settings"] = settings
+        out.append(camp)
+    return out
 
 
 def initial_state(data: SellerData) -> SellerState:
     """A seller's state before any write: bids as generated."""
     bids: dict[tuple[int, int, str], int] = {}
     for camp in cached(data, "campaigns", reports.campaigns):
-        for nm in camp["nm_settings"]:
+        for nm in camp["nm_settings"] or []:
             for k, query in enumerate(reports.clusters(camp["id"], nm["nm_id"])):
                 bids[(camp["id"], nm["nm_id"], query)] = nm["bids_kopecks"]["search"] + 100 * k
     return SellerState(bids=bids)
@@ -161,7 +176,7 @@ class EmulatorState:
             raise ValueError(f"unknown limit group(s) {unknown}; known: {sorted(LIMIT_GROUPS)}")
         self.limits.update(limits)
 
-    def limit_for(self, endpoint_name: str, token_type: TokenType) -> Limit | None:
+    def limit_for(self, endpoint_name: str, token_type: Kind) -> Rate | None:
         """The raw limit in force: a run-time change of the group, else the config's."""
         return self.config.limit_for(endpoint_name, token_type, self.limits)
 
@@ -228,7 +243,7 @@ def _expected(
         since = parse_moscow(str(params.get("date_from", "2000-01-01")))
         return rows_after(rows, since, inclusive=config.statistics_date_from == ">=")
     if method == "promotion.adverts":
-        return cached(data, "campaigns", reports.campaigns)
+        return seller_campaigns(data, st)
     if method == "promotion.fullstats":
         begin, end = _dates(data, params, "begin", "end")
         return [

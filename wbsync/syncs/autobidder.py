@@ -1,5 +1,10 @@
-"""autobidder-sync: read the search-cluster bids of active manual campaigns, apply the bid rule,
-write the changes back through the bids method, and record what was sent.
+"""autobidder-sync: read the search-cluster bids of the active campaigns WB lets us bid on,
+apply the bid rule, write the changes back through the bids method, and record what was sent.
+
+WB's set-bids takes only campaigns with a custom bid (``bid_type`` manual) paid per mille
+(``payment_type`` cpm); a campaign's ``nm_settings`` may be null. When WB refuses a batch
+anyway (a campaign changed between reading and writing), each bid is sent alone, so one refused
+item does not sink the rest; every refusal is logged with WB's reason and counted.
 
 Changes are applied in the order of their (campaign, item, search cluster) key, and the cursor
 keeps the key of the last one applied. A resumed run recomputes the changes from the stored
@@ -9,15 +14,64 @@ no bid is skipped and none is moved twice.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from wbsync.errors import WbRequestError
+from wbsync.metrics import REFUSED_ITEMS
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import BidRule, Cursor, Sync, SyncInput, SyncPage
 from wbsync.wb import methods
 
 ACTIVE = 9
 _BATCH = 100  # WB takes at most 100 bids a call
+
+log = logging.getLogger(__name__)
+
+
+def biddable(campaign: Mapping[str, Any]) -> bool:
+    """True when WB's set-bids accepts the campaign: custom bid, paid per mille."""
+    settings = campaign.get("settings") or {}
+    return campaign.get("bid_type") == "manual" and settings.get("payment_type") == "cpm"
+
+
+def campaign_items(campaign: Mapping[str, Any]) -> list[int]:
+    """The item ids of a campaign (``nm_settings`` may be null or hold odd entries)."""
+    return [
+        int(nm["nm_id"])
+        for nm in campaign.get("nm_settings") or []
+        if isinstance(nm, Mapping) and nm.get("nm_id") is not None
+    ]
+
+
+async def _send(inp: SyncInput, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Send ``batch``; the bids WB accepted (all, or those it took one by one)."""
+    body = [{k: c[k] for k in ("advert_id", "nm_id", "norm_query", "bid")} for c in batch]
+    if len(batch) > 1:
+        try:
+            await methods.set_bids(inp.client, body)
+            return batch
+        except WbRequestError:
+            pass  # one refused item refuses the whole call: send each alone
+    accepted = []
+    for change, item in zip(batch, body, strict=True):
+        try:
+            await methods.set_bids(inp.client, [item])
+        except WbRequestError as exc:
+            REFUSED_ITEMS.labels("promotion.set_bids").inc()
+            log.warning(
+                "cabinet %s: WB refused the bid %s for campaign %s item %s (%r): %s",
+                inp.client.cabinet,
+                item["bid"],
+                item["advert_id"],
+                item["nm_id"],
+                item["norm_query"],
+                exc,
+            )
+            continue
+        accepted.append(change)
+    return accepted
 
 
 def _key(row: Mapping[str, Any]) -> tuple[int, int, str]:
@@ -47,11 +101,8 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
     )
     changes = _changes(pending, inp.options.bid_rule)
     for start in range(0, len(changes), _BATCH):
-        batch = changes[start : start + _BATCH]
-        await methods.set_bids(
-            inp.client,
-            [{k: c[k] for k in ("advert_id", "nm_id", "norm_query", "bid")} for c in batch],
-        )
+        tried = changes[start : start + _BATCH]
+        batch = await _send(inp, tried)
         await inp.store.ledger.record_bids(
             [
                 SentBid(
@@ -66,20 +117,17 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
             ]
         )
         stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in batch]
-        yield SyncPage("bids", stored, {**cursor, "applied_through": list(_key(batch[-1]))})
+        # Past the last bid tried, accepted or refused: a refused one is not sent again.
+        yield SyncPage("bids", stored, {**cursor, "applied_through": list(_key(tried[-1]))})
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
-    """Bids of every (campaign, item) of active manual campaigns, then the rule's changes."""
+    """Bids of every (campaign, item) of active campaigns WB takes bids for, then the rule's
+    changes."""
     cursor = inp.cursor or {}
     if "pairs" not in cursor:
         campaigns = await methods.adverts(inp.client, statuses=(ACTIVE,))
-        pairs = [
-            [c["id"], nm["nm_id"]]
-            for c in campaigns
-            if c.get("bid_type") == "manual"
-            for nm in c.get("nm_settings", [])
-        ]
+        pairs = [[c["id"], nm] for c in campaigns if biddable(c) for nm in campaign_items(c)]
         cursor = {"pairs": pairs, "done": 0, "applying": False, "applied_through": None}
         yield SyncPage.checkpoint(cursor)
     if not cursor["applying"]:

@@ -1,0 +1,200 @@
+"""The client's table of WB methods, the emulator's own table and WB's documents agree.
+
+``WB_DOCS`` is transcribed from WB's OpenAPI documents (dev.wildberries.ru, fetched 2026-08-19:
+each operation's path, verb, server, ``x-category`` and ``x-wb-rate-limits`` rows). The client
+(``wbsync.wb.endpoints``) and the emulator (``wbsync.emulator.wbdocs``) are written separately;
+a wrong number on either side fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import wbsync.emulator
+from wbsync.emulator.tokens import Kind
+from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS
+from wbsync.wb.endpoints import ENDPOINTS
+from wbsync.wb.tokens import TokenType
+
+_MIN, _H = 60.0, 3600.0
+Row = tuple[float, int, int]
+
+#: name: (verb, path, host, x-category, Personal/Service/Base-with-secret row, Base row or None)
+WB_DOCS: dict[str, tuple[str, str, str, str, Row, Row | None]] = {
+    "finance.detailed_report": (
+        "POST",
+        "/api/finance/v1/sales-reports/detailed",
+        "finance-api",
+        "finance",
+        (_MIN, 1, 1),
+        (24 * _H, 2, 1),
+    ),
+    "statistics.orders": (
+        "GET",
+        "/api/v1/supplier/orders",
+        "statistics-api",
+        "statistics",
+        (_MIN, 1, 10),
+        (3 * _H, 1, 1),
+    ),
+    "statistics.sales": (
+        "GET",
+        "/api/v1/supplier/sales",
+        "statistics-api",
+        "statistics",
+        (_MIN, 1, 1),
+        (2 * _H, 1, 1),
+    ),
+    "promotion.adverts": (
+        "GET",
+        "/api/advert/v2/adverts",
+        "advert-api",
+        "advert",
+        (1.0, 5, 5),
+        (_H, 1, 1),
+    ),
+    "promotion.fullstats": (
+        "GET",
+        "/adv/v3/fullstats",
+        "advert-api",
+        "advert",
+        (_MIN, 3, 1),
+        (_H, 1, 1),
+    ),
+    "promotion.get_bids": (
+        "POST",
+        "/adv/v0/normquery/get-bids",
+        "advert-api",
+        "advert",
+        (1.0, 5, 10),
+        (_H, 5, 1),
+    ),
+    "promotion.set_bids": (
+        "POST",
+        "/adv/v0/normquery/bids",
+        "advert-api",
+        "advert",
+        (1.0, 2, 4),
+        (_H, 5, 1),
+    ),
+    "analytics.sales_funnel_history": (
+        "POST",
+        "/api/analytics/v3/sales-funnel/products/history",
+        "seller-analytics-api",
+        "contentanalytics",
+        (_MIN, 3, 3),
+        (_H, 2, 1),
+    ),
+    # x-token-types: personal, service, base-with-secret (no Base).
+    "analytics.stocks_wb_warehouses": (
+        "POST",
+        "/api/analytics/v1/stocks-report/wb-warehouses",
+        "seller-analytics-api",
+        "contentanalytics",
+        (_MIN, 3, 1),
+        None,
+    ),
+    # One row without token types: every type.
+    "content.cards_list": (
+        "POST",
+        "/content/v2/get/cards/list",
+        "content-api",
+        "content",
+        (_MIN, 100, 5),
+        (_MIN, 100, 5),
+    ),
+    "prices.goods_list": (
+        "GET",
+        "/api/v2/list/goods/filter",
+        "discounts-prices-api",
+        "discountsandprices",
+        (6.0, 10, 5),
+        (_H, 4, 1),
+    ),
+    "prices.upload_task": (
+        "POST",
+        "/api/v2/upload/task",
+        "discounts-prices-api",
+        "discountsandprices",
+        (6.0, 10, 5),
+        (_H, 4, 1),
+    ),
+    "tariffs.acceptance_coefficients": (
+        "GET",
+        "/api/tariffs/v1/acceptance/coefficients",
+        "common-api",
+        "commonapi",
+        (_MIN, 6, 6),
+        (_H, 1, 1),
+    ),
+}
+
+
+def _client_row(name: str, token_type: TokenType) -> Row | None:
+    limit = ENDPOINTS[name].limits.get(token_type)
+    return None if limit is None else (limit.period_s, limit.limit, limit.burst)
+
+
+def _emulator_row(name: str, kind: Kind) -> Row | None:
+    rate = METHODS[name].rate(kind)
+    return None if rate is None else (rate.period_s, rate.limit, rate.burst)
+
+
+def test_both_tables_cover_the_same_methods() -> None:
+    assert set(ENDPOINTS) == set(METHODS) == set(WB_DOCS)
+
+
+@pytest.mark.parametrize("name", sorted(WB_DOCS))
+def test_paths_hosts_and_limits_match_wb_documents(name: str) -> None:
+    verb, path, host, x_category, full, base = WB_DOCS[name]
+    client, emulator = ENDPOINTS[name], METHODS[name]
+    assert (client.method, client.path, client.host_prefix) == (verb, path, host)
+    assert (emulator.verb, emulator.path, emulator.host, emulator.x_category) == (
+        verb,
+        path,
+        host,
+        x_category,
+    )
+    # WB publishes no Test row; both sides give Test tokens the Personal numbers.
+    for token_type, kind, expected in [
+        (TokenType.PERSONAL, Kind.PERSONAL, full),
+        (TokenType.SERVICE, Kind.SERVICE, full),
+        (TokenType.TEST, Kind.TEST, full),
+        (TokenType.BASE, Kind.BASE, base),
+    ]:
+        assert _client_row(name, token_type) == expected, (name, token_type)
+        assert _emulator_row(name, kind) == expected, (name, kind)
+
+
+def test_budget_groups_and_categories_agree() -> None:
+    for name, client in ENDPOINTS.items():
+        emulator = METHODS[name]
+        assert client.group == emulator.group, name
+        assert client.writes == emulator.writes, name
+        label = None if client.category is None else client.category.label
+        assert label == emulator.category, name
+    # WB: one budget for all of Prices and Discounts; every other method its own.
+    assert {METHODS[n].group for n in ("prices.goods_list", "prices.upload_task")} == {"prices"}
+
+
+def test_sandbox_hosts_are_those_wb_lists() -> None:
+    assert SANDBOX_HOSTS == {
+        "content-api",
+        "discounts-prices-api",
+        "statistics-api",
+        "advert-api",
+        "feedbacks-api",
+    }
+
+
+def test_the_emulator_imports_nothing_of_the_client() -> None:
+    root = Path(inspect.getfile(wbsync.emulator)).parent
+    for source in root.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                forbidden = ("wbsync.wb", "wbsync.syncs", "wbsync.ratelimit")
+                assert not node.module.startswith(forbidden), (source.name, node.module)
