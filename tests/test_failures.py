@@ -4,6 +4,7 @@ failed run, the autobidder's resume, lock-checked writes and failed jobs coming 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -12,11 +13,13 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
+from sqlalchemy.engine import make_url
 
-from tests.conftest_store import DatabaseFactory
+from tests.conftest_store import POSTGRES_ENV, DatabaseFactory
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
+from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
 from wbsync.errors import JobLockLostError
@@ -26,6 +29,8 @@ from wbsync.jobs.workers import build_workers
 from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
 from wbsync.runtime import Runtime
+from wbsync.store.datasets import DATASETS
+from wbsync.store.db import Database
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.wb.client import WbClient
@@ -306,3 +311,110 @@ async def test_the_fan_out_enqueues_a_failed_cabinet_again_after_the_retry_inter
         await worker.close()
         await queue.close()
     assert runs[1] - runs[0] >= 400
+
+
+async def _stored_any(runtime: Runtime, ids: list[int]) -> bool:
+    return sum([await runtime.store.count("finance_report", i) for i in ids]) > 0
+
+
+async def _infra_retries(queue: SyncQueue, ids: list[int], at_least: int) -> bool:
+    jobs = [await queue.job(str(i)) for i in ids]
+    return any(j is not None and j.data.get("infra_retries", 0) >= at_least for j in jobs)
+
+
+async def _all_gone(queue: SyncQueue, ids: list[int]) -> bool:
+    return all([await queue.job(str(i)) is None for i in ids])
+
+
+class _Proxy:
+    """A TCP relay to PostgreSQL that can be cut (listener closed, every connection reset) and
+    restored on the same port: the database "goes away" without touching the server."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self._target)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                dst.transport.abort()
+                self._writers.discard(dst)
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def test_a_database_outage_delays_jobs_without_spending_budget_or_attempts(
+    redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
+) -> None:
+    if not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"set {POSTGRES_ENV} to cut a real PostgreSQL away mid-run")
+    url = make_url(await database_factory.new_url("postgresql"))
+    async with Database(url.render_as_string(hide_password=False)) as db:
+        await db.migrate()
+    proxy = _Proxy(url.host or "127.0.0.1", url.port or 5432)
+    await proxy.start()
+    settings = Settings(
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        database_url=url.set(port=proxy.port).render_as_string(hide_password=False),
+        secret_key=SecretStr(SECRET),
+        wb_base_url=emulator.base_url,
+        time_scale=SCALE,
+    )
+    runtime = await Runtime(settings, redis_url=redis_url).start()
+    sellers = [f"0000000{i}-0000-4000-8000-00000000000d" for i in range(1, 4)]
+    name = "rnp-finance-sync"
+    retried = sample("wbsync_job_retries_total", queue=name, reason="infrastructure")
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(runtime, [name], concurrency=3, on_outcome=outcomes.append)
+    try:
+        ids = [
+            (await runtime.store.cabinets.add(_name(), emulator.token(s), s)).id for s in sellers
+        ]
+        await worker.start()
+        queue = runtime.queue(name)
+        await queue.enqueue_many([str(i) for i in ids])
+        await wait_for(lambda: _stored_any(runtime, ids))
+        await proxy.cut()  # the database is gone mid-run ...
+        # ... until a job has backed off 8 times: 5 ms doubling to 300 ms, about 1.2 s.
+        await wait_for(lambda: _infra_retries(queue, ids, 8))
+        await proxy.start()
+        await wait_for(lambda: _all_gone(queue, ids))
+        spec = DATASETS["finance_report"]
+        for cabinet_id, seller in zip(ids, sellers, strict=True):
+            stored = await runtime.store.fetch("finance_report", cabinet_id)
+            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            expected = rows["finance_report"]
+            assert {spec.row_key(r): r for r in stored} == {spec.row_key(r): r for r in expected}
+    finally:
+        await worker.close()
+        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
+            await runtime.redis.delete(key)
+        await runtime.aclose()
+        await proxy.cut()
+    assert sample("wbsync_job_retries_total", queue=name, reason="infrastructure") >= retried + 8
+    # No attempt was spent (a failed attempt is a "failed" outcome even when retried).
+    assert [o.outcome for o in outcomes].count("completed") == len(ids)
+    assert "failed" not in [o.outcome for o in outcomes]

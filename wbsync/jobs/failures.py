@@ -26,6 +26,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from wbsync import clock
 from wbsync.context import counting_upstream_failures
 from wbsync.errors import (
     FailureBudgetExhausted,
@@ -117,6 +118,7 @@ class FailurePolicy:
         def progress() -> None:
             budget.reset()
             infra.value = 0
+            _OUTAGES.recovered()
 
         job.on_progress(progress)
         job.carry(
@@ -142,13 +144,23 @@ class FailurePolicy:
         except _INFRASTRUCTURE as exc:
             infra.value += 1
             wait = backoff_ms(infra.value, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
-            await self._retry_later(job, "infrastructure", wait, str(exc))
+            _OUTAGES.failed(_dependency(exc), exc)
+            await self._retry_later(job, "infrastructure", wait, str(exc), level=logging.DEBUG)
         except RateLimitExceeded as exc:
-            await self._retry_later(job, "rate_limit", exc.retry_after * 1000.0, str(exc))
+            wait = exc.retry_after * 1000.0
+            await self._retry_later(job, "rate_limit", wait, str(exc), level=logging.INFO)
 
-    async def _retry_later(self, job: JobHandle, reason: str, wait_ms: float, why: str) -> None:
+    async def _retry_later(
+        self,
+        job: JobHandle,
+        reason: str,
+        wait_ms: float,
+        why: str,
+        *,
+        level: int = logging.WARNING,
+    ) -> None:
         JOB_RETRIES.labels(job.queue, reason).inc()
-        log.warning("job %s: %s; retrying in %.0f ms", job.id, why, wait_ms)
+        log.log(level, "job %s: %s; retrying in %.0f ms", job.id, why, wait_ms)
         try:
             await job.defer(round(wait_ms), note={"retry_reason": reason})
         except QueueError as exc:
@@ -162,3 +174,40 @@ class FailurePolicy:
 @dataclass(slots=True)
 class _Counter:
     value: int
+
+
+def _dependency(exc: BaseException) -> str:
+    return "the database" if isinstance(exc, StoreUnavailableError) else "Redis"
+
+
+class _Outages:
+    """One WARNING when a dependency starts failing jobs, one INFO when jobs progress again.
+
+    Every job meeting the outage retries on its own; logging each retry at WARNING would bury
+    the one line an operator needs under hundreds (one per live job per backoff step).
+    """
+
+    def __init__(self) -> None:
+        self._since: dict[str, float] = {}
+        self._retries: dict[str, int] = {}
+
+    def failed(self, dependency: str, exc: BaseException) -> None:
+        """Note one job's retry for ``dependency``; the first one logs the WARNING."""
+        self._retries[dependency] = self._retries.get(dependency, 0) + 1
+        if dependency not in self._since:
+            self._since[dependency] = clock.monotonic()
+            log.warning("%s is unavailable (%s); jobs wait and retry with backoff", dependency, exc)
+
+    def recovered(self) -> None:
+        """A job stored a page: every dependency it needs is back."""
+        for dependency, since in self._since.items():
+            log.info(
+                "%s is back after %.1f s; %d job retries meanwhile, no attempt spent",
+                dependency,
+                clock.monotonic() - since,
+                self._retries.pop(dependency, 0),
+            )
+        self._since.clear()
+
+
+_OUTAGES = _Outages()
