@@ -45,7 +45,7 @@ async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         time_scale=SCALE,
         anchor_date=clock.today(),
-        sizes=SellerSizes(report_rows=12, products=40, campaigns=80),
+        sizes=SellerSizes(report_rows=12, products=40, campaigns=200),
         page_size={"finance.detailed_report": 6},
     )
     async with running_emulator(config) as emu:
