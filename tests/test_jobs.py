@@ -288,7 +288,7 @@ async def test_promote_delayed_runs_deferred_jobs_now(
     assert sorted(c for c, _, _ in seen) == ["p1", "p2"]
 
 
-async def test_close_cancels_runs_still_going_after_the_grace(
+async def test_close_cancels_runs_still_going_after_the_grace_and_puts_them_back(
     harness: Harness, redis_url: str, prefix: str
 ) -> None:
     started = asyncio.Event()
@@ -306,5 +306,7 @@ async def test_close_cancels_runs_still_going_after_the_grace(
     # The run never ends by itself: close returns once the grace is over.
     await asyncio.wait_for(worker.close(grace_s=0.2), 30)
     job = await queue.job("cab-s")
-    assert job is not None and job.state == "active"  # not failed: a new worker takes it over
+    # Put back, due now, for the next worker: not failed, not left active, no attempt spent.
+    assert job is not None and job.state in ("delayed", "waiting")
+    assert job.attempts_made == 0
     assert job.data["cursor"] == 1

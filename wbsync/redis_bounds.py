@@ -4,7 +4,8 @@ Every Redis client wbsync makes comes from ``connect`` (the runtime's client, an
 BullMQ's queues and workers use), so a dead or hung Redis costs a caller a bounded time, never
 minutes:
 
-* ``CONNECT_TIMEOUT_S`` to open a connection, ``COMMAND_TIMEOUT_S`` for any reply;
+* ``CONNECT_TIMEOUT_S`` to open a connection, ``COMMAND_TIMEOUT_S`` for any reply, and at
+  most ``POOL_SIZE`` connections per client (more concurrent commands wait for one);
 * a refused or dropped connection (a Redis restart leaves stale pooled connections) is retried
   ``RETRIES`` times on a fresh connection, after a short exponential backoff (``BACKOFF_BASE_S``
   doubling up to ``BACKOFF_CAP_S``). A timeout is not retried: a server that did not answer in
@@ -19,6 +20,9 @@ BullMQ's own defaults (20 retries up to 20 s apart; 15 s before a worker asks ag
 
 from __future__ import annotations
 
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -28,6 +32,9 @@ from wbsync import redis_client
 CONNECT_TIMEOUT_S = 2.0
 COMMAND_TIMEOUT_S = 3.0
 RETRIES = 3
+# Connections one client opens at most; more concurrent commands wait (up to the command
+# timeout) for a free one instead of failing with "Too many connections".
+POOL_SIZE = 50
 BACKOFF_BASE_S = 0.05
 BACKOFF_CAP_S = 0.5
 # Longest blocking wait (BullMQ's BZPOPMIN on the queue's marker): below the command timeout,
@@ -48,10 +55,18 @@ def retry_policy() -> Retry:
 
 def connect(url: str, *, decode_responses: bool = True) -> redis_client.RedisClient:
     """A client of ``url`` (one server or a cluster) with wbsync's bounds; no I/O yet."""
-    return redis_client.connect(
+    options: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": COMMAND_TIMEOUT_S,
+        "retry": retry_policy(),
+    }
+    if redis_client.is_cluster(url):  # a cluster client keeps a pool per node itself
+        return redis_client.connect(url, decode_responses=decode_responses, **options)
+    pool = BlockingConnectionPool.from_url(
         url,
         decode_responses=decode_responses,
-        socket_connect_timeout=CONNECT_TIMEOUT_S,
-        socket_timeout=COMMAND_TIMEOUT_S,
-        retry=retry_policy(),
+        max_connections=POOL_SIZE,
+        timeout=COMMAND_TIMEOUT_S,
+        **options,
     )
+    return Redis.from_pool(pool)

@@ -1,7 +1,9 @@
 """``wbsync run``: a worker for every sync queue plus the fan-out, until SIGINT or SIGTERM.
 
-On a signal the fan-out stops, then each worker stops taking jobs and waits for its running
-ones to finish or defer (a deferred job waits in Redis; nothing is lost).
+On the first signal every worker stops taking jobs at once, the fan-out pass in progress is
+abandoned, and running jobs get ``WBSYNC_SHUTDOWN_GRACE_S`` to finish or defer; then (or at a
+second signal) they are cancelled and put back as delayed jobs that resume from their cursors,
+with no attempt spent. Nothing is left active.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.queue import SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.syncs import SYNCS
@@ -53,27 +56,54 @@ async def run_service(
     if unknown:
         raise ConfigError(f"unknown queues {sorted(unknown)}; queues: {', '.join(SYNCS)}")
     stop = asyncio.Event()
+    workers: list[SyncWorker] = []
+
+    def on_signal() -> None:
+        if stop.is_set():
+            log.warning("second stop signal: cancelling the running jobs now")
+            for worker in workers:
+                worker.cut_short()
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with open_runtime(settings) as runtime:
-        workers = build_workers(runtime, names)
-        for worker in workers:
-            await worker.start()
-        intervals = fanout_intervals(settings)
-        fanout = FanOut(
-            {name: runtime.queue(name) for name in names},
-            lambda: active_cabinet_ids(runtime),
-            {name: intervals[name] for name in names},
-            failed_retry_s=settings.failed_retry_s * settings.time_scale,
-        )
-        tasks = [asyncio.create_task(fanout.run(stop), name="fan-out")]
-        if extra is not None:
-            tasks.append(asyncio.create_task(extra(runtime, stop), name="extra"))
-        log.info("running %d queues; SIGINT or SIGTERM stops", len(workers))
-        await stop.wait()
-        log.info("stopping: running jobs finish or defer")
-        await asyncio.gather(*tasks, return_exceptions=True)
-        grace = settings.shutdown_grace_s
-        await asyncio.gather(*(worker.close(grace_s=grace) for worker in workers))
-        log.info("stopped")
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        async with open_runtime(settings) as runtime:
+            workers.extend(build_workers(runtime, names))
+            await _serve(runtime, names, workers, stop, extra)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _serve(
+    runtime: Runtime,
+    names: Sequence[str],
+    workers: Sequence[SyncWorker],
+    stop: asyncio.Event,
+    extra: Extra | None,
+) -> None:
+    for worker in workers:
+        await worker.start()
+    intervals = fanout_intervals(runtime.settings)
+    fanout = FanOut(
+        {name: runtime.queue(name) for name in names},
+        lambda: active_cabinet_ids(runtime),
+        {name: intervals[name] for name in names},
+        failed_retry_s=runtime.settings.failed_retry_s * runtime.settings.time_scale,
+    )
+    fanning = asyncio.create_task(fanout.run(stop), name="fan-out")
+    extras = [asyncio.create_task(extra(runtime, stop), name="extra")] if extra else []
+    log.info("running %d queues; SIGINT or SIGTERM stops", len(workers))
+    await stop.wait()
+    grace = runtime.settings.shutdown_grace_s
+    log.info("stopping: no new jobs; running ones get %.0f s to finish or defer", grace)
+    fanning.cancel()  # a pass in progress is abandoned: enqueueing is idempotent
+    await asyncio.gather(
+        fanning,
+        *extras,
+        *(worker.close(grace_s=grace) for worker in workers),
+        return_exceptions=True,
+    )
+    log.info("stopped")

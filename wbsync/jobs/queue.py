@@ -170,6 +170,10 @@ class JobHandle:
         data.update(changes)
         return data
 
+    async def put_back(self) -> None:
+        """Move the job to delayed, due now, without spending an attempt (its cursor stays)."""
+        await self._move_to_delayed(self.id, self._token, math.ceil(clock.now_ms()), self.data)
+
     async def defer(self, wait_ms: int, *, note: Mapping[str, Any]) -> NoReturn:
         """Move the job to delayed for ``wait_ms`` without spending an attempt; never returns.
 
@@ -391,6 +395,7 @@ class SyncWorker:
         self._processor = processor
         self._on_outcome = on_outcome
         self._redis_url = redis_url
+        self._prefix = prefix
         self._options: dict[str, Any] = {
             "prefix": prefix,
             "concurrency": concurrency,
@@ -406,6 +411,7 @@ class SyncWorker:
         self._writer: JobDataWriter | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakers: set[asyncio.TimerHandle] = set()
+        self._cut = asyncio.Event()
         self._closed = False
 
     async def start(self) -> None:
@@ -426,9 +432,9 @@ class SyncWorker:
     async def close(self, *, grace_s: float | None = None) -> None:
         """Stop taking jobs and wait for running ones to finish (or defer).
 
-        After ``grace_s`` seconds the runs still going are cancelled: their jobs stay active
-        with the cursor of their last stored page, and once their locks expire another worker
-        takes them over and continues from there.
+        After ``grace_s`` seconds (or at ``cut_short``) the runs still going are cancelled and
+        their jobs put back as delayed, due now, keeping the cursor of their last stored page.
+        A job fetched while the stop was under way, never run, is put back too.
         """
         if self._closed:
             return
@@ -437,21 +443,48 @@ class SyncWorker:
             waker.cancel()
         if self._worker is not None:
             await self._close_worker(self._worker, grace_s)
+            await self._put_back_unrun(self._worker.id)
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
 
+    async def _put_back_unrun(self, worker_id: str) -> None:
+        """Put back the active jobs still locked by this (closed) worker: a fetch that raced
+        the stop moved them to active, and BullMQ's loop had already ended."""
+        queue = bullmq.Queue(
+            keys.bullmq_queue_name(self.name),
+            {"connection": redis_bounds.connect(self._redis_url), "prefix": self._prefix},
+        )
+        try:
+            active = await queue.client.lrange(queue.keys["active"], 0, -1)
+            for jid in active:
+                token = await queue.client.get(f"{queue.toKey(jid)}:lock")
+                job = await bullmq.Job.fromId(queue, jid) if token else None
+                if job is not None and str(token).startswith(f"{worker_id}:"):
+                    await job.moveToDelayed(math.ceil(clock.now_ms()), token)
+                    log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
+        except Exception as exc:
+            log.warning("%s: could not check for unrun jobs (taken over later): %s", self.name, exc)
+        finally:
+            await queue.close()
+
+    def cut_short(self) -> None:
+        """Cancel the running jobs now instead of after the grace (a second stop signal)."""
+        self._cut.set()
+
     async def _close_worker(self, worker: bullmq.Worker, grace_s: float | None) -> None:
         closing = asyncio.ensure_future(worker.close())
-        done, _ = await asyncio.wait({closing}, timeout=grace_s)
-        if not done:
+        cut = asyncio.ensure_future(self._cut.wait())
+        await asyncio.wait({closing, cut}, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
+        cut.cancel()
+        if not closing.done():
             log.warning(
-                "%s: jobs still running %.0f s after the stop; cancelling them (their cursors "
-                "are saved, another worker resumes them)",
+                "%s: cancelling the jobs still running %s; they are put back and resume "
+                "from their cursors",
                 self.name,
-                grace_s,
+                "at a second stop signal" if self._cut.is_set() else f"after {grace_s:.0f} s",
             )
-            # What close(force=True) does, on the close already under way: no completion or
-            # failure is written for the cancelled runs, so their jobs stay active and stall.
+            # What close(force=True) does, on the close already under way: BullMQ writes no
+            # completion or failure for the cancelled runs; each run puts its job back itself.
             worker.forceClosing = True
             worker.cancelProcessing()
         await closing
@@ -474,6 +507,10 @@ class SyncWorker:
                 result = await self._processor(handle)
                 outcome = "completed"
                 return result
+            except asyncio.CancelledError:  # a stop cut the run short: not the job's failure
+                outcome = "cancelled"
+                await self._put_back(handle)
+                raise
             except _Deferred:
                 outcome = "deferred"
                 self._notify("deferred", handle.data)
@@ -512,6 +549,12 @@ class SyncWorker:
         if isinstance(result, int) and result < 0:
             # -1 no job, -2 no lock, -3 not active, -6 another token's lock: not ours any more.
             raise JobLockLostError(f"job {jid}: lock lost before it could be deferred")
+
+    async def _put_back(self, handle: JobHandle) -> None:
+        try:
+            await handle.put_back()
+        except Exception as exc:
+            log.warning("could not put back job %s (it is taken over later): %s", handle.id, exc)
 
     def _wake_at(self, at_ms: int) -> None:
         """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""

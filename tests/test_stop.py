@@ -1,0 +1,147 @@
+"""Stopping ``wbsync run`` with many cabinets: within the grace, nothing left active, resumable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from tests.waiting import wait_for
+from wbsync import clock
+from wbsync.config import Settings
+from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.runtime import Runtime
+from wbsync.syncs import SYNCS
+
+SCALE = 0.05  # WB's minute is 3 s: runs outlast the grace
+SECRET = "stop-test-secret"
+CABINETS = 200
+GRACE_S = 1.0
+# What a stop may take beyond the grace: cancelling, putting jobs back, closing connections.
+STOP_BOUND_S = 15.0
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        time_scale=SCALE, anchor_date=clock.today(), sizes=SellerSizes(report_rows=20)
+    )
+    async with running_emulator(config) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def runtime(
+    tmp_path: Path, redis_url: str, prefix: str, emulator: Emulator
+) -> AsyncIterator[Runtime]:
+    settings = Settings(
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'stop.db'}",
+        secret_key=SecretStr(SECRET),
+        wb_base_url=emulator.base_url,
+        time_scale=SCALE,
+    )
+    runtime = await Runtime(settings, redis_url=redis_url).start()
+    try:
+        yield runtime
+    finally:
+        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
+            await runtime.redis.delete(key)
+        await runtime.aclose()
+
+
+async def _counts(runtime: Runtime) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for name in SYNCS:
+        for state, n in (await runtime.queue(name).counts()).items():
+            total[state] = total.get(state, 0) + n
+    return total
+
+
+async def _run(runtime: Runtime, emulator: Emulator, grace_s: float) -> asyncio.subprocess.Process:
+    s = runtime.settings
+    env = {
+        **os.environ,
+        "WBSYNC_REDIS_URL": runtime.redis_url,
+        "WBSYNC_REDIS_PREFIX": s.redis_prefix,
+        "WBSYNC_DATABASE_URL": s.database_url,
+        "WBSYNC_SECRET_KEY": SECRET,
+        "WBSYNC_WB_BASE_URL": emulator.base_url,
+        "WBSYNC_TIME_SCALE": str(SCALE),
+        "WBSYNC_SHUTDOWN_GRACE_S": str(grace_s),
+        # Sleep in place rather than defer, so runs hold their slots when the stop comes.
+        "WBSYNC_DEFER_THRESHOLD_MS": "1000000",
+    }
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "wbsync", "run", env=env, stderr=asyncio.subprocess.PIPE
+    )
+
+
+async def _stopped(process: asyncio.subprocess.Process, bound_s: float) -> list[str]:
+    """Wait (bounded) for the process to exit 0; its stderr lines, each a JSON log line."""
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), bound_s)
+    except TimeoutError:
+        process.kill()
+        _, stderr = await process.communicate()
+        raise AssertionError(stderr.decode()[-3000:]) from None
+    lines = stderr.decode().splitlines()
+    assert process.returncode == 0, lines[-5:]
+    for line in lines:
+        json.loads(line)  # nothing but JSON log lines: no traceback, no "Exception ignored"
+    return lines
+
+
+async def test_sigterm_stops_a_busy_run_within_the_grace_and_leaves_nothing_active(
+    runtime: Runtime, emulator: Emulator
+) -> None:
+    for i in range(CABINETS):
+        seller = str(uuid.UUID(int=0x5709_0000 + i))
+        await runtime.store.cabinets.add(f"stop-{i}", emulator.token(seller), seller)
+
+    # A single SIGTERM while workers are busy (and the fan-out likely still going).
+    first = await _run(runtime, emulator, GRACE_S)
+    await wait_for(lambda: _has_active(runtime), timeout_s=60)
+    first.send_signal(signal.SIGTERM)
+    began = time.monotonic()
+    lines = await _stopped(first, GRACE_S + STOP_BOUND_S)
+    assert time.monotonic() - began < GRACE_S + STOP_BOUND_S
+    after_first = await _counts(runtime)
+    assert after_first["active"] == 0 and after_first["failed"] == 0
+    put_back = after_first["delayed"]  # no deferrals here: every delayed job was put back
+    assert put_back > 0
+    assert any("cancelling the jobs still running" in json.loads(x)["msg"] for x in lines)
+    delayed = {q: (await runtime.queue(q).counts())["delayed"] for q in SYNCS}
+    busiest = max(delayed, key=delayed.__getitem__)
+    for view in (await runtime.queue(busiest).live_jobs()).values():
+        assert view.attempts_made == 0  # a stop spends no attempt
+
+    # The next run takes the put-back jobs (due now); a second signal cuts a long grace short
+    # (SIGTERM then SIGINT: two different signals are never merged into one).
+    second = await _run(runtime, emulator, 600.0)
+    await wait_for(lambda: _delayed_below(runtime, put_back), timeout_s=60)
+    second.send_signal(signal.SIGTERM)
+    second.send_signal(signal.SIGINT)
+    began = time.monotonic()
+    await _stopped(second, STOP_BOUND_S)
+    assert time.monotonic() - began < STOP_BOUND_S  # far below the 600 s grace
+    after_second = await _counts(runtime)
+    assert after_second["active"] == 0 and after_second["failed"] == 0
+
+
+async def _has_active(runtime: Runtime) -> bool:
+    return (await _counts(runtime))["active"] > 0
+
+
+async def _delayed_below(runtime: Runtime, count: int) -> bool:
+    return (await _counts(runtime))["delayed"] < count
