@@ -82,6 +82,22 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='Per-section base URLs, JSON: {"finance": "https://..."}; beats wb_base_url.',
     )
+    wb_sandbox_base_url: str | None = Field(
+        default=None,
+        description="Where Test tokens go: one base URL for WB's -sandbox hosts (e.g. the "
+        "emulator's sandbox URL); unset = WB's <host>-sandbox.wildberries.ru.",
+    )
+    wb_disabled_methods: list[str] = Field(
+        default_factory=list,
+        description='WB methods known to be switched off, JSON: ["tariffs.acceptance_'
+        'coefficients"]; a job calling one sends nothing and waits disabled_retry_s.',
+    )
+    disabled_retry_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="A job that meets a method WB switched off comes back after this long "
+        "(scaled).",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="Key that encrypts cabinet tokens in the database (any string; keep it "
@@ -159,6 +175,17 @@ class Settings(BaseSettings):
                     f"{API_KEY_MIN_LENGTH} are needed; {_MAKE_A_KEY}"
                 )
         return keys
+
+    @field_validator("wb_disabled_methods")
+    @classmethod
+    def _known_methods(cls, names: list[str]) -> list[str]:
+        # Imported here: the endpoint table imports this module.
+        from wbsync.wb.endpoints import ENDPOINTS
+
+        unknown = [n for n in names if n not in ENDPOINTS]
+        if unknown:
+            raise ValueError(f"unknown WB method(s) {unknown}; known: {', '.join(ENDPOINTS)}")
+        return names
 
     def secret_key_value(self) -> str | None:
         """The secret key itself, for the one place that derives the cipher from it."""

@@ -15,6 +15,8 @@
     │   ├── WbPermissionError        403
     │   ├── WbRateLimitedError       429 (after the client's own handling gave up)
     │   ├── WbRequestError           any other 4xx: WB rejected the request itself
+    │   │   └── WbMethodDisabledError  404 on a method's path, or a method configured as off:
+    │   │                            WB has switched it off; try again much later
     │   ├── WbServerError            5xx
     │   ├── WbTransportError         timeout, reset, refused
     │   ├── WbBadResponseError       unparseable or schema-violating body, unexpected status
@@ -58,6 +60,7 @@ __all__ = [
     "WbApiError",
     "WbAuthError",
     "WbBadResponseError",
+    "WbMethodDisabledError",
     "WbPaymentRequiredError",
     "WbPermissionError",
     "WbRateLimitedError",
@@ -154,6 +157,14 @@ class WbRateLimitedError(WbApiError):
 
 class WbRequestError(WbApiError):
     """WB answered another 4xx (400, 404, 409, 422, ...): the request itself was rejected."""
+
+
+class WbMethodDisabledError(WbRequestError):
+    """WB has switched the method off (WB answers 404 on its path; WB's documents mark some
+    methods "temporarily disabled"), or ``WBSYNC_WB_DISABLED_METHODS`` lists it (nothing sent).
+
+    Not a failure of the job: the job layer tries again after ``WBSYNC_DISABLED_RETRY_S``.
+    """
 
 
 class WbServerError(WbApiError):

@@ -74,6 +74,22 @@ def _limiter_id(seller: str, group: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"wb-limiter:{seller}:{group}"))
 
 
+#: What the emulator answers for a method switched off. WB documents no reply for it; its
+#: gateway answers an unknown path with 404, which is what a method taken off looks like.
+DISABLED_DETAIL = (
+    "the method is temporarily disabled, see https://dev.wildberries.ru/en/release-notes?id=570"
+)
+
+
+def _with_remaining(state: EmulatorState, ep: Method, token: EmuToken, resp: Response) -> Response:
+    """WB: every reply but a 429 says what is left, a refusal of a known seller too."""
+    rate = state.limit_for(ep.name, token.kind) or state.limit_for(ep.name, Kind.PERSONAL)
+    if rate is not None:
+        left = state.buckets.remaining(token.seller, ep.group, rate.scaled(state.config.time_scale))
+        resp.headers["X-Ratelimit-Remaining"] = str(left)
+    return resp
+
+
 def _authorise(
     state: EmulatorState, ep: Method, request: Request, rid: str
 ) -> EmuToken | tuple[Response, EmuToken | None]:
@@ -128,14 +144,11 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
         refusal, known = token
         if known is None:
             return _Outcome(refusal)
-        # WB: every reply but a 429 says what is left, a refusal of a known seller too.
-        rate = state.limit_for(ep.name, known.kind) or state.limit_for(ep.name, Kind.PERSONAL)
-        if rate is not None:
-            scaled_rate = rate.scaled(state.config.time_scale)
-            left = state.buckets.remaining(known.seller, ep.group, scaled_rate)
-            refusal.headers["X-Ratelimit-Remaining"] = str(left)
-        return _Outcome(refusal, known.seller)
+        return _Outcome(_with_remaining(state, ep, known, refusal), known.seller)
     seller = token.seller
+    if ep.name in state.disabled:
+        off = problem(404, "method is disabled", DISABLED_DETAIL, rid)
+        return _Outcome(_with_remaining(state, ep, token, off), seller)
     limit = state.limit_for(ep.name, token.kind)
     assert limit is not None  # _authorise refused types without a limit
     scaled: Rate = limit.scaled(state.config.time_scale)

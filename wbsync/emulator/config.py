@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from wbsync import clock
 from wbsync.emulator.tokens import Kind
@@ -132,6 +132,19 @@ class EmulatorConfig(BaseModel):
         "client's limiter and our bucket) before it is refused.",
     )
     faults: list[FaultRule] = Field(default_factory=list)
+    disabled: list[str] = Field(
+        default_factory=list,
+        description="Methods switched off, as WB switches some off (its documents mark "
+        "acceptance coefficients temporarily disabled): they answer 404.",
+    )
+
+    @field_validator("disabled")
+    @classmethod
+    def _known_methods(cls, names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
+        return names
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides: object) -> EmulatorConfig:

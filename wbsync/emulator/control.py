@@ -45,6 +45,11 @@ class _Limits(BaseModel):
     limits: dict[str, LimitOverride]
 
 
+class _Disabled(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    methods: list[str]
+
+
 class _TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seller: str
@@ -129,6 +134,20 @@ def routes(state: EmulatorState) -> list[Route]:
         )
         return json_reply({"token": token})
 
+    async def disabled(request: Request) -> Response:
+        if request.method == "DELETE":
+            method = request.query_params.get("method")
+            if method is None:
+                state.disabled.clear()
+            else:
+                state.disabled.discard(method)
+        elif request.method in ("POST", "PUT"):
+            try:
+                state.disable(_Disabled.model_validate(await _json(request)).methods)
+            except (ValueError, ValidationError) as exc:
+                return _invalid(exc)
+        return json_reply({"disabled": sorted(state.disabled)})
+
     async def limits(request: Request) -> Response:
         if request.method == "DELETE":
             group = request.query_params.get("group")
@@ -165,4 +184,5 @@ def routes(state: EmulatorState) -> list[Route]:
         Route(f"{PREFIX}/expected/{{method}}", expected, methods=["GET"]),
         Route(f"{PREFIX}/tokens", tokens, methods=["POST"]),
         Route(f"{PREFIX}/limits", limits, methods=["GET", "POST", "PUT", "DELETE"]),
+        Route(f"{PREFIX}/disabled", disabled, methods=["GET", "POST", "PUT", "DELETE"]),
     ]

@@ -89,6 +89,17 @@ class Emulator:
         if payment_type is not None:
             change.setdefault("settings", {})["payment_type"] = payment_type
 
+    def disable(self, *methods: str) -> None:
+        """Switch methods off as WB does (they answer 404 until ``enable``)."""
+        self.state.disable(list(methods))
+
+    def enable(self, *methods: str) -> None:
+        """Switch methods on again (all when none is named)."""
+        if methods:
+            self.state.disabled.difference_update(methods)
+        else:
+            self.state.disabled.clear()
+
     def change_limits(self, limits: dict[str, LimitOverride]) -> None:
         """Make WB's limits of some groups different from now on (as WB does without notice)."""
         self.state.change_limits(limits)

@@ -14,7 +14,7 @@ from wbsync.emulator.config import LIMIT_GROUPS, EmulatorConfig, LimitOverride
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import Rate
+from wbsync.emulator.wbdocs import METHODS, Rate
 
 __all__ = [
     "Counters",
@@ -153,6 +153,8 @@ class EmulatorState:
         #: Limits changed at run time (``/__emulator/limits``), by group; they win over the
         #: config's overrides and WB's table.
         self.limits: dict[str, LimitOverride] = {}
+        #: Methods switched off now (``/__emulator/disabled``; initially the config's).
+        self.disabled: set[str] = set(config.disabled)
         self._data: dict[str, SellerData] = {}
         self._sellers: dict[str, SellerState] = {}
         self.next_task_id = 1000
@@ -176,6 +178,13 @@ class EmulatorState:
             raise ValueError(f"unknown limit group(s) {unknown}; known: {sorted(LIMIT_GROUPS)}")
         self.limits.update(limits)
 
+    def disable(self, methods: list[str]) -> None:
+        """Switch methods off (404 from now on); ``ValueError`` for an unknown method."""
+        unknown = sorted(set(methods) - set(METHODS))
+        if unknown:
+            raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
+        self.disabled.update(methods)
+
     def limit_for(self, endpoint_name: str, token_type: Kind) -> Rate | None:
         """The raw limit in force: a run-time change of the group, else the config's."""
         return self.config.limit_for(endpoint_name, token_type, self.limits)
@@ -192,6 +201,7 @@ class EmulatorState:
         """Forget counters, buckets, faults, sellers' edits and/or run-time limits."""
         if limits:
             self.limits.clear()
+            self.disabled = set(self.config.disabled)
         if counters:
             self.counters.reset()
         if buckets:

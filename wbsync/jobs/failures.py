@@ -14,6 +14,9 @@
 * **A short queue's local rate limit** (``RateLimitExceeded``: the wait is past the ceiling)
   defers the job by the ``retry_after`` it names, instead of burning attempts on BullMQ's backoff.
 * **A lost lock** means the job is another worker's: nothing more is written (``queue.py``).
+* **A method WB has switched off** (``WbMethodDisabledError``) defers the job by
+  ``disabled_retry_ms``: one request (or none, when configured off) per cabinet per interval,
+  one WARNING each, and the queue neither fails nor hammers WB.
 * Anything else (WB refused the request, a token error, a bug) spends a BullMQ attempt.
 """
 
@@ -37,6 +40,7 @@ from wbsync.errors import (
     StoreUnavailableError,
     WbApiError,
     WbBadResponseError,
+    WbMethodDisabledError,
     WbServerError,
     WbTransportError,
 )
@@ -94,9 +98,13 @@ class FailurePolicy:
         budget: int,
         retry_ms: float,
         retry_max_ms: float,
+        disabled_retry_ms: float = 3_600_000.0,
     ) -> None:
-        if budget < 1 or retry_ms <= 0 or retry_max_ms < retry_ms:
-            raise ValueError("need budget >= 1 and 0 < retry_ms <= retry_max_ms")
+        if budget < 1 or retry_ms <= 0 or retry_max_ms < retry_ms or disabled_retry_ms <= 0:
+            raise ValueError(
+                "need budget >= 1, 0 < retry_ms <= retry_max_ms and disabled_retry_ms > 0"
+            )
+        self.disabled_retry_ms = disabled_retry_ms
         self.budget = budget
         self.retry_ms = retry_ms
         self.retry_max_ms = retry_max_ms
@@ -149,6 +157,8 @@ class FailurePolicy:
         except RateLimitExceeded as exc:
             wait = exc.retry_after * 1000.0
             await self._retry_later(job, "rate_limit", wait, str(exc), level=logging.INFO)
+        except WbMethodDisabledError as exc:
+            await self._retry_later(job, "disabled", self.disabled_retry_ms, str(exc))
 
     async def _retry_later(
         self,

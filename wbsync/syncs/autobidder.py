@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from wbsync.errors import WbRequestError
+from wbsync.errors import WbMethodDisabledError, WbRequestError
 from wbsync.metrics import REFUSED_ITEMS
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import BidRule, Cursor, Sync, SyncInput, SyncPage
@@ -52,12 +52,16 @@ async def _send(inp: SyncInput, batch: list[dict[str, Any]]) -> list[dict[str, A
         try:
             await methods.set_bids(inp.client, body)
             return batch
+        except WbMethodDisabledError:
+            raise
         except WbRequestError:
             pass  # one refused item refuses the whole call: send each alone
     accepted = []
     for change, item in zip(batch, body, strict=True):
         try:
             await methods.set_bids(inp.client, [item])
+        except WbMethodDisabledError:
+            raise
         except WbRequestError as exc:
             REFUSED_ITEMS.labels("promotion.set_bids").inc()
             log.warning(

@@ -27,6 +27,7 @@ from wbsync.errors import (
     WbApiError,
     WbAuthError,
     WbBadResponseError,
+    WbMethodDisabledError,
     WbPaymentRequiredError,
     WbPermissionError,
     WbRateLimitedError,
@@ -48,6 +49,8 @@ _ERRORS: dict[int, type[WbApiError]] = {
     401: WbAuthError,
     402: WbPaymentRequiredError,
     403: WbPermissionError,
+    # Every path we call is a WB method: a 404 there means WB has switched the method off.
+    404: WbMethodDisabledError,
 }
 
 
@@ -159,6 +162,11 @@ class WbClient:
     ) -> WbReply:
         """Call ``ep`` once (with retries): rate-limited, errors mapped to ``WbApiError``."""
         check_token(self._token, ep, cabinet=self.cabinet)
+        if ep.name in self._settings.wb_disabled_methods:
+            raise WbMethodDisabledError(
+                "method is switched off by WBSYNC_WB_DISABLED_METHODS; nothing sent",
+                method=ep.name,
+            )
         http, scope = self._client(), self.scope(ep)
         failures = limited = 0
         while True:
