@@ -17,7 +17,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from tests.conftest_store import DatabaseFactory
+from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -30,7 +30,8 @@ from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 
 SCALE = 0.005
-SECRET = "disabled-methods-test-secret"
+# The session's migrated databases are shared: every test that uses them uses one key.
+SECRET = TEST_SECRET_KEY
 METHOD = "tariffs.acceptance_coefficients"
 PATH = "/api/tariffs/v1/acceptance/coefficients"
 SELLERS = ["0000000d-0000-4000-8000-00000000000a", "0000000d-0000-4000-8000-00000000000b"]

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 
-from tests.conftest_store import POSTGRES_ENV, DatabaseFactory
+from tests.conftest_store import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFactory
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -36,7 +36,8 @@ from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_s
 from wbsync.wb.client import WbClient
 
 SCALE = 0.005  # WB's minute is 300 ms
-SECRET = "failures-test-secret"
+# The session's migrated databases are shared: every test that uses them uses one key.
+SECRET = TEST_SECRET_KEY
 SELLER = "0000000f-0000-4000-8000-000000000000"
 
 

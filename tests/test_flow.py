@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from tests.conftest_store import DatabaseFactory
+from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -30,7 +30,8 @@ from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
 
 SCALE = 0.005  # WB's minute is 300 ms
-SECRET = "flow-test-secret"
+# The session's migrated databases are shared: every test that uses them uses one key.
+SECRET = TEST_SECRET_KEY
 SELLERS = [f"0000000{i}-0000-4000-8000-000000000000" for i in range(1, 4)]
 
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 from sqlalchemy import select
 
-from tests.conftest_store import DatabaseFactory
+from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store import Database, Store
 from wbsync.store.schema import cabinets
@@ -98,7 +98,7 @@ async def test_logs_never_contain_the_token(
     url = await database_factory.migrated_url(db_backend)
     with caplog.at_level(logging.DEBUG):
         async with Database(url, echo=True) as echoing:
-            store = Store(echoing, secret_key="k")
+            store = Store(echoing, secret_key=TEST_SECRET_KEY)
             cabinet = await store.cabinets.add("shop", TOKEN, "sid")
             await store.cabinets.get("shop")
             assert cabinet.token() == TOKEN
