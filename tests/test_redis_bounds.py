@@ -119,7 +119,9 @@ async def test_an_idle_worker_never_times_out_its_wait_for_jobs(
     async def worker_connections() -> set[str]:
         clients = await control.client_list()
         return {
-            c["id"] for c in clients if c["name"] == f"bounds:q:{keys.bullmq_queue_name('qidle')}"
+            c["id"]
+            for c in clients
+            if c["name"] == keys.bullmq_worker_connection_name("bounds:q", "qidle")
         }
 
     queue = SyncQueue("qidle", redis_url=private_redis.url, prefix="bounds:q")

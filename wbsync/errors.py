@@ -24,8 +24,10 @@
     ├── StoreError                   the database refused or lost an operation
     │   ├── StoreUnavailableError    the database could not be reached (down, restarting, locked)
     │   └── CabinetNotFoundError     no cabinet of that name or id
-    └── QueueError                   the job queue refused an operation
-        └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
+    ├── QueueError                   the job queue refused an operation
+    │   └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
+    └── MalformedJobError            a job's data breaks the job contract (no or bad
+                                     ``cabinet``): the job fails at once, no retries
 
 ``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
@@ -50,6 +52,7 @@ __all__ = [
     "ConfigError",
     "FailureBudgetExhausted",
     "JobLockLostError",
+    "MalformedJobError",
     "QueueError",
     "RateLimitDeferred",
     "RateLimitExceeded",
@@ -218,3 +221,7 @@ class JobLockLostError(QueueError):
 
     Nothing may be written for the job any more: its new owner's data would be overwritten.
     """
+
+
+class MalformedJobError(WbSyncError):
+    """A job's data breaks the job contract (``wbsync.jobs.contract``); it is not retried."""

@@ -8,6 +8,8 @@ name (``<prefix>:q:{<queue>}:...``), so each queue lives in one slot and the nin
 
 from __future__ import annotations
 
+import base64
+
 from wbsync.ratelimit.scope import BucketScope
 
 
@@ -24,3 +26,14 @@ def queue_prefix(prefix: str) -> str:
 def bullmq_queue_name(queue: str) -> str:
     """The name BullMQ knows ``queue`` by: hash-tagged, so all of the queue's keys share a slot."""
     return f"{{{queue}}}"
+
+
+def bullmq_worker_connection_name(queue_prefix: str, queue: str) -> str:
+    """The client name of a worker's blocking connection, as Node BullMQ names its own.
+
+    ``<queue prefix>:<base64 of the BullMQ queue name>``: Node's ``getWorkers()`` /
+    ``getWorkersCount()`` and the dashboards built on them (Bull Board) find a queue's workers by
+    this name in ``CLIENT LIST``. (Not a key; it lives here beside the queue name it encodes.)
+    """
+    encoded = base64.b64encode(bullmq_queue_name(queue).encode()).decode("ascii")
+    return f"{queue_prefix}:{encoded}"

@@ -15,6 +15,12 @@ What it adds to the library, and why:
   from its cron, ``hz`` times a second (10 by default): up to 100 ms late. So the worker that
   defers a job also wakes the queue when the job is due, by adding a marker as BullMQ does when
   a job is added; a blocked worker then promotes the job at once.
+* Seen by the rest of the BullMQ world (docs/interop.md). A worker's blocking connection is
+  named as Node BullMQ names its own (``keys.bullmq_worker_connection_name``; the port names
+  every connection ``<prefix>:<queue>``, which Node's ``getWorkersCount()`` and Bull Board do not
+  count). A deferral sets the job's ``timestamp`` to the moment it is deferred, so
+  ``timestamp + delay``, which dashboards show as "will run at", is the resume time. A job whose
+  data breaks the contract (``wbsync.jobs.contract``) fails at once, without retries.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import bullmq
 
 from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.context import JobInfo, correlation, running_job
-from wbsync.errors import JobLockLostError, QueueError
+from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
+from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter, encode
 from wbsync.metrics import JOB_DURATION
 from wbsync.redis_client import REDIS_ERRORS
@@ -48,11 +55,24 @@ CLUSTER_ADDS_IN_FLIGHT = 32
 
 
 class _Worker(bullmq.Worker):  # type: ignore[misc]
-    """BullMQ's worker with its blocking wait capped below the client's command timeout."""
+    """BullMQ's worker with its blocking wait capped below the client's command timeout, and
+    its blocking connection named as Node BullMQ names a worker's."""
+
+    def __init__(self, *args: Any, connection_name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connection_name = connection_name
+        self._named = False
 
     @property
     def maximumBlockTimeout(self) -> float:
         return redis_bounds.BLOCK_CEILING_S
+
+    async def _ensure_client_names(self) -> None:
+        # Replaces the port's naming of every connection: Node names only the blocking one, and
+        # counts one worker per connection of that name. The name survives reconnects.
+        if not self._named:
+            await self.blockingRedisConnection.set_client_name(self._connection_name)
+            self._named = True
 
 
 def job_id(queue: str, cabinet: str) -> str:
@@ -123,7 +143,7 @@ class JobHandle:
         self._carried: list[ProgressFields] = []
         self.queue = queue
         self.id: str = job.id
-        self.cabinet: str = job.data["cabinet"]
+        self.cabinet: str = contract.cabinet_of(job.data)
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -351,7 +371,7 @@ class SyncQueue:
         return JobView(
             job_id=job.id,
             queue=self.name,
-            cabinet=job.data.get("cabinet", ""),
+            cabinet=_cabinet_or_blank(job.data),
             state=state,
             data=dict(job.data),
             attempts_made=int(job.attemptsMade or 0),
@@ -375,6 +395,13 @@ class SyncQueue:
         if not self._closed:
             self._closed = True
             await self._queue.close()
+
+
+def _cabinet_or_blank(data: Any) -> str:
+    try:
+        return contract.cabinet_of(data)
+    except MalformedJobError:
+        return ""
 
 
 class SyncWorker:
@@ -419,7 +446,12 @@ class SyncWorker:
         if self._closed or self._worker is not None:
             raise QueueError(f"worker of {self.name} cannot be started twice or after close")
         options = {**self._options, "connection": redis_bounds.connect(self._redis_url)}
-        self._worker = _Worker(keys.bullmq_queue_name(self.name), self._process, options)
+        self._worker = _Worker(
+            keys.bullmq_queue_name(self.name),
+            self._process,
+            options,
+            connection_name=keys.bullmq_worker_connection_name(self._options["prefix"], self.name),
+        )
         self._writer = JobDataWriter(self._worker.client, self._worker.backend.scripts.toKey)
         # BullMQ emits these once the job's new state is stored, so listeners can rely on it.
         self._worker.on("completed", lambda job, _result: self._notify("completed", job.data))
@@ -490,6 +522,7 @@ class SyncWorker:
         await closing
 
     async def _process(self, job: bullmq.Job, token: str) -> Any:
+        await self._check_contract(job)
         assert self._writer is not None
         handle = JobHandle(
             job,
@@ -523,6 +556,9 @@ class SyncWorker:
                 outcome = "abandoned"
                 log.warning("job %s abandoned: %s", handle.id, exc)
                 raise bullmq.DelayedError() from None
+            except MalformedJobError as exc:  # found by the processor: as final as ours
+                log.error("job %s of %s is malformed and fails: %s", handle.id, self.name, exc)
+                raise bullmq.UnrecoverableError(str(exc)) from None
             except Exception:
                 log.exception("job %s failed", handle.id)
                 raise
@@ -555,6 +591,19 @@ class SyncWorker:
             await handle.put_back()
         except Exception as exc:
             log.warning("could not put back job %s (it is taken over later): %s", handle.id, exc)
+
+    async def _check_contract(self, job: bullmq.Job) -> None:
+        """A malformed job fails now, for good; a numeric cabinet is stored as its string."""
+        try:
+            fixed = contract.normalised(job.data)
+        except MalformedJobError as exc:
+            log.error("job %s of %s is malformed and fails: %s", job.id, self.name, exc)
+            raise bullmq.UnrecoverableError(str(exc)) from None
+        if fixed is not None:
+            try:
+                await job.updateData(fixed)
+            except REDIS_ERRORS as exc:
+                raise QueueError(f"could not save data of job {job.id}: {exc}") from exc
 
     def _wake_at(self, at_ms: int) -> None:
         """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""

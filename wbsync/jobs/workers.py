@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from wbsync import clock
+from wbsync.errors import MalformedJobError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
@@ -26,6 +27,8 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
 
     async def process(job: JobHandle) -> dict[str, Any]:
         store = runtime.store
+        if not job.cabinet.isdecimal():
+            raise MalformedJobError(f"job data 'cabinet' must be a cabinet id, got {job.cabinet!r}")
         cabinet = await store.cabinets.get(int(job.cabinet))
         if not cabinet.active:
             log.info("cabinet %s is inactive; nothing to do", cabinet.name)

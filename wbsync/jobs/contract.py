@@ -1,0 +1,47 @@
+"""The job contract: what a job's data must hold, checked before any processor sees it.
+
+Producers in other languages (see docs/interop.md) add jobs to wbsync's queues, so a job's data
+is input like any other. A sync job's data is a JSON object with ``cabinet``: the cabinet's id
+as a string (an integer is accepted and normalised to its decimal string). Anything else is a
+malformed job: it fails at once, without retries, with the reason as its ``failedReason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from wbsync.errors import MalformedJobError
+
+__all__ = ["cabinet_of", "normalised"]
+
+# Cabinet ids are database ids; any reference longer than this is not one.
+_CABINET_MAX_CHARS = 200
+
+
+def cabinet_of(data: Any) -> str:
+    """The job's cabinet as a string; ``MalformedJobError`` saying what is wrong otherwise."""
+    if not isinstance(data, Mapping):
+        raise MalformedJobError(
+            f"job data must be a JSON object with a 'cabinet', got {type(data).__name__}"
+        )
+    if "cabinet" not in data:
+        raise MalformedJobError("job data has no 'cabinet' (the cabinet's id, a string)")
+    cabinet = data["cabinet"]
+    if isinstance(cabinet, int) and not isinstance(cabinet, bool):
+        cabinet = str(cabinet)
+    if not isinstance(cabinet, str):
+        raise MalformedJobError(
+            f"job data 'cabinet' must be a string (the cabinet's id), got {type(cabinet).__name__}"
+        )
+    if not cabinet.strip() or len(cabinet) > _CABINET_MAX_CHARS or "\x00" in cabinet:
+        raise MalformedJobError(
+            f"job data 'cabinet' must be a non-empty id of at most {_CABINET_MAX_CHARS} characters"
+        )
+    return cabinet
+
+
+def normalised(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``data`` with its cabinet as a string, or None when it is already so (nothing to store)."""
+    cabinet = cabinet_of(data)
+    return None if data["cabinet"] == cabinet else {**data, "cabinet": cabinet}
