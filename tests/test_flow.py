@@ -26,6 +26,7 @@ from wbsync.jobs.queue import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.metrics import SLOT_SLEEP, queue_value, sample
 from wbsync.runtime import Runtime
+from wbsync.store import Database
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
 
@@ -52,7 +53,12 @@ async def emulator() -> AsyncIterator[Emulator]:
 
 @pytest.fixture
 async def database_url(db_backend: str, database_factory: DatabaseFactory) -> str:
-    return await database_factory.migrated_url(db_backend)
+    # A database of the test's own: the secret key binds to the first token stored, and the
+    # shared one holds other tests' cabinets under other keys (the runtime refuses to start).
+    url = await database_factory.new_url(db_backend)
+    async with Database(url) as db:
+        await db.migrate()
+    return url
 
 
 def settings_for(
