@@ -259,7 +259,8 @@ async def test_token_route_issues_tokens_the_emulator_accepts(
     )
     assert resp.status_code == 400  # tariffs is not a category
     resp = await emu_http.post(
-        "/__emulator/tokens", json={"seller": SELLER_A, "type": "test", "categories": ["content"]}
+        "/__emulator/tokens",
+        json={"seller": SELLER_A, "type": "service", "categories": ["content"]},
     )
     token = resp.json()["token"]
     ok = await emu_http.get("/api/tariffs/v1/acceptance/coefficients", headers=_auth(token))

@@ -24,7 +24,7 @@ from wbsync.emulator.handlers import HANDLERS, Call
 from wbsync.emulator.replies import BadRequest, json_reply, problem
 from wbsync.emulator.state import EmulatorState
 from wbsync.emulator.tokens import CATEGORY_BITS, EmuToken, Kind, TokenRefused, verify
-from wbsync.emulator.wbdocs import METHODS, Method, Rate
+from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS, Method, Rate
 
 __all__ = ["build_app"]
 
@@ -90,6 +90,14 @@ def _with_remaining(state: EmulatorState, ep: Method, token: EmuToken, resp: Res
     return resp
 
 
+def _on_sandbox(state: EmulatorState, request: Request) -> bool:
+    """True for a request to a ``-sandbox`` host: by name, or on the sandbox port locally."""
+    host = request.headers.get("host", "").split(":")[0]
+    server = request.scope.get("server")
+    port = server[1] if server else None
+    return host.split(".")[0].endswith("-sandbox") or port in state.sandbox_ports
+
+
 def _authorise(
     state: EmulatorState, ep: Method, request: Request, rid: str
 ) -> EmuToken | tuple[Response, EmuToken | None]:
@@ -101,6 +109,14 @@ def _authorise(
         token = verify(header, state.config.signing_key)
     except TokenRefused as exc:
         return problem(401, "unauthorized", f"token problem; {exc}", rid), None
+    # WB: a Test token works only on the sandbox hosts, which take nothing else.
+    if _on_sandbox(state, request) != (token.kind is Kind.TEST):
+        detail = (
+            "token problem; test tokens work only on the sandbox hosts"
+            if token.kind is Kind.TEST
+            else f"token problem; a {token.kind.value} token is not valid on a sandbox host"
+        )
+        return problem(401, "unauthorized", detail, rid), token
     if ep.category is not None and not token.has(CATEGORY_BITS[ep.category]):
         # WB's status table: 401 when the token's category does not match the API's.
         detail = f"token problem; token scope not allowed for this path: needs {ep.category}"
@@ -178,6 +194,8 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
 def _method_route(state: EmulatorState, ep: Method) -> Route:
     async def endpoint(request: Request) -> Response:
         arrived, rid = time.time(), uuid.uuid4().hex
+        if _on_sandbox(state, request) and ep.host not in SANDBOX_HOSTS:
+            return await _not_found(request)  # WB has no sandbox twin of this host
         outcome = await _serve(state, ep, request, rid)
         status = 0 if isinstance(outcome.response, _Dropped) else outcome.response.status_code
         state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault, arrived=arrived)

@@ -26,6 +26,10 @@ def main(
     config: ConfigOpt = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+    sandbox_port: Annotated[
+        int | None,
+        typer.Option(help="Port of WB's -sandbox hosts (Test tokens only); default port + 1."),
+    ] = None,
     time_scale: Annotated[
         float | None, typer.Option(help="Multiply every WB period (0.01: a minute is 0.6 s).")
     ] = None,
@@ -35,7 +39,7 @@ def main(
     if ctx.invoked_subcommand is not None:
         return
     cfg = load_config(config, seed=seed, time_scale=time_scale)
-    asyncio.run(run_emulator(cfg, host=host, port=port))
+    asyncio.run(run_emulator(cfg, host=host, port=port, sandbox_port=sandbox_port))
 
 
 @app.command()

@@ -32,10 +32,17 @@ def load_config(
 
 
 async def run_emulator(
-    config: EmulatorConfig, *, host: str = "127.0.0.1", port: int = 8700, log_level: str = "info"
+    config: EmulatorConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8700,
+    sandbox_port: int | None = None,
+    log_level: str = "info",
 ) -> None:
-    """Serve the emulator in the foreground until interrupted."""
-    await serve(config, host=host, port=port, log_level=log_level)
+    """Serve the emulator in the foreground until interrupted (sandbox hosts on
+    ``sandbox_port``, default ``port + 1``)."""
+    sandbox_port = port + 1 if sandbox_port is None else sandbox_port
+    await serve(config, host=host, port=port, sandbox_port=sandbox_port, log_level=log_level)
 
 
 def issue_token(

@@ -42,6 +42,8 @@ class Emulator:
         self.state = EmulatorState(self.config)
         self.app = build_app(self.state)
         self.base_url = ""
+        #: Where WB's ``-sandbox`` hosts are (Test tokens work only there), once running.
+        self.sandbox_url = ""
 
     @property
     def counters(self) -> Counters:
@@ -116,20 +118,27 @@ def _uvicorn_config(emu: Emulator, *, log_level: str) -> uvicorn.Config:
     )
 
 
-@contextlib.asynccontextmanager
-async def running_emulator(
-    config: EmulatorConfig | None = None, *, host: str = "127.0.0.1", start_timeout_s: float = 10.0
-) -> AsyncIterator[Emulator]:
-    """Run an emulator in this event loop on a free port of ``host``; yields it with base_url."""
-    emu = Emulator(config)
+def _bind(host: str, port: int) -> socket.socket:
     # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets' connections, and
     # without it Nagle and delayed ACKs add ~40 ms to every reply.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    port = sock.getsockname()[1]
+    sock.bind((host, port))
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def running_emulator(
+    config: EmulatorConfig | None = None, *, host: str = "127.0.0.1", start_timeout_s: float = 10.0
+) -> AsyncIterator[Emulator]:
+    """Run an emulator in this event loop on free ports of ``host``; yields it with base_url
+    (WB's production hosts) and sandbox_url (WB's ``-sandbox`` hosts)."""
+    emu = Emulator(config)
+    sock, sandbox = _bind(host, 0), _bind(host, 0)
+    port, sandbox_port = sock.getsockname()[1], sandbox.getsockname()[1]
+    emu.state.sandbox_ports.add(sandbox_port)
     server = _EmbeddedServer(_uvicorn_config(emu, log_level="warning"))
-    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"wb-emulator:{port}")
+    task = asyncio.create_task(server.serve(sockets=[sock, sandbox]), name=f"wb-emulator:{port}")
     try:
         deadline = asyncio.get_running_loop().time() + start_timeout_s
         while not server.started:
@@ -140,20 +149,42 @@ async def running_emulator(
                 raise TimeoutError(f"emulator did not start within {start_timeout_s} s")
             await asyncio.sleep(0.005)
         emu.base_url = f"http://{host}:{port}"
+        emu.sandbox_url = f"http://{host}:{sandbox_port}"
         yield emu
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sock.close()
+        sandbox.close()
 
 
 async def serve(
-    config: EmulatorConfig, *, host: str = "127.0.0.1", port: int = 8700, log_level: str = "info"
+    config: EmulatorConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8700,
+    sandbox_port: int | None = None,
+    log_level: str = "info",
 ) -> None:
-    """Run the emulator in the foreground until interrupted (the CLI's ``wbsync emulator``)."""
+    """Run the emulator in the foreground until interrupted (the CLI's ``wbsync emulator``):
+    WB's production hosts on ``port``, its ``-sandbox`` hosts on ``sandbox_port`` (a free one
+    when None, logged)."""
     emu = Emulator(config)
+    sockets = [_bind(host, port), _bind(host, sandbox_port or 0)]
+    sandbox_port = sockets[1].getsockname()[1]
+    emu.state.sandbox_ports.add(sandbox_port)
     cfg = _uvicorn_config(emu, log_level=log_level)
-    cfg.host, cfg.port = host, port
-    log.info("WB emulator on http://%s:%d (time scale %s)", host, port, config.time_scale)
-    await uvicorn.Server(cfg).serve()
+    log.info(
+        "WB emulator on http://%s:%d, sandbox hosts on http://%s:%d (time scale %s)",
+        host,
+        port,
+        host,
+        sandbox_port,
+        config.time_scale,
+    )
+    try:
+        await uvicorn.Server(cfg).serve(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -155,6 +155,8 @@ class EmulatorState:
         self.limits: dict[str, LimitOverride] = {}
         #: Methods switched off now (``/__emulator/disabled``; initially the config's).
         self.disabled: set[str] = set(config.disabled)
+        #: Local ports that stand for WB's ``-sandbox`` hosts (set when the server starts).
+        self.sandbox_ports: set[int] = set()
         self._data: dict[str, SellerData] = {}
         self._sellers: dict[str, SellerState] = {}
         self.next_task_id = 1000

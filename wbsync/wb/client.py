@@ -39,7 +39,7 @@ from wbsync.metrics import count_upstream
 from wbsync.ratelimit.scope import BucketScope
 from wbsync.wb.endpoints import Endpoint, check_token
 from wbsync.wb.retry import RetryPolicy, rate_limit_wait_ms
-from wbsync.wb.tokens import WbToken, parse_token
+from wbsync.wb.tokens import TokenType, WbToken, parse_token
 
 __all__ = ["Limiter", "WbClient", "WbReply"]
 
@@ -205,7 +205,7 @@ class WbClient:
         }
         try:
             return await http.request(
-                ep.method, ep.url(self._settings), params=params, json=body, headers=headers
+                ep.method, self._url(ep), params=params, json=body, headers=headers
             )
         except httpx.TransportError as exc:
             count_upstream(ep.section.value, "transport")
@@ -220,6 +220,10 @@ class WbClient:
             )
             report_upstream_failure(bad)
             raise bad from None
+
+    def _url(self, ep: Endpoint) -> str:
+        # Test tokens work only on WB's sandbox hosts (check_token refused sections without one).
+        return ep.url(self._settings, sandbox=self._token.type is TokenType.TEST)
 
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:

@@ -37,6 +37,7 @@ __all__ = [
     "PROMOTION_FULLSTATS",
     "PROMOTION_GET_BIDS",
     "PROMOTION_SET_BIDS",
+    "SANDBOX_SECTIONS",
     "STATISTICS_ORDERS",
     "STATISTICS_SALES",
     "TARIFFS_ACCEPTANCE_COEFFICIENTS",
@@ -70,6 +71,12 @@ HOST_PREFIX: dict[Section, str] = {
     Section.PRICES: "discounts-prices-api",
     Section.TARIFFS: "common-api",
 }
+
+
+#: Sections with a ``-sandbox`` twin host (WB's /ping table); Test tokens work only there.
+SANDBOX_SECTIONS = frozenset(
+    {Section.CONTENT, Section.PRICES, Section.STATISTICS, Section.PROMOTION}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +132,23 @@ class Endpoint:
             raise ValueError(f"{self.name} does not accept {token_type.value} tokens")
         return limit
 
-    def url(self, settings: Settings | None = None) -> str:
-        """The full URL of this method under ``settings``' base URLs."""
-        return base_url(self.section, settings) + self.path
+    def url(self, settings: Settings | None = None, *, sandbox: bool = False) -> str:
+        """The full URL of this method under ``settings``' base URLs (a sandbox one for Test
+        tokens)."""
+        return base_url(self.section, settings, sandbox=sandbox) + self.path
 
 
-def base_url(section: Section, settings: Settings | None = None) -> str:
-    """Where ``section`` lives: ``wb_base_urls[section]``, else ``wb_base_url``, else WB's host."""
+def base_url(section: Section, settings: Settings | None = None, *, sandbox: bool = False) -> str:
+    """Where ``section`` lives: ``wb_base_urls[section]``, else ``wb_base_url``, else WB's host.
+
+    With ``sandbox`` (Test tokens): ``wb_sandbox_base_url``, else WB's ``-sandbox`` host;
+    ``ValueError`` for a section without one.
+    """
+    if sandbox:
+        if section not in SANDBOX_SECTIONS:
+            raise ValueError(f"WB has no sandbox host for the {section.value} section")
+        url = settings.wb_sandbox_base_url if settings is not None else None
+        return url.rstrip("/") if url else f"https://{HOST_PREFIX[section]}-sandbox.wildberries.ru"
     if settings is not None:
         url = settings.wb_base_urls.get(section.value) or settings.wb_base_url
         if url:
@@ -153,6 +170,12 @@ def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> 
         )
     if ep.writes and token.read_only:
         raise TokenError(f"token is read-only; {ep.name} writes", cabinet=cabinet)
+    if token.type is TokenType.TEST and ep.section not in SANDBOX_SECTIONS:
+        raise TokenError(
+            f"a Test token works only on WB's sandbox hosts, and the {ep.section.value} section "
+            f"({ep.name}) has none; use a Personal or Service token",
+            cabinet=cabinet,
+        )
 
 
 def _ep(
