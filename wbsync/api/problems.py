@@ -48,12 +48,64 @@ from wbsync.errors import (
     WbTransportError,
 )
 
-__all__ = ["PROBLEM_JSON", "Problem", "install_handlers", "problem_for", "problem_response"]
+__all__ = [
+    "PROBLEM_JSON",
+    "Problem",
+    "install_handlers",
+    "problem_for",
+    "problem_response",
+    "problems",
+]
 
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 _TYPE = "urn:wbsync:problem:"
+
+
+# The problem+json body every error reply has (RFC 9457), as /openapi.json documents it.
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Problem",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string", "description": "urn:wbsync:problem:<code>"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "description": "For 422: each invalid field and why (the input is not echoed).",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+    "additionalProperties": True,
+}
+
+_WHY = {
+    401: "Missing or wrong API key.",
+    404: "No such cabinet, queue or route.",
+    409: "Conflict: a live job, an inactive cabinet, a taken name, or a token that cannot call "
+    "the method.",
+    413: "Request body over the limit (64 KiB).",
+    422: "Invalid path, query or body value.",
+    429: "Rate limit window too long to wait; see Retry-After.",
+    502: "WB refused or failed.",
+    503: "Redis or the database failed (the detail names which).",
+    504: "WB did not answer.",
+}
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a router or route: each status as a documented problem+json reply."""
+    return {
+        status: {"description": _WHY[status], "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
+        for status in statuses
+    }
 
 
 class Problem(Exception):

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from wbsync.api.deps import CabinetDep, RuntimeDep
-from wbsync.api.problems import Problem
+from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import (
     BucketOut,
     CabinetIn,
@@ -27,7 +27,11 @@ __all__ = ["router"]
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/api/v1/cabinets", tags=["cabinets"])
+router = APIRouter(
+    prefix="/api/v1/cabinets",
+    tags=["cabinets"],
+    responses=problems(401, 404, 409, 413, 422, 503),
+)
 
 
 def _invalid_token(exc: TokenError) -> Problem:
@@ -94,7 +98,6 @@ async def live_jobs(cabinet: CabinetDep, runtime: RuntimeDep) -> list[JobOut]:
     "/{cabinet_id}/syncs/{queue}",
     status_code=202,
     response_model=TriggerOut,
-    responses={409: {"description": "The cabinet already has a live job in this queue."}},
 )
 async def trigger_sync(
     cabinet: CabinetDep,

@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep
-from wbsync.api.problems import Problem
+from wbsync.api.problems import Problem, problems
 from wbsync.api.status import queue_counts, snapshot
 
 __all__ = ["probes", "router"]
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 _PROBE_TIMEOUT_S = 2.0
 
 probes = APIRouter(tags=["ops"])
-router = APIRouter(tags=["ops"], dependencies=[Depends(require_key)])
+router = APIRouter(tags=["ops"], dependencies=[Depends(require_key)], responses=problems(401, 503))
 
 
 @probes.get("/healthz")
@@ -32,7 +32,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@probes.get("/readyz", responses={503: {"description": "Redis or the database is unreachable."}})
+@probes.get("/readyz", responses=problems(503))
 async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
     """Redis and the database answer; 503 (naming what failed) otherwise."""
     checks = {

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import contextlib
 from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import Field
 
 from wbsync.api.deps import CabinetDep, RuntimeDep
+from wbsync.api.problems import problems
 from wbsync.api.schemas import RowsOut
 from wbsync.wb import methods
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/cabinets/{cabinet_id}/wb", tags=["wb"])
+router = APIRouter(
+    prefix="/api/v1/cabinets/{cabinet_id}/wb",
+    tags=["wb"],
+    responses=problems(401, 404, 409, 422, 429, 502, 503, 504),
+)
 
 # What WB's filters take: warehouse ids are positive 64-bit integers; a campaign status is one of
 # WB's documented codes. Anything else is the caller's mistake (422), never sent on to WB.
@@ -39,12 +44,7 @@ class AdvertStatus(IntEnum):
     PAUSED = 11
 
 
-_RATE: dict[int | str, dict[str, Any]] = {
-    429: {"description": "Rate limit window too long to wait; see Retry-After."}
-}
-
-
-@router.get("/acceptance-coefficients", response_model=RowsOut, responses=_RATE)
+@router.get("/acceptance-coefficients", response_model=RowsOut)
 async def acceptance_coefficients(
     cabinet: CabinetDep,
     runtime: RuntimeDep,
@@ -57,7 +57,7 @@ async def acceptance_coefficients(
     return RowsOut(rows=rows)
 
 
-@router.get("/goods", response_model=RowsOut, responses=_RATE)
+@router.get("/goods", response_model=RowsOut)
 async def goods(
     cabinet: CabinetDep,
     runtime: RuntimeDep,
@@ -73,7 +73,7 @@ async def goods(
     return RowsOut(rows=[], next_offset=None)
 
 
-@router.get("/adverts", response_model=RowsOut, responses=_RATE)
+@router.get("/adverts", response_model=RowsOut)
 async def adverts(
     cabinet: CabinetDep,
     runtime: RuntimeDep,
