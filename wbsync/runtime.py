@@ -14,6 +14,7 @@ import httpx
 from wbsync import keys, redis_bounds
 from wbsync.config import Settings
 from wbsync.errors import WbSyncError
+from wbsync.health import Health, Probe
 from wbsync.jobs.queue import SyncQueue
 from wbsync.ratelimit import RateLimiter
 from wbsync.redis_server import redis_url as resolve_redis_url
@@ -49,6 +50,7 @@ class Runtime:
                 step=settings.autobid_step,
             ),
         )
+        self.health = Health()
         self._queues: dict[str, SyncQueue] = {}
         self._closed = False
 
@@ -79,6 +81,10 @@ class Runtime:
         await self.http.aclose()
         await self.database.aclose()
         await self.redis.aclose()
+
+    def probes(self) -> dict[str, Probe]:
+        """One bounded question to each dependency, for ``wbsync.health``."""
+        return {"redis": self.redis.ping, "database": self.database.current_revision}
 
     def queue(self, name: str) -> SyncQueue:
         """The producer of queue ``name`` (one per process)."""

@@ -16,10 +16,12 @@ from typing import Any
 
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
+from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.queue import SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime, open_runtime
+from wbsync.supervise import supervise
 from wbsync.syncs import SYNCS
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,12 @@ def fanout_intervals(settings: Settings) -> dict[str, float]:
         name: settings.fanout_intervals_s.get(name, sync.interval_s) * settings.time_scale
         for name, sync in SYNCS.items()
     }
+
+
+async def watch_health(runtime: Runtime, stop: asyncio.Event) -> None:
+    """Probe Redis and the database until ``stop`` (see ``wbsync.health``), supervised."""
+    probes = runtime.probes()
+    await supervise("the dependency probes", lambda: monitor(runtime.health, probes, stop), stop)
 
 
 async def active_cabinet_ids(runtime: Runtime) -> list[str]:
@@ -93,8 +101,12 @@ async def _serve(
         {name: intervals[name] for name in names},
         failed_retry_s=runtime.settings.failed_retry_s * runtime.settings.time_scale,
     )
-    fanning = asyncio.create_task(fanout.run(stop), name="fan-out")
-    extras = [asyncio.create_task(extra(runtime, stop), name="extra")] if extra else []
+    fanning = asyncio.create_task(
+        supervise("the fan-out", lambda: fanout.run(stop), stop), name="fan-out"
+    )
+    extras = [asyncio.create_task(watch_health(runtime, stop), name="health")]
+    if extra is not None:
+        extras.append(asyncio.create_task(extra(runtime, stop), name="extra"))
     log.info("running %d queues; SIGINT or SIGTERM stops", len(workers))
     await stop.wait()
     grace = runtime.settings.shutdown_grace_s

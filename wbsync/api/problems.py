@@ -172,6 +172,11 @@ def _wb_problem(exc: WbApiError) -> Problem:
     return Problem(502, "wb-failed", "WB failed to answer", str(exc), **extra)
 
 
+def dependency_of(exc: WbSyncError) -> str:
+    """The dependency a ``StoreError``, ``QueueError`` or ``RedisUnavailableError`` names."""
+    return "database" if isinstance(exc, StoreError) else "redis"
+
+
 def problem_for(exc: WbSyncError) -> Problem:
     """The reply for one of our errors (see the module's table)."""
     if isinstance(exc, RateLimitExceeded):
@@ -192,8 +197,8 @@ def problem_for(exc: WbSyncError) -> Problem:
         return Problem(409, "token-unusable", "The cabinet's token cannot do this", str(exc))
     if isinstance(exc, StoreError | QueueError | RedisUnavailableError):
         # The error's own text may hold a host, a driver message or a query: log it, send none.
-        dependency = "database" if isinstance(exc, StoreError) else "redis"
-        log.warning("%s failed: %s", dependency, exc)
+        dependency = dependency_of(exc)
+        log.debug("%s failed: %s", dependency, exc)  # one WARNING per outage: wbsync.health
         return Problem(
             503,
             "unavailable",
@@ -214,8 +219,10 @@ async def _on_problem(_request: Request, exc: Exception) -> JSONResponse:
     return problem_response(exc)
 
 
-async def _on_ours(_request: Request, exc: Exception) -> JSONResponse:
+async def _on_ours(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WbSyncError)
+    if isinstance(exc, StoreError | QueueError | RedisUnavailableError):
+        request.app.state.runtime.health.down(dependency_of(exc), exc)
     return problem_response(problem_for(exc))
 
 

@@ -15,7 +15,7 @@ from wbsync.api.auth import api_keys
 from wbsync.config import Settings
 from wbsync.errors import WbSyncError
 from wbsync.runtime import Runtime, open_runtime
-from wbsync.service import Extra
+from wbsync.service import Extra, watch_health
 
 __all__ = ["ApiServer", "api_extra", "run_api", "serve_api", "uvicorn_config"]
 
@@ -91,4 +91,9 @@ async def serve_api(
         loop.add_signal_handler(sig, stop.set)
     async with open_runtime(settings) as runtime:
         log.info("API on http://%s:%d", host, port)
-        await run_api(runtime, stop, host=host, port=port)
+        health = asyncio.create_task(watch_health(runtime, stop), name="health")
+        try:
+            await run_api(runtime, stop, host=host, port=port)
+        finally:
+            stop.set()
+            await health

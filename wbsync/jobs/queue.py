@@ -348,21 +348,28 @@ class SyncQueue:
 
     async def job(self, cabinet: str) -> JobView | None:
         """The cabinet's job in this queue, if one is stored."""
-        job = await self._queue.getJob(job_id(self.name, cabinet))
-        if job is None:
-            return None
-        return await self._view(job)
+        try:
+            job = await self._queue.getJob(job_id(self.name, cabinet))
+            return None if job is None else await self._view(job)
+        except REDIS_ERRORS as exc:
+            raise QueueError(f"could not read a job of {self.name}: {exc}") from exc
 
     async def live_jobs(self) -> dict[str, JobView]:
         """Every cabinet that has a live job in this queue, with that job."""
-        jobs = await self._queue.getJobs(list(LIVE_STATES))
-        views = await asyncio.gather(*(self._view(job) for job in jobs if job))
+        try:
+            jobs = await self._queue.getJobs(list(LIVE_STATES))
+            views = await asyncio.gather(*(self._view(job) for job in jobs if job))
+        except REDIS_ERRORS as exc:
+            raise QueueError(f"could not read the jobs of {self.name}: {exc}") from exc
         return {view.cabinet: view for view in views if view.state in LIVE_STATES}
 
     async def counts(self) -> dict[str, int]:
         """Number of jobs per state."""
         states = (*LIVE_STATES, *_FINISHED_STATES)
-        counts = await self._queue.getJobCounts(*states)
+        try:
+            counts = await self._queue.getJobCounts(*states)
+        except REDIS_ERRORS as exc:
+            raise QueueError(f"could not count the jobs of {self.name}: {exc}") from exc
         return {state: int(counts.get(state, 0)) for state in states}
 
     async def _view(self, job: bullmq.Job) -> JobView:

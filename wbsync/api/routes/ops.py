@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -11,16 +10,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep
 from wbsync.api.problems import Problem, problems
 from wbsync.api.status import queue_counts, snapshot
+from wbsync.errors import QueueError
 
 __all__ = ["probes", "router"]
 
 log = logging.getLogger(__name__)
-
-_PROBE_TIMEOUT_S = 2.0
 
 probes = APIRouter(tags=["ops"])
 router = APIRouter(tags=["ops"], dependencies=[Depends(require_key)], responses=problems(401, 503))
@@ -35,34 +34,30 @@ async def healthz() -> dict[str, str]:
 @probes.get("/readyz", responses=problems(503))
 async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
     """Redis and the database answer; 503 (naming what failed) otherwise."""
-    checks = {
-        "redis": runtime.redis.ping(),
-        "database": runtime.database.current_revision(),
-    }
-    results = await asyncio.gather(
-        *(asyncio.wait_for(c, _PROBE_TIMEOUT_S) for c in checks.values()), return_exceptions=True
-    )
-    failed = {
-        name: type(r).__name__
-        for name, r in zip(checks, results, strict=True)
-        if isinstance(r, BaseException)
-    }
+    probes = runtime.probes()
+    failed = await health.check(runtime.health, probes)
     if failed:
-        log.warning("not ready: %s", failed)
         raise Problem(
             503,
             "not-ready",
             "Not ready",
             f"unreachable: {', '.join(failed)}",
-            checks={n: n not in failed for n in checks},
+            checks={n: n not in failed for n in probes},
         )
-    return {"status": "ready", "checks": dict.fromkeys(checks, True)}
+    return {"status": "ready", "checks": dict.fromkeys(probes, True)}
 
 
 @router.get("/metrics", response_class=Response)
 async def metrics(runtime: RuntimeDep) -> Response:
-    """Every wbsync metric in Prometheus' text format; queue depths are read at scrape time."""
-    await queue_counts(runtime)
+    """Every wbsync metric in Prometheus' text format; queue depths are read at scrape time.
+
+    With Redis away the process's own metrics are still served (queue depths as last read,
+    ``wbsync_dependency_up{dependency="redis"}`` 0).
+    """
+    try:
+        await queue_counts(runtime)
+    except QueueError as exc:
+        runtime.health.down("redis", exc)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
