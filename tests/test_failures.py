@@ -33,6 +33,7 @@ from wbsync.store.datasets import DATASETS
 from wbsync.store.db import Database
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
+from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 
 SCALE = 0.005  # WB's minute is 300 ms
@@ -160,6 +161,29 @@ async def test_a_new_run_after_a_failed_one_starts_over_and_uploads_the_new_targ
     assert await ledger.price_targets(cabinet.id) == []
     stored = {row["nmID"]: row for row in await runtime.store.fetch("prices", cabinet.id)}
     assert all(stored[g["nmID"]]["sizes"][0]["price"] == 777 for g in goods[3:5])
+
+
+async def test_a_price_upload_sent_before_a_crash_is_not_uploaded_again(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    runtime: Runtime = await runtime_factory()
+    ledger = runtime.store.ledger
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    goods = emulator.expected(SELLER, "prices.goods_list")
+    targets = [PriceTarget(g["nmID"], 640, 3) for g in goods[:4]]
+    await ledger.set_price_targets(cabinet.id, targets)
+    items = [{"nmID": t.nm_id, "price": t.price, "discount": t.discount} for t in targets]
+    # What the sync does up to the crash: intent recorded, upload sent and taken by WB.
+    await ledger.begin_price_upload(cabinet.id, {"data": items})
+    async with runtime.client(cabinet) as client:
+        task_id = await methods.upload_prices(client, items)
+
+    assert await _run_until_gone(runtime, "pricing-bulk", cabinet.id) == ["completed"]
+
+    assert [u["id"] for u in emulator.expected(SELLER, "prices.upload_task")] == [task_id]
+    [upload] = await ledger.price_uploads(cabinet.id)
+    assert (upload.task_id, upload.items_count) == (task_id, 4)
+    assert await ledger.price_targets(cabinet.id) == []
 
 
 class _Killed(Exception):

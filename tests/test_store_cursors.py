@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from wbsync.errors import StoreError
-from wbsync.store import PriceTarget, PriceUpload, SentBid, Store
+from wbsync.store import PriceTarget, SentBid, Store
 
 
 async def _cabinet(store: Store, name: str = "shop") -> int:
@@ -65,10 +65,17 @@ async def test_sent_bids_are_appended_newest_first(store: Store) -> None:
 async def test_price_uploads_keep_the_payload(store: Store) -> None:
     cabinet = await _cabinet(store)
     payload = {"data": [{"nmID": 5, "price": 1000, "discount": 10}]}
-    await store.ledger.record_price_upload(PriceUpload(cabinet, 42, 1, payload))
+    intent = await store.ledger.begin_price_upload(cabinet, payload)
+    [pending] = await store.ledger.price_uploads(cabinet)
+    assert (pending.task_id, pending.items_count, pending.payload) == (None, 1, payload)
+    # Sent again after a crash: the unfinished intent is the same record, not a second one.
+    assert await store.ledger.begin_price_upload(cabinet, payload) == intent
+    await store.ledger.finish_price_upload(intent, 42)
     [upload] = await store.ledger.price_uploads(cabinet)
     assert (upload.task_id, upload.items_count, upload.payload) == (42, 1, payload)
     assert upload.sent_at is not None and upload.sent_at.tzinfo is not None
+    # Once finished, the same payload uploaded again is a new upload.
+    assert await store.ledger.begin_price_upload(cabinet, payload) != intent
 
 
 async def test_price_targets_upsert_and_clear(store: Store) -> None:

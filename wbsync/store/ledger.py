@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 
 from wbsync.store.db import Database
 from wbsync.store.schema import price_targets, sent_bids, sent_price_uploads, utcnow
@@ -97,17 +97,38 @@ class Ledger:
             for r in rows
         ]
 
-    async def record_price_upload(self, upload: PriceUpload) -> None:
-        """Append one price upload to ``sent_price_uploads``."""
-        values = {
-            "cabinet_id": upload.cabinet_id,
-            "task_id": upload.task_id,
-            "items_count": upload.items_count,
-            "payload": dict(upload.payload),
-            "sent_at": upload.sent_at or utcnow(),
-        }
+    async def begin_price_upload(self, cabinet_id: int, payload: Mapping[str, Any]) -> int:
+        """Record the intent to upload ``payload`` (no task id yet) before it is sent; its id.
+
+        An intent with the same payload left unfinished (the process died after sending, before
+        ``finish_price_upload``) is returned instead of a new one: the upload is being sent
+        again, and WB recognizes a repeated upload (208, the first task's id).
+        """
+        table = sent_price_uploads
+        pending = (
+            select(table.c.id, table.c.payload)
+            .where(table.c.cabinet_id == cabinet_id, table.c.task_id.is_(None))
+            .order_by(table.c.id)
+        )
         async with self._db.transaction() as conn:
-            await conn.execute(insert(sent_price_uploads).values(values))
+            for row in (await conn.execute(pending)).all():
+                if dict(row.payload) == dict(payload):
+                    return int(row.id)
+            values = {
+                "cabinet_id": cabinet_id,
+                "task_id": None,
+                "items_count": len(payload.get("data", ())),
+                "payload": dict(payload),
+                "sent_at": utcnow(),
+            }
+            result = await conn.execute(insert(table).values(values).returning(table.c.id))
+            return int(result.scalar_one())
+
+    async def finish_price_upload(self, upload_id: int, task_id: int) -> None:
+        """Record WB's task id for the upload ``begin_price_upload`` recorded."""
+        table = sent_price_uploads
+        async with self._db.transaction() as conn:
+            await conn.execute(update(table).where(table.c.id == upload_id).values(task_id=task_id))
 
     async def price_uploads(self, cabinet_id: int, *, limit: int = 100) -> list[PriceUpload]:
         """A cabinet's most recent price uploads, newest first."""

@@ -1,14 +1,16 @@
 """pricing-bulk: upload the cabinet's pending price targets, then refresh the goods price list.
 
-A short queue, not wrapped by the reschedule service. Each uploaded batch is recorded and its
-targets cleared before the next, so a retried run never uploads a batch twice.
+A short queue, not wrapped by the reschedule service. Each batch is recorded in the ledger as an
+intent before it is sent, then with WB's task id, and its targets are cleared before the next
+batch: a retried run never uploads a sent batch twice. If the process dies after sending, before
+the targets are cleared, the next run sends the same batch again; WB recognizes a repeated upload
+(208, the first task's id) and the ledger finishes the intent it already holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from wbsync.store.ledger import PriceUpload
 from wbsync.syncs.base import Sync, SyncInput, SyncPage
 from wbsync.wb import methods
 
@@ -28,10 +30,9 @@ async def _upload(inp: SyncInput) -> AsyncIterator[SyncPage]:
             }
             for t in batch
         ]
+        intent = await ledger.begin_price_upload(inp.cabinet_id, {"data": items})
         task_id = await methods.upload_prices(inp.client, items)
-        await ledger.record_price_upload(
-            PriceUpload(inp.cabinet_id, task_id, len(items), {"data": items})
-        )
+        await ledger.finish_price_upload(intent, task_id)
         await ledger.clear_price_targets(inp.cabinet_id, [t.nm_id for t in batch])
         yield SyncPage.checkpoint({"uploaded": False})
 
