@@ -28,6 +28,7 @@ from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
+from wbsync.redis_server import EmbeddedRedis
 from wbsync.runtime import Runtime
 from wbsync.store.datasets import DATASETS
 from wbsync.store.db import Database
@@ -444,3 +445,71 @@ async def test_a_database_outage_delays_jobs_without_spending_budget_or_attempts
     # No attempt was spent (a failed attempt is a "failed" outcome even when retried).
     assert [o.outcome for o in outcomes].count("completed") == len(ids)
     assert "failed" not in [o.outcome for o in outcomes]
+
+
+async def test_redis_restarted_empty_mid_run_the_fan_out_brings_the_lost_jobs_back(
+    database_factory: DatabaseFactory, emulator: Emulator
+) -> None:
+    # Redis without persistence (the embedded default): a restart loses every job. The syncs
+    # store their rows in the database and finance's cursor in wb_sync_cursors, so the fan-out's
+    # next pass starts new jobs that go on from there.
+    first = EmbeddedRedis().start()
+    port = int(first.url.rsplit(":", 1)[1].split("/")[0])
+    settings = Settings(
+        redis_url=first.url,
+        database_url=await database_factory.new_url("sqlite"),
+        secret_key=SecretStr(SECRET),
+        wb_base_url=emulator.base_url,
+        time_scale=SCALE,
+        job_lock_ms=1000,
+    )
+    runtime = await Runtime(settings, redis_url=first.url).start()
+    sellers = [f"0000000{i}-0000-4000-8000-00000000000e" for i in range(1, 4)]
+    name = "rnp-finance-sync"
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(runtime, [name], concurrency=3, on_outcome=outcomes.append)
+    second: EmbeddedRedis | None = None
+    stop = asyncio.Event()
+    try:
+        ids = [
+            (await runtime.store.cabinets.add(_name(), emulator.token(s), s)).id for s in sellers
+        ]
+        queue = runtime.queue(name)
+        fanout = FanOut({name: queue}, lambda: _ids(ids), {name: 0.5})
+        await worker.start()
+        fanning = asyncio.create_task(fanout.run(stop))
+        await wait_for(lambda: _stored_any(runtime, ids))
+        first.stop()  # every job, lock and bucket is gone with it
+        second = EmbeddedRedis(port=port).start()
+        await wait_for(lambda: _all_complete(runtime, ids), timeout_s=60)
+        stop.set()
+        await fanning
+        spec = DATASETS["finance_report"]
+        for cabinet_id, seller in zip(ids, sellers, strict=True):
+            stored = await runtime.store.fetch("finance_report", cabinet_id)
+            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            assert {spec.row_key(r): r for r in stored} == {
+                spec.row_key(r): r for r in rows["finance_report"]
+            }
+    finally:
+        stop.set()
+        await worker.close(grace_s=5)
+        await runtime.aclose()
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert "failed" not in [o.outcome for o in outcomes]
+
+
+async def _ids(ids: list[int]) -> list[str]:
+    return [str(i) for i in ids]
+
+
+async def _all_complete(runtime: Runtime, ids: list[int]) -> bool:
+    return all(
+        [
+            await runtime.store.count("finance_report", i) == 12
+            and await runtime.queue("rnp-finance-sync").job(str(i)) is None
+            for i in ids
+        ]
+    )
