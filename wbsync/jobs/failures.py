@@ -29,7 +29,6 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from wbsync import clock
 from wbsync.context import counting_upstream_failures
 from wbsync.errors import (
     FailureBudgetExhausted,
@@ -126,7 +125,6 @@ class FailurePolicy:
         def progress() -> None:
             budget.reset()
             infra.value = 0
-            _OUTAGES.recovered()
 
         job.on_progress(progress)
         job.carry(
@@ -152,7 +150,8 @@ class FailurePolicy:
         except _INFRASTRUCTURE as exc:
             infra.value += 1
             wait = backoff_ms(infra.value, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
-            _OUTAGES.failed(_dependency(exc), exc)
+            # One line per job and retry would bury the one an operator needs: the dependency
+            # monitor (wbsync.health) logs the outage once; the retries are counted.
             await self._retry_later(job, "infrastructure", wait, str(exc), level=logging.DEBUG)
         except RateLimitExceeded as exc:
             wait = exc.retry_after * 1000.0
@@ -184,40 +183,3 @@ class FailurePolicy:
 @dataclass(slots=True)
 class _Counter:
     value: int
-
-
-def _dependency(exc: BaseException) -> str:
-    return "the database" if isinstance(exc, StoreUnavailableError) else "Redis"
-
-
-class _Outages:
-    """One WARNING when a dependency starts failing jobs, one INFO when jobs progress again.
-
-    Every job meeting the outage retries on its own; logging each retry at WARNING would bury
-    the one line an operator needs under hundreds (one per live job per backoff step).
-    """
-
-    def __init__(self) -> None:
-        self._since: dict[str, float] = {}
-        self._retries: dict[str, int] = {}
-
-    def failed(self, dependency: str, exc: BaseException) -> None:
-        """Note one job's retry for ``dependency``; the first one logs the WARNING."""
-        self._retries[dependency] = self._retries.get(dependency, 0) + 1
-        if dependency not in self._since:
-            self._since[dependency] = clock.monotonic()
-            log.warning("%s is unavailable (%s); jobs wait and retry with backoff", dependency, exc)
-
-    def recovered(self) -> None:
-        """A job stored a page: every dependency it needs is back."""
-        for dependency, since in self._since.items():
-            log.info(
-                "%s is back after %.1f s; %d job retries meanwhile, no attempt spent",
-                dependency,
-                clock.monotonic() - since,
-                self._retries.pop(dependency, 0),
-            )
-        self._since.clear()
-
-
-_OUTAGES = _Outages()
