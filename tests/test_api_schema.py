@@ -44,7 +44,7 @@ CHECKS = [
     response_schema_conformance,
 ]
 # Each operation gets this many generated requests: a few seconds for the whole schema.
-EXAMPLES = 8
+EXAMPLES = 5
 
 
 def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
