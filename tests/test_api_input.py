@@ -7,7 +7,10 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from tests.api_support import AUTH
+from tests.api_support import AUTH, SELLERS
+from tests.conftest_store import DatabaseFactory
+from wbsync.api import create_app
+from wbsync.emulator import Emulator
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.schema import CABINET_ID_MAX
@@ -108,3 +111,22 @@ async def test_a_failing_database_is_503_naming_only_the_dependency(
     body = reply.json()
     assert body["dependency"] == "database" and body["detail"].startswith("the database failed")
     _no_leak(reply, api_runtime)
+
+
+@pytest.mark.parametrize("db_backend", ["sqlite"], indirect=True)
+async def test_a_server_without_a_secret_key_answers_503_not_500(
+    api_runtime: Runtime, api_emulator: Emulator, db_backend: str, database_factory: DatabaseFactory
+) -> None:
+    settings = api_runtime.settings.model_copy(
+        update={"secret_key": None, "database_url": await database_factory.new_url(db_backend)}
+    )
+    runtime = await Runtime(settings, redis_url=api_runtime.redis_url).start()
+    try:
+        transport = httpx.ASGITransport(app=create_app(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://wbsync.test") as api:
+            body = {"name": "shop", "token": api_emulator.token(SELLERS[0])}
+            reply = await api.post("/api/v1/cabinets", json=body, headers=AUTH)
+        assert reply.status_code == 503 and reply.json()["type"].endswith(":misconfigured")
+        assert "WBSYNC_SECRET_KEY" not in reply.text  # the log names it; the reply does not
+    finally:
+        await runtime.aclose()

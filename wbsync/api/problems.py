@@ -15,6 +15,7 @@ WbTransportError                   504     WB did not answer
 StoreError                         503     the database failed (the detail names it, no
                                            more: the log has the driver's words)
 QueueError, RedisUnavailableError  503     Redis failed (likewise)
+ConfigError                        503     the server lacks a setting (e.g. the secret key)
 RateLimitDeferred                  500     a bug: it must never leave a job; logged as one
 anything else                      500
 =================================  ======  =============================================
@@ -33,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wbsync.errors import (
     CabinetNotFoundError,
+    ConfigError,
     QueueError,
     RateLimitDeferred,
     RateLimitExceeded,
@@ -205,6 +207,15 @@ def problem_for(exc: WbSyncError) -> Problem:
             "A backing service failed",
             f"the {dependency} failed; the server's log has the details",
             dependency=dependency,
+        )
+    if isinstance(exc, ConfigError):
+        # The server's fault, not the caller's: the log names the setting and what to do.
+        log.error("misconfigured: %s", exc)
+        return Problem(
+            503,
+            "misconfigured",
+            "The server is misconfigured",
+            "the server is missing a setting this request needs; its log says which",
         )
     if isinstance(exc, RateLimitDeferred):
         # A deferral is a job-layer signal; reaching a request means a context leaked into it.
