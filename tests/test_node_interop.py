@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -74,6 +75,7 @@ async def test_node_bullmq_sees_wbsync_as_it_is(
     harness: Harness,  # noqa: F811
     redis_url: str,
     prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     seen: list[str] = []
 
@@ -121,6 +123,8 @@ async def test_node_bullmq_sees_wbsync_as_it_is(
     bad = done[malformed]
     assert bad["state"] == "failed" and bad["attemptsMade"] == 1  # at once: no retries
     assert "no 'cabinet'" in bad["failedReason"]
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(malformed in m and "malformed" in m for m in errors), errors
     assert result["counts"]["delayed"] == 1 and result["counts"]["completed"] == 1
     view = await queue.job("7")
     assert view is not None and view.cabinet == "7" and view.state == "completed"
