@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -145,3 +146,52 @@ async def _has_active(runtime: Runtime) -> bool:
 
 async def _delayed_below(runtime: Runtime, count: int) -> bool:
     return (await _counts(runtime))["delayed"] < count
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split()]
+
+
+def _redis_children(pid: int) -> list[int]:
+    return [p for p in _children(pid) if b"redis" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped) is not alive either.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_ctrl_c_ends_the_demo_promptly_and_stops_its_private_redis(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WBSYNC_REDIS_URL"}  # private Redis
+    # Its own session, as a terminal's foreground job: Ctrl-C is SIGINT to the whole group.
+    demo = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "wbsync",
+        "demo",
+        "--json",
+        "--cabinets",
+        "2",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    log = tmp_path / "wbsync-demo.log"
+    # Mid-run: its Redis started and jobs running (dozens of log lines written; a whole demo
+    # writes megabytes).
+    await wait_for(lambda: log.exists() and log.stat().st_size > 20_000, timeout_s=60)
+    [redis] = _redis_children(demo.pid)
+    os.killpg(demo.pid, signal.SIGINT)
+    began = time.monotonic()
+    _, stderr = await asyncio.wait_for(demo.communicate(), STOP_BOUND_S)
+    assert time.monotonic() - began < STOP_BOUND_S
+    assert demo.returncode == 130, stderr.decode()[-2000:]
+    assert not _alive(redis)

@@ -49,6 +49,7 @@ class EmulatorProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=os.environ.copy(),
+            process_group=0,  # a Ctrl-C reaches the bench only, which stops this child
         )
         self.base_url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self._start_timeout_s
