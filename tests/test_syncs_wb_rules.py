@@ -1,9 +1,12 @@
-"""Syncs against what WB's documents allow beyond the happy path: campaigns of every kind."""
+"""Syncs against what WB's documents allow beyond the happy path: campaigns of every kind,
+both readings of the statistics dateFrom."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Literal
 
 import pytest
 
@@ -12,7 +15,7 @@ from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.store import Store
-from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions
+from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
 from wbsync.syncs.autobidder import ACTIVE
 from wbsync.wb.client import WbClient
 
@@ -81,3 +84,36 @@ async def test_autobidder_bids_only_where_wb_allows_and_survives_a_refusal(
     assert "payment_type" in refusals[0].getMessage()
     set_bids = emulator.counters.snapshot()["sellers"][SELLER]["promotion.set_bids"]
     assert set_bids["status"]["400"] == len(refusals) + 1  # the batch, then each refused bid
+
+
+@pytest.mark.parametrize("reading", [">=", ">"])
+async def test_sections_sync_pulls_every_row_once_under_both_readings_of_date_from(
+    store: Store, limiter_factory: LimiterFactory, reading: Literal[">=", ">"]
+) -> None:
+    """rnp-sections-sync ends with every order and sale stored once, whether WB reads dateFrom
+    as ``>=`` or ``>``, with batches cut by page boundaries; a second run adds nothing."""
+    config = EmulatorConfig(
+        time_scale=SCALE,
+        statistics_date_from=reading,
+        sizes=SellerSizes(orders=17, sales=13, batch=4),
+        page_size={"statistics.orders": 6, "statistics.sales": 5},
+    )
+    async with running_emulator(config) as emu:
+        cabinet = await store.cabinets.add("shop", emu.token(SELLER), SELLER)
+        settings = Settings(wb_base_url=emu.base_url, time_scale=SCALE)
+        limiter = limiter_factory(time_scale=SCALE)
+        sync = SYNCS["rnp-sections-sync"]
+        for run in range(2):
+            cursor = await store.cursors.get(cabinet.id, sync.name)
+            async with WbClient("shop", emu.token(SELLER), limiter, settings=settings) as client:
+                inp = SyncInput(client, store, cabinet.id, cursor, config.anchor_date, OPTIONS)
+                totals = await run_sync(sync, inp)
+            assert (totals.rows > 0) == (run == 0)
+        start = (config.anchor_date - timedelta(days=OPTIONS.lookback_days)).isoformat()
+        for dataset, method, key in [
+            ("orders", "statistics.orders", "srid"),
+            ("sales", "statistics.sales", "saleID"),
+        ]:
+            stored = await store.fetch(dataset, cabinet.id)
+            expected = emu.expected(SELLER, method, date_from=start)
+            assert sorted(r[key] for r in stored) == sorted(r[key] for r in expected)
