@@ -154,8 +154,8 @@ class Settings(BaseSettings):
     job_lock_ms: int = Field(
         default=30_000,
         ge=1000,
-        description="How long a job's lock lives without renewal; a "
-        "crashed worker's job is taken over after about this long.",
+        description="How long a job's lock lives without renewal; a crashed worker's job is "
+        "taken over after one to two of these (the stalled-job check runs this often).",
     )
     shutdown_grace_s: float = Field(
         default=30.0,
