@@ -31,6 +31,9 @@ from wbsync.store.schema import metadata
 POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
 TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
 BACKENDS = ("sqlite", "postgresql")
+# The newest schema revision: revisions are numbered, and their files start with the number.
+_VERSIONS = Path(__file__).resolve().parents[1] / "wbsync" / "store" / "migrations" / "versions"
+SCHEMA_HEAD = max(p.name.split("_", 1)[0] for p in _VERSIONS.glob("[0-9]*_*.py"))
 
 
 class DatabaseFactory:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from wbsync.bench import lateness, limiter, peers, reschedule, scale, slots
+from wbsync.bench import lateness, limiter, peers, reschedule, scale, slots, status
 from wbsync.bench.cli import app
 from wbsync.redis_server import EmbeddedRedis
 
@@ -103,3 +103,12 @@ def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
     assert "lateness" in page and "wbsync bench lateness" in page
     assert (tmp_path / "bench-lateness.png").stat().st_size > 0
     assert "lateness" in json.loads((tmp_path / "benchmarks.json").read_text("utf-8"))
+
+
+async def test_status_reads_the_page_and_the_api_under_readers(redis_url: str) -> None:
+    params = status.Params(cabinets=40, readers=3, requests=2)
+    result = await status.run(redis_url, params)
+    assert result["jobs"] == 40 * len(status.LONG_QUEUES)
+    assert result["page_requests"] == result["api_requests"] == 3
+    assert result["errors_5xx"] == result["non_200"] == 0
+    assert 0 < result["page_p50_ms"] <= result["page_p95_ms"]

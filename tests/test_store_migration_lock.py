@@ -15,7 +15,7 @@ from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from tests.conftest_store import DatabaseFactory
+from tests.conftest_store import SCHEMA_HEAD, DatabaseFactory
 from wbsync.cli import app
 from wbsync.errors import StoreError
 from wbsync.store import Database
@@ -65,13 +65,13 @@ async def test_processes_migrating_at_once_migrate_a_fresh_database_once(
     assert actions == ["created", *["current"] * (PROCESSES - 1)]
     async with Database(url) as db:
         versions, tables = await db.run_sync(_schema)
-    assert versions == ["0002"]
+    assert versions == [SCHEMA_HEAD]
     assert tables == set(metadata.tables) | {"alembic_version"}
     # `wbsync migrate` says what it found.
     invoke = CliRunner().invoke
     reply = await asyncio.to_thread(invoke, app, ["migrate"], env={"WBSYNC_DATABASE_URL": url})
     assert reply.exit_code == 0, reply.output
-    assert reply.output.strip() == "database schema is current (revision 0002)"
+    assert reply.output.strip() == f"database schema is current (revision {SCHEMA_HEAD})"
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
+from tests.conftest_store import SCHEMA_HEAD
 from wbsync.errors import ConfigError, StoreError
 from wbsync.store import Database
 from wbsync.store.schema import metadata
@@ -31,7 +32,7 @@ async def test_migrate_from_empty_to_head_matches_the_model(empty_database: Data
 
     await db.migrate()
 
-    assert await db.current_revision() == "0002"
+    assert await db.current_revision() == SCHEMA_HEAD
     assert await db.run_sync(_schema_diff) == []
     assert await db.run_sync(_tables) == set(metadata.tables) | {"alembic_version"}
 
@@ -42,7 +43,7 @@ async def test_migrate_twice_is_a_no_op_and_downgrade_drops_everything(
     db = empty_database
     await db.migrate()
     await db.migrate()
-    assert await db.current_revision() == "0002"
+    assert await db.current_revision() == SCHEMA_HEAD
 
     await db.downgrade("base")
     assert await db.current_revision() is None

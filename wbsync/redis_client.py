@@ -11,12 +11,15 @@ sit in one slot while the nine queues and the buckets spread over the masters.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException, RedisError
 
 from wbsync.errors import ConfigError
@@ -92,6 +95,24 @@ def connect(url: str, *, decode_responses: bool = True, **options: Any) -> Redis
     )
 
 
+async def run_scripts(
+    client: RedisClient, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]]
+) -> list[Any]:
+    """Run many script calls (script, keys, args) and return their replies in order.
+
+    One pipeline (one round trip) on one server; on a cluster each call goes to its own slot's
+    node, concurrently (each call's keys share one slot).
+    """
+    if isinstance(client, RedisCluster):
+        return list(await asyncio.gather(*(s(keys=k, args=a) for s, k, a in calls)))
+    if not calls:
+        return []
+    async with client.pipeline(transaction=False) as pipe:
+        for script, keys, args in calls:
+            await script(keys=keys, args=args, client=pipe)
+        return list(await pipe.execute())
+
+
 __all__ = [
     "REDIS_ERRORS",
     "ClusterSeeds",
@@ -99,4 +120,5 @@ __all__ = [
     "connect",
     "is_cluster",
     "parse_cluster_url",
+    "run_scripts",
 ]

@@ -12,6 +12,7 @@ from wbsync.api.auth import api_keys, require_key
 from wbsync.api.middleware import BodyGuard, RequestContext
 from wbsync.api.problems import install_handlers
 from wbsync.api.routes import cabinets, ops, wb
+from wbsync.api.status import StatusReader
 from wbsync.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -30,12 +31,14 @@ def create_app(runtime: Runtime) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.api_keys = api_keys(runtime.settings)
+    app.state.status = StatusReader(runtime)
     guarded = [Depends(require_key)]
     app.include_router(ops.probes)
     app.include_router(ops.router)
     app.include_router(cabinets.router, dependencies=guarded)
     app.include_router(wb.router, dependencies=guarded)
     app.include_router(page.router)
+    app.mount("/static", page.static_files(), name="static")
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
     async def openapi() -> dict[str, Any]:

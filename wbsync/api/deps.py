@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Query, Request
 
+from wbsync.api.status import PER_PAGE_MAX, SortOrder, StateFilter, StatusQuery, StatusReader
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.schema import CABINET_ID_MAX
 
-__all__ = ["CabinetDep", "RuntimeDep", "get_cabinet", "get_runtime"]
+__all__ = [
+    "CabinetDep",
+    "RuntimeDep",
+    "StatusQueryDep",
+    "get_cabinet",
+    "get_runtime",
+    "status_query",
+    "status_reader",
+]
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -31,3 +40,29 @@ async def get_cabinet(
 
 
 CabinetDep = Annotated[Cabinet, Depends(get_cabinet)]
+
+
+def status_reader(request: Request) -> StatusReader:
+    """The app's status reader (it holds the shared index)."""
+    reader: StatusReader = request.app.state.status
+    return reader
+
+
+def status_query(
+    q: Annotated[
+        str, Query(max_length=200, description="Part of a cabinet's name, its id, or a seller id.")
+    ] = "",
+    state: Annotated[
+        StateFilter, Query(description="Cabinets with a job in this state (idle: none).")
+    ] = "all",
+    sort: Annotated[
+        SortOrder, Query(description="stuck: waiting longest for a success first.")
+    ] = "stuck",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=PER_PAGE_MAX)] = 50,
+) -> StatusQuery:
+    """A status read's search, filter, order and page, from the query string."""
+    return StatusQuery(search=q, state=state, sort=sort, page=page, per_page=per_page)
+
+
+StatusQueryDep = Annotated[StatusQuery, Depends(status_query)]

@@ -9,18 +9,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wbsync import clock
 from wbsync.jobs.queue import JobView
-from wbsync.store import Cabinet
+from wbsync.store import Cabinet, RunRecord
 
 __all__ = [
     "BucketOut",
+    "CabinetBucketOut",
     "CabinetIn",
+    "CabinetJobOut",
     "CabinetOut",
+    "CabinetStatusOut",
     "JobOut",
     "LimitOut",
     "RowsOut",
+    "RunOut",
+    "StatusOut",
     "TriggerOut",
     "cabinet_out",
     "job_out",
+    "run_out",
 ]
 
 
@@ -58,6 +64,22 @@ class JobOut(BaseModel):
     resume_in_ms: int | None
     cursor: Any = None
     failed_reason: str | None = None
+    created_at: datetime | None = Field(default=None, description="When the job was added.")
+    failed_at: datetime | None = Field(
+        default=None, description="For a failed job: when its last attempt ended."
+    )
+
+
+class RunOut(BaseModel):
+    """The last successful run and the last failure of one (queue, cabinet)."""
+
+    queue: str
+    success_at: datetime | None
+    success_pages: int | None
+    success_rows: int | None
+    failure_at: datetime | None
+    failure_reason: str | None
+    failure_attempts: int | None
 
 
 class TriggerOut(BaseModel):
@@ -88,6 +110,49 @@ class BucketOut(BaseModel):
     capacity: int
     next_token_in_ms: int = Field(description="0 when a token is there now.")
     next_token_at: datetime
+
+
+class CabinetStatusOut(BaseModel):
+    """A cabinet on a status page: its jobs, its syncs' last runs, since when it is stuck."""
+
+    cabinet: CabinetOut
+    stuck_since: datetime | None = Field(
+        description="Its oldest last success (or its creation) while a job of it is pending."
+    )
+    jobs: list[JobOut]
+    runs: list[RunOut]
+
+
+class CabinetJobOut(BaseModel):
+    """A job with its cabinet."""
+
+    cabinet: CabinetOut
+    job: JobOut
+
+
+class CabinetBucketOut(BaseModel):
+    """A bucket with its cabinet's name."""
+
+    cabinet: str
+    bucket: BucketOut
+
+
+class StatusOut(BaseModel):
+    """One page of the status: totals over every cabinet and queue, the page's cabinets."""
+
+    generated_at: datetime
+    time_scale: float
+    counters: dict[str, float]
+    queues: dict[str, dict[str, int]] = Field(description="Jobs per state of each queue.")
+    total: int = Field(description="Cabinets in all.")
+    matched: int = Field(description="Cabinets that match the search and filter.")
+    page: int
+    per_page: int
+    pages: int
+    cabinets: list[CabinetStatusOut]
+    waiting: list[CabinetJobOut] = Field(description="The page's jobs delayed by a window.")
+    failed: list[CabinetJobOut] = Field(description="The page's failed jobs, latest first.")
+    busiest_buckets: list[CabinetBucketOut]
 
 
 class RowsOut(BaseModel):
@@ -131,4 +196,23 @@ def job_out(view: JobView) -> JobOut:
         resume_in_ms=resume_in,
         cursor=view.data.get("cursor"),
         failed_reason=view.failed_reason,
+        created_at=at_ms(view.created_ms) if view.created_ms is not None else None,
+        failed_at=(
+            at_ms(view.finished_ms)
+            if view.state == "failed" and view.finished_ms is not None
+            else None
+        ),
+    )
+
+
+def run_out(record: RunRecord) -> RunOut:
+    """A (cabinet, sync)'s last runs as the API shows them."""
+    return RunOut(
+        queue=record.sync,
+        success_at=record.success_at,
+        success_pages=record.success_pages,
+        success_rows=record.success_rows,
+        failure_at=record.failure_at,
+        failure_reason=record.failure_reason,
+        failure_attempts=record.failure_attempts,
     )

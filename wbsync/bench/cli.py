@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from wbsync.bench import lateness, limiter, reschedule, scale, slots
+from wbsync.bench import lateness, limiter, reschedule, scale, slots, status
 from wbsync.bench.common import bench_redis, emit, machine, setup_logging
 
 __all__ = ["app"]
@@ -84,6 +84,7 @@ _TABLES = {
     "reschedule": reschedule.tables,
     "lateness": lateness.tables,
     "scale": scale.tables,
+    "status": status.tables,
 }
 
 
@@ -231,6 +232,31 @@ def scale_cmd(
         "scale",
         lambda url: scale.run(url, params),
         private=True,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
+
+
+@app.command("status")
+def status_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (x 7 long queues = jobs).")] = 10_000,
+    readers: Annotated[int, typer.Option(help="Concurrent readers.")] = 20,
+    requests: Annotated[int, typer.Option(help="Requests per reader.")] = 20,
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
+    """The status page and /api/v1/status under concurrent readers: p50/p95, 5xx."""
+    params = status.Params(cabinets=cabinets, readers=readers, requests=requests)
+    _run_one(
+        ctx,
+        "status",
+        lambda url: status.run(url, params),
+        private=False,
         as_json=as_json,
         write_docs=write_docs,
         docs_dir=docs_dir,

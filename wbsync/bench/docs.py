@@ -15,7 +15,7 @@ from typing import Any
 from wbsync.bench import plots
 from wbsync.bench.common import rounded
 
-ORDER = ("slots", "limiter", "reschedule", "lateness", "scale")
+ORDER = ("slots", "limiter", "reschedule", "lateness", "scale", "status")
 
 _HEADER = """# Benchmarks
 
@@ -319,12 +319,49 @@ def _scale(r: dict[str, Any]) -> str:
     )
 
 
+def _status(r: dict[str, Any]) -> str:
+    rows = [
+        [
+            "cabinets, jobs, concurrent readers",
+            f"{r['cabinets']:,}, {r['jobs']:,}, {r['readers']}",
+        ],
+        ["cabinets inserted (`add_many`, one transaction)", f"{r['insert_cabinets_s']:.2f} s"],
+        [
+            "status page, first page: p50 / p95",
+            f"{r['page_p50_ms']:.0f} ms / {r['page_p95_ms']:.0f} ms",
+        ],
+        [
+            "`/api/v1/status`, first page: p50 / p95",
+            f"{r['api_p50_ms']:.0f} ms / {r['api_p95_ms']:.0f} ms",
+        ],
+        ["5xx replies", f"{r['errors_5xx']} (non-200: {r['non_200']})"],
+        ["machine load average while measured", f"{r['load_average']:.1f}"],
+    ]
+    worst = max(r["page_p95_ms"], r["api_p95_ms"])
+    return "\n".join(
+        [
+            "A fresh SQLite database gets the cabinets in one transaction; the seven long queues "
+            "get one job per cabinet (four queues' jobs waiting, three queues' delayed). "
+            "`wbsync api` runs in a child process on loopback; after one warm-up read of each "
+            "(the process's first read builds its status index), the readers, each in a loop, "
+            "alternately load the page's first page and `/api/v1/status` with the bearer key. "
+            "Every reply's latency is recorded; the load average is the machine's while the "
+            "readers ran (other work on the two cores slows every figure).",
+            "",
+            _table(["measure", "value"], rows),
+            "",
+            f"Target p95 <= 300 ms with no 5xx: {_check(worst <= 300 and r['errors_5xx'] == 0)}.",
+        ]
+    )
+
+
 _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "slots": _slots,
     "limiter": _limiter,
     "reschedule": _reschedule,
     "lateness": _lateness,
     "scale": _scale,
+    "status": _status,
 }
 _TITLES = {
     "slots": "slots: worker slots while windows are closed",
@@ -332,6 +369,7 @@ _TITLES = {
     "reschedule": "reschedule: Redis commands per deferral",
     "lateness": "lateness: how late deferred jobs resume",
     "scale": "scale: fan-out of many cabinets",
+    "status": "status: the status page under concurrent readers",
 }
 _PLOTS = {
     "slots": (plots.slots_plot, "bench-slots.png"),

@@ -26,10 +26,12 @@ What it adds to the library, and why:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, NoReturn
 
 import bullmq
@@ -40,7 +42,7 @@ from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter, encode
 from wbsync.metrics import JOB_DURATION
-from wbsync.redis_client import REDIS_ERRORS
+from wbsync.redis_client import REDIS_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,15 @@ class JobView:
     attempts_started: int
     run_at_ms: int | None  # for a delayed job: when it may run again
     failed_reason: str | None
+    created_ms: int | None = None  # when the job was added
+    finished_ms: int | None = None  # for a failed job: when its last attempt ended
+
+
+# The BullMQ structures that hold job ids, by the state they mean ("paused" jobs wait too).
+_STATE_LISTS = (("active", "active"), ("wait", "waiting"), ("paused", "waiting"))
+_STATE_ZSETS = (("prioritized", "prioritized"), ("delayed", "delayed"), ("failed", "failed"))
+_JOB_FIELDS = ("data", "attemptsMade", "failedReason", "timestamp", "finishedOn")
+_STATES_SCRIPT = resources.files("wbsync.jobs").joinpath("states.lua").read_text(encoding="utf-8")
 
 
 class _Deferred(Exception):
@@ -168,14 +179,15 @@ class JobHandle:
         """Store ``fields()`` with every write of the job's data (cursor saves and deferrals)."""
         self._carried.append(fields)
 
-    async def save_cursor(self, cursor: Any) -> None:
-        """Store ``cursor`` in the job's data, so a resumed or recovered run continues from it.
+    async def save_cursor(self, cursor: Any, extra: Mapping[str, Any] | None = None) -> None:
+        """Store ``cursor`` (and ``extra`` fields) in the job's data, so a resumed or recovered
+        run continues from it.
 
         A saved cursor is progress: the ``on_progress`` callbacks run first.
         """
         for callback in self._progress:
             callback()
-        await self.update_data({"cursor": cursor})
+        await self.update_data({**(extra or {}), "cursor": cursor})
 
     async def update_data(self, changes: Mapping[str, Any]) -> None:
         """Merge ``changes`` into the job's stored data (while this worker holds the lock)."""
@@ -260,7 +272,12 @@ class SyncQueue:
         return result
 
     async def enqueue_many(
-        self, cabinets: Sequence[str], data: Mapping[str, Any] | None = None, *, batch: int = 1000
+        self,
+        cabinets: Sequence[str],
+        data: Mapping[str, Any] | None = None,
+        *,
+        batch: int = 1000,
+        delay_ms: int = 0,
     ) -> list[EnqueueResult]:
         """Add each cabinet's job unless one is live; a few round trips per ``batch``.
 
@@ -269,7 +286,7 @@ class SyncQueue:
         an id a concurrent producer added first, so one job per (queue, cabinet) still holds.
         A cabinet with a stored job is skipped if the job is live, else the job is replaced.
         Results follow the order of the distinct cabinets; an added job's state is reported as
-        "waiting" without reading it back.
+        "waiting" without reading it back. With ``delay_ms`` new jobs start delayed that long.
         """
         distinct = list(dict.fromkeys(cabinets))
         results: dict[str, EnqueueResult] = {}
@@ -281,7 +298,7 @@ class SyncQueue:
                         pipe.exists(self._queue.toKey(job_id(self.name, cabinet)))
                     stored = await pipe.execute()
                 fresh = [c for c, exists in zip(chunk, stored, strict=True) if not exists]
-                await self._add([self._bulk_entry(c, data) for c in fresh])
+                await self._add([self._bulk_entry(c, data, delay_ms) for c in fresh])
             except REDIS_ERRORS as exc:
                 raise QueueError(f"could not enqueue on {self.name}: {exc}") from exc
             for cabinet in fresh:
@@ -317,12 +334,33 @@ class SyncQueue:
                 *(self._queue.add(e["name"], e["data"], e["opts"]) for e in window)
             )
 
-    def _bulk_entry(self, cabinet: str, data: Mapping[str, Any] | None) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "data": {**(data or {}), "cabinet": cabinet},
-            "opts": {**self._job_options, "jobId": job_id(self.name, cabinet)},
-        }
+    def _bulk_entry(
+        self, cabinet: str, data: Mapping[str, Any] | None, delay_ms: int = 0
+    ) -> dict[str, Any]:
+        opts = {**self._job_options, "jobId": job_id(self.name, cabinet)}
+        if delay_ms > 0:
+            opts["delay"] = delay_ms
+        return {"name": self.name, "data": {**(data or {}), "cabinet": cabinet}, "opts": opts}
+
+    async def retry(self, cabinet: str) -> str:
+        """Run the cabinet's failed job again with a fresh attempt budget; its state before.
+
+        Only a failed job is moved (back to waiting, keeping its data and cursor); for any
+        other state nothing changes and that state ("missing" if there is no job) is returned.
+        """
+        jid = job_id(self.name, cabinet)
+        try:
+            job = await self._queue.getJob(jid)
+            if job is None:
+                return "missing"
+            state = str(await job.getState())
+            if state == "failed":
+                await job.retry("failed", {"resetAttemptsMade": True})
+        except REDIS_ERRORS as exc:
+            raise QueueError(f"could not retry {jid}: {exc}") from exc
+        except Exception as exc:  # BullMQ raises a bare Exception when the job moved meanwhile
+            raise QueueError(f"could not retry {jid}: {exc}") from exc
+        return state
 
     async def promote_delayed(self) -> None:
         """Make every delayed job due now (an operator's "run the deferred jobs now")."""
@@ -409,6 +447,85 @@ def _cabinet_or_blank(data: Any) -> str:
         return contract.cabinet_of(data)
     except MalformedJobError:
         return ""
+
+
+async def job_states(client: RedisClient, queues: Sequence[SyncQueue]) -> dict[str, dict[str, str]]:
+    """Per queue, every cabinet with a stored job and that job's state.
+
+    One ``states.lua`` call per queue, pipelined: job ids only, joined into one string per
+    state server-side, so tens of thousands of jobs cost a few bulk strings to parse.
+    """
+    lists = [name for name, _ in _STATE_LISTS]
+    zsets = [name for name, _ in _STATE_ZSETS]
+    script = client.register_script(_STATES_SCRIPT)
+    calls = [
+        (
+            script,
+            [queue._queue.keys[name] for name in (*lists, *zsets)],
+            [len(lists), len(queue.name) + 1],
+        )
+        for queue in queues
+    ]
+    try:
+        replies = await redis_client.run_scripts(client, calls)
+    except REDIS_ERRORS as exc:
+        raise QueueError(f"could not read job states: {exc}") from exc
+    out: dict[str, dict[str, str]] = {}
+    for queue, joined in zip(queues, replies, strict=True):
+        states: dict[str, str] = {}
+        for (_, state), ids in zip((*_STATE_LISTS, *_STATE_ZSETS), joined, strict=True):
+            text = _text(ids)
+            if text:
+                states.update(dict.fromkeys(text.split(","), state))
+        out[queue.name] = states
+    return out
+
+
+async def read_jobs(
+    client: RedisClient, jobs: Sequence[tuple[SyncQueue, str, str]]
+) -> list[JobView | None]:
+    """The stored jobs of (queue, cabinet, state) triples, in one pipeline; None where gone.
+
+    A delayed job's time to run again is read with it.
+    """
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            for queue, cabinet, state in jobs:
+                jid = job_id(queue.name, cabinet)
+                pipe.hmget(queue._queue.toKey(jid), list(_JOB_FIELDS))
+                if state == "delayed":
+                    pipe.zscore(queue._queue.keys["delayed"], jid)
+            replies = iter(await pipe.execute())
+    except REDIS_ERRORS as exc:
+        raise QueueError(f"could not read jobs: {exc}") from exc
+    views: list[JobView | None] = []
+    for queue, cabinet, state in jobs:
+        fields = next(replies)
+        score = next(replies) if state == "delayed" else None
+        data, attempts, reason, created, finished = (_text(f) if f else None for f in fields)
+        if data is None:
+            views.append(None)
+            continue
+        views.append(
+            JobView(
+                job_id=job_id(queue.name, cabinet),
+                queue=queue.name,
+                cabinet=cabinet,
+                state=state,
+                data=json.loads(data),
+                attempts_made=int(attempts or 0),
+                attempts_started=0,
+                run_at_ms=int(score) // 0x1000 if score is not None else None,
+                failed_reason=reason,
+                created_ms=int(created) if created else None,
+                finished_ms=int(finished) if finished else None,
+            )
+        )
+    return views
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class SyncWorker:

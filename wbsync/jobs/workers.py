@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from wbsync import clock
-from wbsync.errors import MalformedJobError
+from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
@@ -39,11 +39,16 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             # start over (their cursor only ever resumes the job that saved it).
             cursor = await store.cursors.get(cabinet.id, sync.name)
 
+        # Pages and rows of the whole job, over its deferrals: each run continues the count.
+        done = {"pages": int(job.data.get("pages", 0)), "rows": int(job.data.get("rows", 0))}
+
         async def saved(page: SyncPage) -> None:
-            await job.save_cursor(page.cursor)
             if page.dataset is not None:
+                done["pages"] += 1
+                done["rows"] += len(page.rows)
                 SYNC_PAGES.labels(sync.name).inc()
                 SYNC_ROWS.labels(sync.name).inc(len(page.rows))
+            await job.save_cursor(page.cursor, done)
 
         inp = SyncInput(
             client=runtime.client(cabinet),
@@ -53,10 +58,28 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             today=clock.today(),
             options=runtime.sync_options,
         )
-        totals = await run_sync(sync, inp, on_page=saved)
-        return {"pages": totals.pages, "rows": totals.rows}
+        try:
+            totals = await run_sync(sync, inp, on_page=saved)
+        except RateLimitDeferred:
+            raise  # not a failure: the reschedule service moves the job to delayed
+        except Exception as exc:
+            await _record_failure(runtime, cabinet.id, sync.name, exc, job.attempts_made + 1)
+            raise
+        await store.runs.succeeded(cabinet.id, sync.name, **done)
+        return {"pages": totals.pages, "rows": totals.rows, "job_pages": done["pages"]}
 
     return process
+
+
+async def _record_failure(
+    runtime: Runtime, cabinet_id: int, sync: str, exc: Exception, attempts: int
+) -> None:
+    """Keep the failure's reason for the operator; a failing record never hides the failure."""
+    reason = f"{type(exc).__name__}: {exc}"
+    try:
+        await runtime.store.runs.failed(cabinet_id, sync, reason=reason, attempts=attempts)
+    except WbSyncError as record_exc:
+        log.warning("could not record the failure of %s: %s", sync, record_exc)
 
 
 def build_workers(

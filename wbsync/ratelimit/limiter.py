@@ -13,15 +13,18 @@ no context (HTTP paths)         sleep while the total wait stays under the ceili
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+
+from redis.asyncio.cluster import RedisCluster
 
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
 from wbsync.metrics import LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.scope import BucketScope
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import REDIS_ERRORS, RedisClient, run_scripts
 
 _SCRIPT = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_text(encoding="utf-8")
 
@@ -86,6 +89,36 @@ class RateLimiter:
         """Read the bucket without taking a token (``acquired`` = a token is there now)."""
         return await self._pass(scope, cost=0, penalty_ms=0)
 
+    async def peek_many(self, scopes: Sequence[BucketScope]) -> list[TryResult]:
+        """``peek`` of many buckets, in the order given, in two round trips.
+
+        A full bucket has no key (``bucket.lua`` lets it expire), so one ``MGET`` finds the
+        buckets worth a pass; only those get one, in one pipeline.
+        """
+        if not scopes:
+            return []
+        names = [keys.bucket_key(self._prefix, scope) for scope in scopes]
+        try:
+            stored = await (
+                self._redis.mget_nonatomic(names)  # a cluster's buckets sit in many slots
+                if isinstance(self._redis, RedisCluster)
+                else self._redis.mget(names)
+            )
+            used = [i for i, value in enumerate(stored) if value is not None]
+            replies = await run_scripts(
+                self._redis,
+                [
+                    (self._script, [names[i]], self._args(scopes[i], cost=0, penalty_ms=0))
+                    for i in used
+                ],
+            )
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
+        out = [TryResult(acquired=True, remaining=s.limit.burst, wait_ms=0) for s in scopes]
+        for i, reply in zip(used, replies, strict=True):
+            out[i] = _result(int(reply))
+        return out
+
     async def penalize(self, scope: BucketScope, wait_ms: float) -> None:
         """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone."""
         if wait_ms > 0:
@@ -111,23 +144,30 @@ class RateLimiter:
             await clock.sleep_ms(result.wait_ms)
             waited_ms = (clock.monotonic() - started) * 1000.0
 
-    async def _pass(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> TryResult:
+    def _args(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> list[str | int]:
         interval_ms = scope.limit.interval_ms * self._time_scale + self._refill_margin_ms
+        return [repr(interval_ms), scope.limit.burst, cost, repr(float(penalty_ms))]
+
+    async def _pass(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> TryResult:
         try:
             reply = int(
                 await self._script(
                     keys=[keys.bucket_key(self._prefix, scope)],
-                    args=[repr(interval_ms), scope.limit.burst, cost, repr(float(penalty_ms))],
+                    args=self._args(scope, cost=cost, penalty_ms=penalty_ms),
                 )
             )
         except REDIS_ERRORS as exc:
             raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
-        if reply >= 0:
-            return TryResult(acquired=True, remaining=reply, wait_ms=0)
-        return TryResult(acquired=False, remaining=0, wait_ms=-reply)
+        return _result(reply)
 
     def _observe(self, scope: BucketScope, outcome: str, waited_ms: float) -> None:
         LIMITER_WAIT.labels(scope.group, outcome).observe(waited_ms / 1000.0)
         job = current_job()
         if job is not None and waited_ms:
             SLOT_SLEEP.labels(job.queue).inc(waited_ms / 1000.0)
+
+
+def _result(reply: int) -> TryResult:
+    if reply >= 0:
+        return TryResult(acquired=True, remaining=reply, wait_ms=0)
+    return TryResult(acquired=False, remaining=0, wait_ms=-reply)

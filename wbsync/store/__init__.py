@@ -9,7 +9,13 @@ Typical use::
         await store.upsert("orders", cabinet.id, rows)
 """
 
-from wbsync.store.cabinets import Cabinet, CabinetRef, CabinetRepository
+from wbsync.store.cabinets import (
+    AddManyResult,
+    Cabinet,
+    CabinetRef,
+    CabinetRepository,
+    NewCabinet,
+)
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import (
     DATASETS,
@@ -20,11 +26,14 @@ from wbsync.store.datasets import (
 )
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger, PriceTarget, PriceUpload, SentBid
+from wbsync.store.runs import CabinetOverview, RunRecord, RunRepository
 from wbsync.store.store import Store
 
 __all__ = [
     "DATASETS",
+    "AddManyResult",
     "Cabinet",
+    "CabinetOverview",
     "CabinetRef",
     "CabinetRepository",
     "CursorRepository",
@@ -32,8 +41,11 @@ __all__ = [
     "Dataset",
     "KeyField",
     "Ledger",
+    "NewCabinet",
     "PriceTarget",
     "PriceUpload",
+    "RunRecord",
+    "RunRepository",
     "SentBid",
     "Store",
     "advert_stats_rows",

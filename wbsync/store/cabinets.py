@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,9 +18,12 @@ from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
 from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, utcnow
 
-__all__ = ["Cabinet", "CabinetRef", "CabinetRepository"]
+__all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
 
 log = logging.getLogger(__name__)
+
+# Names looked up per IN (...) query: SQLite allows 32,766 parameters, PostgreSQL 65,535.
+_IN_BATCH = 5000
 
 CabinetRef = int | str
 """A cabinet's id (int) or name (str)."""
@@ -56,8 +60,25 @@ class Cabinet:
         return self._cipher.decrypt(self._sealed)
 
 
+@dataclass(frozen=True, slots=True)
+class NewCabinet:
+    """A cabinet to add: its name, WB token (encrypted before it is stored) and seller id."""
+
+    name: str
+    token: str = field(repr=False)
+    seller_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddManyResult:
+    """What ``add_many`` did: the cabinets added, and the names skipped with the reason."""
+
+    added: builtins.list[Cabinet]
+    skipped: builtins.list[tuple[str, str]]
+
+
 class CabinetRepository:
-    """Add, list, find, deactivate and remove cabinets."""
+    """Add (one or many), list, find, rename, re-key, (de)activate and remove cabinets."""
 
     def __init__(self, database: Database, cipher: TokenCipher) -> None:
         self._db = database
@@ -154,11 +175,60 @@ class CabinetRepository:
         log.info("cabinet %r added (id %d)", name, cabinet.id)
         return cabinet
 
+    async def add_many(self, new: Sequence[NewCabinet]) -> AddManyResult:
+        """Add many cabinets in one transaction; a name already stored (or repeated) is skipped."""
+        skipped: builtins.list[tuple[str, str]] = []
+        wanted: dict[str, NewCabinet] = {}
+        for item in new:
+            if not item.name.strip():
+                skipped.append((item.name, "the name is empty"))
+            elif item.name in wanted:
+                skipped.append((item.name, "the name appears twice in this batch"))
+            else:
+                wanted[item.name] = item
+        now = utcnow()
+        async with self._db.transaction() as conn:
+            names = list(wanted)
+            taken: set[str] = set()
+            for start in range(0, len(names), _IN_BATCH):
+                chunk = names[start : start + _IN_BATCH]
+                found = await conn.scalars(
+                    select(cabinets.c.name).where(cabinets.c.name.in_(chunk))
+                )
+                taken.update(found)
+            skipped += [(name, "a cabinet of this name already exists") for name in sorted(taken)]
+            rows = [
+                {
+                    "name": item.name,
+                    "token_encrypted": self._cipher.encrypt(item.token),
+                    "seller_id": item.seller_id,
+                    "active": True,
+                    "created_at": now,
+                }
+                for item in wanted.values()
+                if item.name not in taken
+            ]
+            added = []
+            if rows:
+                result = await conn.execute(insert(cabinets).returning(*cabinets.c), rows)
+                added = [self._record(row) for row in result]
+        log.info("%d cabinets added, %d skipped", len(added), len(skipped))
+        return AddManyResult(added=sorted(added, key=lambda c: c.id), skipped=skipped)
+
     async def list(self, *, active_only: bool = False) -> builtins.list[Cabinet]:
         """Every cabinet (or only the active ones), by id."""
         query = select(cabinets).order_by(cabinets.c.id)
         if active_only:
             query = query.where(cabinets.c.active.is_(True))
+        async with self._db.connection() as conn:
+            result = await conn.execute(query)
+            return [self._record(row) for row in result]
+
+    async def many(self, ids: Sequence[int]) -> builtins.list[Cabinet]:
+        """The cabinets of these ids that exist, by id."""
+        if not ids:
+            return []
+        query = select(cabinets).where(cabinets.c.id.in_(list(ids))).order_by(cabinets.c.id)
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [self._record(row) for row in result]
@@ -181,6 +251,48 @@ class CabinetRepository:
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %r %s", row.name, "activated" if active else "deactivated")
+        return self._record(row)
+
+    async def replace_token(self, ref: CabinetRef, token: str, seller_id: str) -> Cabinet:
+        """Store a new token for the cabinet; its rows, cursors and runs stay.
+
+        StoreError if the token belongs to another seller than the cabinet's.
+        """
+        sealed = self._cipher.encrypt(token)
+        async with self._db.transaction() as conn:
+            current = (await conn.execute(select(cabinets).where(_match(ref)))).one_or_none()
+            if current is None:
+                raise CabinetNotFoundError(f"no cabinet {ref!r}")
+            if current.seller_id != seller_id:
+                raise StoreError(
+                    f"the new token is for seller {seller_id}, but cabinet {current.name!r} is "
+                    f"seller {current.seller_id}; add it as a new cabinet instead"
+                )
+            result = await conn.execute(
+                update(cabinets)
+                .where(cabinets.c.id == current.id)
+                .values(token_encrypted=sealed)
+                .returning(*cabinets.c)
+            )
+            cabinet = self._record(result.one())
+        log.info("cabinet %r: token replaced", cabinet.name)
+        return cabinet
+
+    async def rename(self, ref: CabinetRef, name: str) -> Cabinet:
+        """Give the cabinet a new name; StoreError if it is empty or taken."""
+        if not name.strip():
+            raise StoreError("a cabinet needs a non-empty name")
+        async with self._db.transaction() as conn:
+            taken = await conn.scalar(select(cabinets.c.id).where(cabinets.c.name == name))
+            if taken is not None:
+                raise StoreError(f"cabinet {name!r} already exists")
+            result = await conn.execute(
+                update(cabinets).where(_match(ref)).values(name=name).returning(*cabinets.c)
+            )
+            row = result.one_or_none()
+        if row is None:
+            raise CabinetNotFoundError(f"no cabinet {ref!r}")
+        log.info("cabinet %d renamed to %r", row.id, name)
         return self._record(row)
 
     async def deactivate(self, ref: CabinetRef) -> Cabinet:

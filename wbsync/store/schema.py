@@ -40,6 +40,7 @@ __all__ = [
     "sent_bids",
     "sent_price_uploads",
     "sync_cursors",
+    "sync_runs",
     "utcnow",
 ]
 
@@ -132,6 +133,21 @@ sync_cursors = Table(
     Column("sync", String(100), primary_key=True),
     Column("cursor", JSON, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# The last successful run and the last failure of each (cabinet, sync): they outlive the jobs
+# (finished jobs are removed from Redis), so the operator can see what is stuck and why.
+sync_runs = Table(
+    "sync_runs",
+    metadata,
+    _cabinet_fk(),
+    Column("sync", String(100), primary_key=True),
+    Column("success_at", UtcDateTime, nullable=True),
+    Column("success_pages", Integer, nullable=True),
+    Column("success_rows", Integer, nullable=True),
+    Column("failure_at", UtcDateTime, nullable=True),
+    Column("failure_reason", Text, nullable=True),
+    Column("failure_attempts", Integer, nullable=True),
 )
 
 sent_bids = Table(

@@ -12,12 +12,13 @@ from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger
 from wbsync.store.rows import RowRepository
+from wbsync.store.runs import RunRepository
 
 __all__ = ["Store"]
 
 
 class Store:
-    """Cabinets, cursors, synced rows and the send logs, over one started :class:`Database`.
+    """Cabinets, cursors, runs, synced rows and the send logs, over one started :class:`Database`.
 
     The constructor does no I/O; the database's lifecycle belongs to whoever created it.
     ``secret_key`` (``Settings.secret_key``) is needed only to store or reveal a token.
@@ -28,6 +29,7 @@ class Store:
         self.cabinets = CabinetRepository(database, TokenCipher(secret_key))
         self.cursors = CursorRepository(database)
         self.ledger = Ledger(database)
+        self.runs = RunRepository(database)
         self._rows = RowRepository(database)
 
     def __repr__(self) -> str:

@@ -1,14 +1,14 @@
-"""Cabinets: create, list, show, deactivate; their live jobs, sync triggers and buckets."""
+"""Cabinets: create, list, show, deactivate; their live jobs, sync triggers, retries, buckets."""
 
 from __future__ import annotations
 
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
-from wbsync.api.deps import CabinetDep, RuntimeDep
+from wbsync.api.deps import CabinetDep, RuntimeDep, status_reader
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import (
     BucketOut,
@@ -20,6 +20,9 @@ from wbsync.api.schemas import (
 )
 from wbsync.api.status import cabinet_buckets, cabinet_jobs
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
+from wbsync.jobs.queue import job_id
+from wbsync.runtime import Runtime
+from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS
 from wbsync.wb.tokens import parse_token
 
@@ -105,10 +108,7 @@ async def trigger_sync(
     queue: Annotated[str, Path(description="One of the sync queues, e.g. rnp-finance-sync.")],
 ) -> JSONResponse:
     """Run (queue, cabinet) now: 202 with the job id, or 409 naming the live job."""
-    if queue not in SYNCS:
-        raise Problem(
-            404, "not-found", "Not found", f"no queue {queue!r}; queues: {', '.join(SYNCS)}"
-        )
+    _known_queue(queue)
     if not cabinet.active:
         raise Problem(409, "cabinet-inactive", "Conflict", f"cabinet {cabinet.id} is inactive")
     result = await runtime.queue(queue).enqueue(str(cabinet.id))
@@ -126,6 +126,52 @@ async def trigger_sync(
     log.info("sync triggered", extra=context)
     out = TriggerOut(job_id=result.job_id, queue=queue, cabinet=str(cabinet.id), state=result.state)
     return JSONResponse(out.model_dump(), status_code=202)
+
+
+@router.post(
+    "/{cabinet_id}/syncs/{queue}/retry",
+    status_code=202,
+    response_model=TriggerOut,
+    responses={409: {"description": "The cabinet's job in this queue has not failed."}},
+)
+async def retry_sync(
+    request: Request,
+    cabinet: CabinetDep,
+    runtime: RuntimeDep,
+    queue: Annotated[str, Path(description="One of the sync queues, e.g. rnp-finance-sync.")],
+) -> JSONResponse:
+    """Run the cabinet's failed job of this queue again, from its cursor, with fresh attempts."""
+    out = await retry_failed(runtime, cabinet, queue)
+    status_reader(request).invalidate()
+    return JSONResponse(out.model_dump(), status_code=202)
+
+
+async def retry_failed(runtime: Runtime, cabinet: Cabinet, queue: str) -> TriggerOut:
+    """Move (queue, cabinet)'s failed job back to waiting; Problem 404/409 when it cannot."""
+    _known_queue(queue)
+    before = await runtime.queue(queue).retry(str(cabinet.id))
+    jid = job_id(queue, str(cabinet.id))
+    context = {"cabinet": str(cabinet.id), "queue": queue, "job_id": jid}
+    if before == "missing":
+        raise Problem(404, "not-found", "Not found", f"cabinet {cabinet.id} has no job in {queue}")
+    if before != "failed":
+        raise Problem(
+            409,
+            "job-not-failed",
+            "Conflict",
+            f"job {jid} is {before}, not failed; only a failed job can be retried",
+            job_id=jid,
+            job_state=before,
+        )
+    log.info("failed job retried", extra=context)
+    return TriggerOut(job_id=jid, queue=queue, cabinet=str(cabinet.id), state="waiting")
+
+
+def _known_queue(queue: str) -> None:
+    if queue not in SYNCS:
+        raise Problem(
+            404, "not-found", "Not found", f"no queue {queue!r}; queues: {', '.join(SYNCS)}"
+        )
 
 
 @router.get("/{cabinet_id}/buckets", response_model=list[BucketOut])

@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import APIRouter, Depends
-from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from wbsync import health
 from wbsync.api.auth import require_key
-from wbsync.api.deps import RuntimeDep
+from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem, problems
-from wbsync.api.status import queue_counts, snapshot
+from wbsync.api.schemas import StatusOut
+from wbsync.api.status import queue_counts, status_out
 from wbsync.errors import QueueError
 
 __all__ = ["probes", "router"]
@@ -61,17 +61,10 @@ async def metrics(runtime: RuntimeDep) -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/api/v1/status")
-async def status(runtime: RuntimeDep) -> JSONResponse:
-    """What the status page shows, as JSON."""
-    snap = await snapshot(runtime)
-    body = {
-        "generated_at": snap.generated_at,
-        "time_scale": snap.time_scale,
-        "counters": snap.counters,
-        "queues": snap.queues,
-        "cabinets": [{"cabinet": c.cabinet, "jobs": c.jobs} for c in snap.cabinets],
-        "waiting": [{"cabinet": c, "job": j} for c, j in snap.waiting],
-        "busiest_buckets": [{"cabinet": name, "bucket": b} for name, b in snap.buckets],
-    }
-    return JSONResponse(jsonable_encoder(body))
+@router.get("/api/v1/status", response_model=StatusOut)
+async def status(request: Request, query: StatusQueryDep) -> Response:
+    """What the status page shows, as JSON: totals, and one page of matching cabinets."""
+    page = await status_reader(request).read(query)
+    if "json" not in page.rendered:
+        page.rendered["json"] = status_out(page).model_dump_json().encode()
+    return Response(page.rendered["json"], media_type="application/json")

@@ -1,0 +1,191 @@
+"""The status for thousands of cabinets: paging, search, filters, order; failures and retries.
+
+Real Redis, a real database per backend, the emulator on loopback; the app in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from tests.api_support import AUTH, SELLERS
+from tests.waiting import wait_for
+from wbsync.emulator import Emulator
+from wbsync.emulator.server import ALL_CATEGORIES
+from wbsync.jobs.queue import Outcome
+from wbsync.jobs.workers import build_workers
+from wbsync.redis_bounds import POOL_SIZE
+from wbsync.runtime import Runtime
+from wbsync.store import Cabinet, NewCabinet
+from wbsync.wb.tokens import Category
+
+pytest_plugins = ["tests.conftest_api"]
+
+AddCabinet = Callable[..., Awaitable[Cabinet]]
+FINANCE = "rnp-finance-sync"
+BOOKING = "booking-slot-monitor"
+MANY = 10_000
+READERS = 20
+
+
+async def _status(api: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
+    reply = await api.get("/api/v1/status", params=params, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+async def test_ten_thousand_cabinets_page_search_filter_under_twenty_readers(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
+) -> None:
+    tokens = [api_emulator.token(seller) for seller in SELLERS]
+    report = await api_runtime.store.cabinets.add_many(
+        [
+            NewCabinet(f"shop-{i:05d}", tokens[i % len(SELLERS)], SELLERS[i % len(SELLERS)])
+            for i in range(MANY)
+        ]
+    )
+    assert len(report.added) == MANY and report.skipped == []
+    ids = [c.id for c in report.added]
+    # Jobs for 300 cabinets, waiting (no worker runs): they are the "stuck" ones.
+    pending = [str(i) for i in ids[-300:]]
+    await api_runtime.queue(BOOKING).enqueue_many(pending)
+
+    async def page_json(n: int) -> dict[str, Any]:
+        return await _status(api, sort="id", page=n, per_page=50)
+
+    async def page_html(n: int) -> str:
+        reply = await api.get("/", params={"sort": "id", "page": n}, headers=AUTH)
+        assert reply.status_code == 200, reply.text
+        return reply.text
+
+    readers = [page_json(n) for n in range(1, READERS // 2 + 1)]
+    htmls = [page_html(n) for n in range(1, READERS // 2 + 1)]
+    results = await asyncio.gather(*readers, *htmls)
+    pages: list[dict[str, Any]] = results[: READERS // 2]
+    for n, body in enumerate(pages, start=1):
+        assert (body["total"], body["matched"], body["pages"]) == (MANY, MANY, MANY // 50)
+        shown = [c["cabinet"]["id"] for c in body["cabinets"]]
+        assert shown == ids[(n - 1) * 50 : n * 50]
+    for n, html in enumerate(results[READERS // 2 :], start=1):
+        assert f"{MANY} of {MANY} cabinets match · page {n} of {MANY // 50}" in str(html)
+    assert sum(body["queues"][BOOKING]["waiting"] for body in pages[:1]) == 300
+
+    found = await _status(api, q="shop-07777")
+    assert [c["cabinet"]["name"] for c in found["cabinets"]] == ["shop-07777"]
+    by_id = await _status(api, q=str(ids[42]), sort="id", per_page=200)  # and names with it
+    assert ids[42] in [c["cabinet"]["id"] for c in by_id["cabinets"]]
+
+    waiting = await _status(api, state="waiting", per_page=200)
+    assert waiting["matched"] == 300 and len(waiting["cabinets"]) == 200
+    assert {c["cabinet"]["id"] for c in waiting["cabinets"]} <= {int(i) for i in pending}
+    assert (await _status(api, state="failed"))["matched"] == 0
+    assert (await _status(api, state="idle"))["matched"] == MANY - 300
+
+    stuck_first = await _status(api, sort="stuck", per_page=10)
+    assert all(c["stuck_since"] is not None for c in stuck_first["cabinets"])
+    assert {str(c["cabinet"]["id"]) for c in stuck_first["cabinets"]} <= set(pending)
+    last = await _status(api, sort="stuck", page=MANY // 10, per_page=10)
+    assert all(c["stuck_since"] is None for c in last["cabinets"])
+
+    bad = await api.get("/api/v1/status", params={"state": "stalled"}, headers=AUTH)
+    assert bad.status_code == 422 and "state" in bad.text
+    assert (
+        await api.get("/api/v1/status", params={"per_page": 201}, headers=AUTH)
+    ).status_code == 422
+
+
+async def test_a_failed_job_shows_its_reason_and_retry_runs_it_again(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
+) -> None:
+    seller = SELLERS[0]
+    no_finance = [c for c in ALL_CATEGORIES if c is not Category.FINANCE]
+    cabinet = await api_runtime.store.cabinets.add(
+        "no-finance", api_emulator.token(seller, categories=no_finance), seller
+    )
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(api_runtime, [FINANCE], concurrency=1, on_outcome=outcomes.append)
+    await worker.start()
+    try:
+        await api_runtime.queue(FINANCE).enqueue(str(cabinet.id))
+
+        async def failed_for_good() -> bool:
+            view = await api_runtime.queue(FINANCE).job(str(cabinet.id))
+            return view is not None and view.state == "failed"
+
+        await wait_for(failed_for_good)
+
+        async def listed_as_failed() -> bool:  # the status index is rebuilt within INDEX_TTL_S
+            return bool((await _status(api, state="failed"))["matched"] == 1)
+
+        await wait_for(listed_as_failed)
+        body = await _status(api, state="failed")
+        [entry] = body["failed"]
+        assert entry["cabinet"]["id"] == cabinet.id and entry["job"]["queue"] == FINANCE
+        assert "finance" in entry["job"]["failed_reason"]
+        [run] = body["cabinets"][0]["runs"]
+        assert run["queue"] == FINANCE and run["success_at"] is None
+        assert "finance" in run["failure_reason"]
+        assert run["failure_attempts"] == api_runtime.settings.job_attempts
+        html = (await api.get("/", params={"state": "failed"}, headers=AUTH)).text
+        assert "finance" in html and 'class="retry"' in html
+
+        # A job that has not failed cannot be retried; the failed one can, once the token is fixed.
+        other = f"/api/v1/cabinets/{cabinet.id}/syncs/{BOOKING}/retry"
+        assert (await api.post(other, headers=AUTH)).status_code == 404
+        await api_runtime.store.cabinets.replace_token(
+            cabinet.id, api_emulator.token(seller), seller
+        )
+        retry = await api.post(f"/api/v1/cabinets/{cabinet.id}/syncs/{FINANCE}/retry", headers=AUTH)
+        assert retry.status_code == 202, retry.text
+        assert retry.json()["job_id"] == f"{FINANCE}.{cabinet.id}"
+
+        async def succeeded() -> bool:
+            [record] = await api_runtime.store.runs.of_cabinets([cabinet.id])
+            return record.success_at is not None
+
+        await wait_for(succeeded)
+    finally:
+        await worker.close()
+    [record] = await api_runtime.store.runs.of_cabinets([cabinet.id])
+    # Two pages of four rows, over the deferral the finance window forces between them.
+    assert (record.success_pages, record.success_rows) == (2, 8)
+    assert "finance" in (record.failure_reason or "")  # the last failure stays on record
+
+    async def no_failed_job() -> bool:
+        return bool((await _status(api, state="failed"))["matched"] == 0)
+
+    await wait_for(no_failed_job)
+    again = await api.post(f"/api/v1/cabinets/{cabinet.id}/syncs/{FINANCE}/retry", headers=AUTH)
+    assert again.status_code in (404, 409)
+
+
+async def test_the_page_retry_button_needs_the_key_and_returns_to_the_same_view(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    cabinet = await add_cabinet(0)
+    form = {"cabinet": str(cabinet.id), "queue": FINANCE, "back": "q=cab&state=failed&x=1"}
+    assert (await api.post("/retry", data=form)).status_code == 401
+    reply = await api.post("/retry", data=form, headers=AUTH)
+    assert reply.status_code == 404  # no job to retry: said so, nothing moved
+    await api_runtime.queue(FINANCE).enqueue(str(cabinet.id))
+    reply = await api.post("/retry", data=form, headers=AUTH)
+    assert reply.status_code == 409 and "waiting" in reply.text
+
+
+async def test_many_concurrent_status_reads_share_the_sized_pool(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    """More readers than the pool has connections: every read answers 200, none is refused."""
+    for i in range(3):
+        await add_cabinet(i)
+    replies = await asyncio.gather(
+        *(
+            api.get("/api/v1/status", params={"page": 1 + i % 3, "per_page": 1}, headers=AUTH)
+            for i in range(2 * POOL_SIZE)
+        )
+    )
+    assert {r.status_code for r in replies} == {200}

@@ -1,0 +1,125 @@
+"""Sync runs: the last success and the last failure of each (cabinet, sync), kept past the jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from wbsync.store.db import Database
+from wbsync.store.schema import cabinets, sync_runs, utcnow
+
+__all__ = ["REASON_MAX_CHARS", "CabinetOverview", "RunRecord", "RunRepository"]
+
+REASON_MAX_CHARS = 1000
+"""A failure reason is cut to this many characters (an exception message can be a whole body)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """What the last runs of one (cabinet, sync) did."""
+
+    cabinet_id: int
+    sync: str
+    success_at: datetime | None
+    success_pages: int | None
+    success_rows: int | None
+    failure_at: datetime | None
+    failure_reason: str | None
+    failure_attempts: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CabinetOverview:
+    """A cabinet without its token, with the oldest of its syncs' last successes.
+
+    ``oldest_success`` is the earliest ``success_at`` over its syncs, and ``successes`` how
+    many of its syncs ever succeeded (a sync that never did counts from ``created_at``).
+    """
+
+    id: int
+    name: str
+    seller_id: str
+    active: bool
+    created_at: datetime
+    oldest_success: datetime | None
+    successes: int
+
+
+class RunRepository:
+    """Record runs and read them back, per cabinet or for every cabinet at once."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def succeeded(self, cabinet_id: int, sync: str, *, pages: int, rows: int) -> None:
+        """A run of ``sync`` for the cabinet finished: when, and what it stored."""
+        await self._upsert(
+            {
+                "cabinet_id": cabinet_id,
+                "sync": sync,
+                "success_at": utcnow(),
+                "success_pages": pages,
+                "success_rows": rows,
+            }
+        )
+
+    async def failed(self, cabinet_id: int, sync: str, *, reason: str, attempts: int) -> None:
+        """An attempt of ``sync`` for the cabinet failed: when, why, and attempts spent so far."""
+        await self._upsert(
+            {
+                "cabinet_id": cabinet_id,
+                "sync": sync,
+                "failure_at": utcnow(),
+                "failure_reason": reason[:REASON_MAX_CHARS],
+                "failure_attempts": attempts,
+            }
+        )
+
+    async def _upsert(self, values: dict[str, Any]) -> None:
+        changed = tuple(k for k in values if k not in ("cabinet_id", "sync"))
+        statement = self._db.upsert_statement(
+            sync_runs, conflict=("cabinet_id", "sync"), update=changed
+        )
+        async with self._db.transaction() as conn:
+            await conn.execute(statement, values)
+
+    async def of_cabinets(self, cabinet_ids: Sequence[int]) -> list[RunRecord]:
+        """Every recorded (cabinet, sync) of these cabinets."""
+        if not cabinet_ids:
+            return []
+        query = select(sync_runs).where(sync_runs.c.cabinet_id.in_(list(cabinet_ids)))
+        async with self._db.connection() as conn:
+            result = await conn.execute(query)
+            return [RunRecord(*row) for row in result.all()]  # columns in field order
+
+    async def overview(self) -> list[CabinetOverview]:
+        """Every cabinet (by id) with its oldest last success: one query, no token read."""
+        runs = (
+            select(
+                sync_runs.c.cabinet_id,
+                func.min(sync_runs.c.success_at).label("oldest_success"),
+                func.count(sync_runs.c.success_at).label("successes"),
+            )
+            .group_by(sync_runs.c.cabinet_id)
+            .subquery()
+        )
+        query = (
+            select(
+                cabinets.c.id,
+                cabinets.c.name,
+                cabinets.c.seller_id,
+                cabinets.c.active,
+                cabinets.c.created_at,
+                runs.c.oldest_success,
+                func.coalesce(runs.c.successes, 0).label("successes"),
+            )
+            .select_from(cabinets.outerjoin(runs, runs.c.cabinet_id == cabinets.c.id))
+            .order_by(cabinets.c.id)
+        )
+        async with self._db.connection() as conn:
+            result = await conn.execute(query)
+            return [CabinetOverview(*row) for row in result.all()]  # columns in field order
