@@ -29,7 +29,7 @@ class Runtime:
     def __init__(self, settings: Settings, *, redis_url: str) -> None:
         self.settings = settings
         self.redis_url = redis_url
-        self.redis = redis_bounds.connect(redis_url, pool=True)
+        self.redis = redis_bounds.connect(redis_url)
         self.limiter = RateLimiter(
             self.redis,
             prefix=settings.redis_prefix,

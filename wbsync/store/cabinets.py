@@ -180,8 +180,8 @@ class CabinetRepository:
         skipped: builtins.list[tuple[str, str]] = []
         wanted: dict[str, NewCabinet] = {}
         for item in new:
-            if not item.name.strip():
-                skipped.append((item.name, "the name is empty"))
+            if not item.name.strip() or "\x00" in item.name:
+                skipped.append((item.name, "the name is empty or holds a NUL character"))
             elif item.name in wanted:
                 skipped.append((item.name, "the name appears twice in this batch"))
             else:
@@ -197,6 +197,10 @@ class CabinetRepository:
                 )
                 taken.update(found)
             skipped += [(name, "a cabinet of this name already exists") for name in sorted(taken)]
+            if await _count(conn):  # the key must be the one the stored tokens were sealed with
+                await self._check_key(conn)
+            elif len(taken) < len(wanted):
+                await _write_check(conn, self._cipher)
             rows = [
                 {
                     "name": item.name,
@@ -263,6 +267,7 @@ class CabinetRepository:
             current = (await conn.execute(select(cabinets).where(_match(ref)))).one_or_none()
             if current is None:
                 raise CabinetNotFoundError(f"no cabinet {ref!r}")
+            await self._check_key(conn)
             if current.seller_id != seller_id:
                 raise StoreError(
                     f"the new token is for seller {seller_id}, but cabinet {current.name!r} is "
