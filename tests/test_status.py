@@ -13,6 +13,7 @@ import httpx
 
 from tests.api_support import AUTH, SELLERS
 from tests.waiting import wait_for
+from wbsync.context import JobInfo, running_job
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.queue import Outcome
@@ -20,6 +21,8 @@ from wbsync.jobs.workers import build_workers
 from wbsync.redis_bounds import POOL_SIZE
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
+from wbsync.syncs import SYNCS
+from wbsync.throughput import HISTORY_MINUTES
 from wbsync.wb.tokens import Category
 
 pytest_plugins = ["tests.conftest_api"]
@@ -161,6 +164,32 @@ async def test_a_failed_job_shows_its_reason_and_retry_runs_it_again(
     await wait_for(no_failed_job)
     again = await api.post(f"/api/v1/cabinets/{cabinet.id}/syncs/{FINANCE}/retry", headers=AUTH)
     assert again.status_code in (404, 409)
+    # The two pages are in the throughput history, this minute or the one before.
+    history = (await api.get("/api/v1/throughput", headers=AUTH)).json()
+    assert len(history["minutes"]) == HISTORY_MINUTES
+    assert sum(history["queues"][FINANCE]["pages"][-2:]) == 2
+    assert sum(history["queues"][BOOKING]["pages"]) == 0
+
+
+async def test_throughput_counts_pages_and_429s_per_queue_over_the_last_hour(
+    api: httpx.AsyncClient, api_runtime: Runtime
+) -> None:
+    history = api_runtime.throughput
+    for _ in range(3):
+        await history.record(FINANCE, pages=1)
+    with running_job(JobInfo(queue=BOOKING, job_id=f"{BOOKING}.1", cabinet="1")):
+        await history.rate_limited()
+        await history.rate_limited()
+    await history.rate_limited()  # outside a job: no queue to count it for
+    assert (await api.get("/status/throughput")).status_code == 401
+    body = (await api.get("/status/throughput", headers=AUTH)).json()
+    minutes = body["minutes"]
+    assert len(minutes) == HISTORY_MINUTES and minutes == sorted(minutes)
+    assert minutes[-1] - minutes[0] == (HISTORY_MINUTES - 1) * 60_000
+    totals = {q: {k: sum(v) for k, v in series.items()} for q, series in body["queues"].items()}
+    assert totals[FINANCE] == {"pages": 3, "upstream_429": 0}
+    assert totals[BOOKING] == {"pages": 0, "upstream_429": 2}
+    assert set(totals) == set(SYNCS)
 
 
 async def test_the_page_retry_button_needs_the_key_and_returns_to_the_same_view(

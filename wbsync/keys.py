@@ -37,3 +37,8 @@ def bullmq_worker_connection_name(queue_prefix: str, queue: str) -> str:
     """
     encoded = base64.b64encode(bullmq_queue_name(queue).encode()).decode("ascii")
     return f"{queue_prefix}:{encoded}"
+
+
+def throughput_key(prefix: str, queue: str, minute: int) -> str:
+    """The key counting one queue's pages and 429s in one wall-clock minute (epoch minutes)."""
+    return f"{prefix}:tp:{{{queue}}}:{minute}"

@@ -20,6 +20,7 @@ from wbsync.ratelimit import RateLimiter
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
+from wbsync.throughput import Throughput
 from wbsync.wb.client import WbClient
 
 
@@ -37,6 +38,7 @@ class Runtime:
             ceiling_margin_ms=settings.wait_ceiling_margin_ms,
             refill_margin_ms=settings.limiter_refill_margin_ms,
         )
+        self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
         self.database = Database(settings.database_url)
         self.store = Store(self.database, secret_key=settings.secret_key_value())
         self.http = httpx.AsyncClient(timeout=60.0)
@@ -103,7 +105,12 @@ class Runtime:
     def client(self, cabinet: Cabinet) -> WbClient:
         """A WB client for ``cabinet`` on the shared HTTP connection pool and limiter."""
         return WbClient(
-            cabinet.name, cabinet.token(), self.limiter, settings=self.settings, http=self.http
+            cabinet.name,
+            cabinet.token(),
+            self.limiter,
+            settings=self.settings,
+            http=self.http,
+            throughput=self.throughput,
         )
 
 

@@ -68,6 +68,13 @@ async def status_page(
     return HTMLResponse(page.rendered["html"], headers={"Cache-Control": "no-store"})
 
 
+@router.get("/status/throughput", include_in_schema=False)
+async def throughput_for_page(request: Request) -> Response:
+    """``/api/v1/throughput`` for the page's chart (the key as a header or the page's cookie)."""
+    require_page_key(request)
+    return Response(await status_reader(request).throughput(), media_type="application/json")
+
+
 @router.post("/retry", include_in_schema=False)
 async def retry_from_page(request: Request, runtime: RuntimeDep) -> Response:
     """The page's Retry button: retry the failed job, then back to the page it was on.

@@ -23,6 +23,7 @@ __all__ = [
     "RowsOut",
     "RunOut",
     "StatusOut",
+    "ThroughputOut",
     "TriggerOut",
     "cabinet_out",
     "job_out",
@@ -153,6 +154,15 @@ class StatusOut(BaseModel):
     waiting: list[CabinetJobOut] = Field(description="The page's jobs delayed by a window.")
     failed: list[CabinetJobOut] = Field(description="The page's failed jobs, latest first.")
     busiest_buckets: list[CabinetBucketOut]
+
+
+class ThroughputOut(BaseModel):
+    """Pages stored and 429s from WB per queue and minute, over the last hour (all processes)."""
+
+    minutes: list[int] = Field(description="Each minute's start, epoch ms, oldest first.")
+    queues: dict[str, dict[str, list[int]]] = Field(
+        description='Per queue: {"pages": [...], "upstream_429": [...]}, one count per minute.'
+    )
 
 
 class RowsOut(BaseModel):

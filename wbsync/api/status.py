@@ -36,6 +36,7 @@ from wbsync.api.schemas import (
     LimitOut,
     RunOut,
     StatusOut,
+    ThroughputOut,
     at_ms,
     job_out,
     run_out,
@@ -259,6 +260,18 @@ class StatusReader:
         self._reads = asyncio.Semaphore(STATUS_READS)
         self._pages: dict[StatusQuery, tuple[_Index, asyncio.Future[StatusPage]]] = {}
         self._pending: dict[StatusQuery, asyncio.Future[StatusPage]] = {}
+        self._throughput: tuple[float, bytes] | None = None
+
+    async def throughput(self) -> bytes:
+        """The last hour's pages and 429s per queue (JSON), read at most every INDEX_TTL_S."""
+        cached = self._throughput
+        if cached is not None and clock.monotonic() - cached[0] < INDEX_TTL_S:
+            return cached[1]
+        async with self._reads:
+            history = await self._runtime.throughput.history(list(SYNCS))
+        body = ThroughputOut(minutes=history.minutes, queues=history.queues).model_dump_json()
+        self._throughput = (clock.monotonic(), body.encode())
+        return self._throughput[1]
 
     def invalidate(self) -> None:
         """Forget the index: the next read builds a new one (after this process changed a job)."""

@@ -48,6 +48,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
                 done["rows"] += len(page.rows)
                 SYNC_PAGES.labels(sync.name).inc()
                 SYNC_ROWS.labels(sync.name).inc(len(page.rows))
+                await runtime.throughput.record(sync.name, pages=1)
             await job.save_cursor(page.cursor, done)
 
         inp = SyncInput(

@@ -37,6 +37,7 @@ from wbsync.errors import (
 )
 from wbsync.metrics import count_upstream
 from wbsync.ratelimit.scope import BucketScope
+from wbsync.throughput import Throughput
 from wbsync.wb.endpoints import Endpoint, check_token
 from wbsync.wb.retry import RetryPolicy, rate_limit_wait_ms
 from wbsync.wb.tokens import TokenType, WbToken, parse_token
@@ -109,6 +110,7 @@ class WbClient:
         retry: RetryPolicy | None = None,
         timeout_s: float = 60.0,
         rng: random.Random | None = None,
+        throughput: Throughput | None = None,
     ) -> None:
         self.cabinet = cabinet_name
         self._token = (
@@ -121,6 +123,7 @@ class WbClient:
         self._retry = retry or RetryPolicy()
         self._timeout_s = timeout_s
         self._rng = rng or random.Random()
+        self._throughput = throughput
         self._closed = False
 
     def __repr__(self) -> str:
@@ -250,6 +253,8 @@ class WbClient:
         wait_ms = rate_limit_wait_ms(response, scope.limit, self._settings.time_scale)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
         await self._limiter.penalize(scope, wait_ms)
+        if self._throughput is not None:
+            await self._throughput.rate_limited()
         rid = _request_id(response, _json_or_none(response))
         log.info(
             "cabinet %s: %s got 429 (request %s), bucket %s pushed %d ms",

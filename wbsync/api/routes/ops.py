@@ -13,7 +13,7 @@ from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem, problems
-from wbsync.api.schemas import StatusOut
+from wbsync.api.schemas import StatusOut, ThroughputOut
 from wbsync.api.status import queue_counts, status_out
 from wbsync.errors import QueueError
 
@@ -68,3 +68,9 @@ async def status(request: Request, query: StatusQueryDep) -> Response:
     if "json" not in page.rendered:
         page.rendered["json"] = status_out(page).model_dump_json().encode()
     return Response(page.rendered["json"], media_type="application/json")
+
+
+@router.get("/api/v1/throughput", response_model=ThroughputOut)
+async def throughput(request: Request) -> Response:
+    """Pages stored and 429s from WB per queue and minute over the last hour, every process."""
+    return Response(await status_reader(request).throughput(), media_type="application/json")

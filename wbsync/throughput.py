@@ -1,0 +1,87 @@
+"""Throughput history: pages stored and 429s from WB, per queue and wall-clock minute, in Redis.
+
+Shared by every process (the status page shows the whole deployment, not one process), one
+small hash per (queue, minute) that expires after ``KEEP_S``. Recording is one pipelined
+``HINCRBY`` + ``EXPIRE``; reading the last hour is one pipeline of ``HMGET``s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from wbsync import clock, keys
+from wbsync.context import current_job
+from wbsync.errors import RedisUnavailableError
+from wbsync.redis_client import REDIS_ERRORS, RedisClient
+
+__all__ = ["HISTORY_MINUTES", "KEEP_S", "History", "Throughput"]
+
+log = logging.getLogger(__name__)
+
+HISTORY_MINUTES = 60
+"""How many minutes the history shows."""
+KEEP_S = 2 * 3600
+"""A minute's counts expire this long after their last write."""
+_FIELDS = ("pages", "upstream_429")
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """Per queue, counts per minute, oldest first; ``minutes``: the minutes' starts, epoch ms."""
+
+    minutes: list[int]
+    queues: dict[str, dict[str, list[int]]]
+
+
+class Throughput:
+    """Record and read the history (no I/O in the constructor)."""
+
+    def __init__(self, redis: RedisClient, *, prefix: str) -> None:
+        self._redis = redis
+        self._prefix = prefix
+
+    async def record(self, queue: str, *, pages: int = 0, upstream_429: int = 0) -> None:
+        """Add to this minute's counts of ``queue``; a Redis failure is logged, never raised.
+
+        The history is for people: losing a count must not fail the sync that made it.
+        """
+        key = keys.throughput_key(self._prefix, queue, int(clock.now_ms() // 60_000))
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                if pages:
+                    pipe.hincrby(key, "pages", pages)
+                if upstream_429:
+                    pipe.hincrby(key, "upstream_429", upstream_429)
+                pipe.expire(key, KEEP_S)
+                await pipe.execute()
+        except REDIS_ERRORS as exc:
+            log.warning("throughput of %s not recorded: %s", queue, exc)
+
+    async def rate_limited(self) -> None:
+        """WB answered 429 to the running job's request (nothing is recorded outside jobs)."""
+        job = current_job()
+        if job is not None:
+            await self.record(job.queue, upstream_429=1)
+
+    async def history(self, queues: Sequence[str], minutes: int = HISTORY_MINUTES) -> History:
+        """The last ``minutes`` minutes (the current one last) of every queue."""
+        now = int(clock.now_ms() // 60_000)
+        span = list(range(now - minutes + 1, now + 1))
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for queue in queues:
+                    for minute in span:
+                        pipe.hmget(keys.throughput_key(self._prefix, queue, minute), list(_FIELDS))
+                replies = iter(await pipe.execute())
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"could not read the throughput history: {exc}") from exc
+        out: dict[str, dict[str, list[int]]] = {}
+        for queue in queues:
+            series: dict[str, list[int]] = {f: [] for f in _FIELDS}
+            for _ in span:
+                for field, value in zip(_FIELDS, next(replies), strict=True):
+                    series[field].append(int(value or 0))
+            out[queue] = series
+        return History(minutes=[m * 60_000 for m in span], queues=out)
