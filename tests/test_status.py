@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
-from tests.api_support import AUTH, SELLERS
+from tests.api_support import API_KEY, AUTH, SELLERS
 from tests.waiting import wait_for
+from wbsync.api.auth import COOKIE, new_session
 from wbsync.context import JobInfo, running_job
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
@@ -23,7 +24,6 @@ from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
 from wbsync.syncs import SYNCS
 from wbsync.throughput import HISTORY_MINUTES
-from wbsync.wb.tokens import Category
 
 pytest_plugins = ["tests.conftest_api"]
 
@@ -105,7 +105,7 @@ async def test_a_failed_job_shows_its_reason_and_retry_runs_it_again(
     api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
 ) -> None:
     seller = SELLERS[0]
-    no_finance = [c for c in ALL_CATEGORIES if c is not Category.FINANCE]
+    no_finance = [c for c in ALL_CATEGORIES if c != "finance"]
     cabinet = await api_runtime.store.cabinets.add(
         "no-finance", api_emulator.token(seller, categories=no_finance), seller
     )
@@ -129,6 +129,7 @@ async def test_a_failed_job_shows_its_reason_and_retry_runs_it_again(
         [entry] = body["failed"]
         assert entry["cabinet"]["id"] == cabinet.id and entry["job"]["queue"] == FINANCE
         assert "finance" in entry["job"]["failed_reason"]
+        assert entry["job"]["attempts_made"] == api_runtime.settings.job_attempts
         [run] = body["cabinets"][0]["runs"]
         assert run["queue"] == FINANCE and run["success_at"] is None
         assert "finance" in run["failure_reason"]
@@ -196,13 +197,16 @@ async def test_the_page_retry_button_needs_the_key_and_returns_to_the_same_view(
     api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
 ) -> None:
     cabinet = await add_cabinet(0)
-    form = {"cabinet": str(cabinet.id), "queue": FINANCE, "back": "q=cab&state=failed&x=1"}
-    assert (await api.post("/retry", data=form)).status_code == 401
-    reply = await api.post("/retry", data=form, headers=AUTH)
+    url = f"/retry/{FINANCE}/{cabinet.id}?q=cab&state=failed&x=1"
+    assert (await api.post(url)).status_code == 401
+    reply = await api.post(url, headers=AUTH)
     assert reply.status_code == 404  # no job to retry: said so, nothing moved
     await api_runtime.queue(FINANCE).enqueue(str(cabinet.id))
-    reply = await api.post("/retry", data=form, headers=AUTH)
+    reply = await api.post(url, headers=AUTH)
     assert reply.status_code == 409 and "waiting" in reply.text
+    api.cookies.set(COOKIE, new_session(API_KEY))  # what the browser holds after /?key=
+    reply = await api.post(f"/retry/nope/{cabinet.id}?state=failed")
+    assert reply.status_code == 404 and "no queue 'nope'" in reply.text
 
 
 async def test_many_concurrent_status_reads_share_the_sized_pool(

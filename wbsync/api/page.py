@@ -2,7 +2,7 @@
 
 The server pages, searches and filters (query string ``q``, ``state``, ``sort``, ``page``); the
 script only turns times into the viewer's local time, draws the throughput chart and keeps the
-page fresh. A failed job's Retry button posts a form to ``/retry`` (same key, by cookie). The key
+page fresh. A failed job's Retry button posts a bodiless form (same key, by cookie). The key
 handling is in ``wbsync.api.auth``.
 """
 
@@ -11,9 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
@@ -23,12 +24,12 @@ from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import retry_failed
 from wbsync.api.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
+from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 
 __all__ = ["REFRESH_S", "router", "static_files"]
 
 REFRESH_S = 5
-_FORM_MAX_BYTES = 4096
 _HERE = Path(__file__).parent
 _TEMPLATE = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True).get_template(
     "status.html"
@@ -75,32 +76,23 @@ async def throughput_for_page(request: Request) -> Response:
     return Response(await status_reader(request).throughput(), media_type="application/json")
 
 
-@router.post("/retry", include_in_schema=False)
-async def retry_from_page(request: Request, runtime: RuntimeDep) -> Response:
+@router.post("/retry/{queue}/{cabinet_id}", include_in_schema=False)
+async def retry_from_page(
+    request: Request,
+    runtime: RuntimeDep,
+    query: StatusQueryDep,
+    queue: Annotated[str, PathParam(max_length=100)],
+    cabinet_id: Annotated[int, PathParam(ge=1, le=CABINET_ID_MAX)],
+) -> Response:
     """The page's Retry button: retry the failed job, then back to the page it was on.
 
-    The form is small and urlencoded (``cabinet``, ``queue``, ``back``); it is read here rather
-    than through FastAPI's form support, which needs a multipart parser the page never uses.
+    The form sends no body (what to retry is in the path, the view to return to in the query
+    string), so the cookie that authorizes the page is enough.
     """
     require_page_key(request)
-    body = await request.body()
-    if len(body) > _FORM_MAX_BYTES:
-        raise Problem(413, "too-large", "Payload too large", "the retry form is too large")
-    form = dict(parse_qsl(body.decode("utf-8", "replace")))
-    cabinet, queue = form.get("cabinet", ""), form.get("queue", "")
-    if not cabinet.isdigit() or not queue:
-        raise Problem(
-            422, "invalid-request", "Invalid request", "the form needs a cabinet id and a queue"
-        )
-    await retry_failed(runtime, await runtime.store.cabinets.get(int(cabinet)), queue)
+    await retry_failed(runtime, await runtime.store.cabinets.get(cabinet_id), queue)
     status_reader(request).invalidate()
-    return RedirectResponse(_back(form.get("back", "")), status_code=303)
-
-
-def _back(query: str) -> str:
-    """The page to return to: only ``/`` with the status page's own parameters."""
-    kept = [(k, v) for k, v in parse_qsl(query) if k in ("q", "state", "sort", "page", "per_page")]
-    return "/?" + urlencode(kept) if kept else "/"
+    return RedirectResponse(_link(query), status_code=303)
 
 
 def _link(query: StatusQuery, **changes: Any) -> str:
@@ -150,7 +142,7 @@ def _context(page: StatusPage) -> dict[str, Any]:
         ],
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
-        "back": _link(query).removeprefix("/?"),
+        "back": _link(query).removeprefix("/"),
         "ago": _ago,
         "utc": _utc,
     }

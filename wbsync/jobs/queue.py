@@ -111,7 +111,8 @@ class JobView:
 # The BullMQ structures that hold job ids, by the state they mean ("paused" jobs wait too).
 _STATE_LISTS = (("active", "active"), ("wait", "waiting"), ("paused", "waiting"))
 _STATE_ZSETS = (("prioritized", "prioritized"), ("delayed", "delayed"), ("failed", "failed"))
-_JOB_FIELDS = ("data", "attemptsMade", "failedReason", "timestamp", "finishedOn")
+# BullMQ writes attempts made as "atm" (older versions: "attemptsMade").
+_JOB_FIELDS = ("data", "atm", "attemptsMade", "failedReason", "timestamp", "finishedOn")
 _STATES_SCRIPT = resources.files("wbsync.jobs").joinpath("states.lua").read_text(encoding="utf-8")
 
 
@@ -502,7 +503,7 @@ async def read_jobs(
     for queue, cabinet, state in jobs:
         fields = next(replies)
         score = next(replies) if state == "delayed" else None
-        data, attempts, reason, created, finished = (_text(f) if f else None for f in fields)
+        data, atm, attempts, reason, created, finished = (_text(f) if f else None for f in fields)
         if data is None:
             views.append(None)
             continue
@@ -513,7 +514,7 @@ async def read_jobs(
                 cabinet=cabinet,
                 state=state,
                 data=json.loads(data),
-                attempts_made=int(attempts or 0),
+                attempts_made=int(atm or attempts or 0),
                 attempts_started=0,
                 run_at_ms=int(score) // 0x1000 if score is not None else None,
                 failed_reason=reason,
@@ -522,10 +523,6 @@ async def read_jobs(
             )
         )
     return views
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class SyncWorker:
