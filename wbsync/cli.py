@@ -207,13 +207,7 @@ def cabinets_add(
     """Store a cabinet with its WB token (encrypted with WBSYNC_SECRET_KEY)."""
     from wbsync.wb.tokens import parse_token
 
-    if token is None:
-        token = (
-            sys.stdin.readline()
-            if not sys.stdin.isatty()
-            else typer.prompt("WB token", hide_input=True)
-        )
-    raw = token.strip()
+    raw = _read_token(token)
     try:
         parsed = parse_token(raw, cabinet=name)
     except WbSyncError as exc:
@@ -223,17 +217,156 @@ def cabinets_add(
         async with _store() as store:
             cabinet = await store.cabinets.add(name, raw, parsed.seller_id)
         typer.echo(f"added cabinet {cabinet.id} {cabinet.name!r} (seller {cabinet.seller_id})")
+        _tell_unserved(parsed)
 
     _run(go)
 
 
+def _read_token(token: str | None) -> str:
+    """The token given, else one line of stdin, else a hidden prompt; stripped."""
+    if token is None:
+        token = (
+            sys.stdin.readline()
+            if not sys.stdin.isatty()
+            else typer.prompt("WB token", hide_input=True)
+        )
+    return token.strip()
+
+
+def _tell_unserved(token: Any) -> None:
+    """Say which queues the token cannot serve (each cabinet's runs of them fail until fixed)."""
+    from wbsync.syncs import unserved_queues
+
+    for queue, why in unserved_queues(token).items():
+        typer.echo(f"warning: {queue}: {why}", err=True)
+
+
+def _ref(ref: str) -> int | str:
+    return int(ref) if ref.isdigit() else ref
+
+
+@cabinets_app.command("token")
+def cabinets_token(
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+    token: Annotated[
+        str | None,
+        typer.Option(help="The new WB API token; omit it to be asked (input hidden) or pipe it."),
+    ] = None,
+) -> None:
+    """Replace a cabinet's token (same seller); its rows, cursors and runs stay."""
+    from wbsync.wb.tokens import parse_token
+
+    raw = _read_token(token)
+    try:
+        parsed = parse_token(raw, cabinet=ref)
+    except WbSyncError as exc:
+        _fail(str(exc))
+
+    async def go() -> None:
+        async with _store() as store:
+            cabinet = await store.cabinets.replace_token(_ref(ref), raw, parsed.seller_id)
+        typer.echo(f"replaced the token of cabinet {cabinet.id} {cabinet.name!r}")
+        _tell_unserved(parsed)
+
+    _run(go)
+
+
+@cabinets_app.command("activate")
+def cabinets_activate(
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+) -> None:
+    """Sync a deactivated cabinet again."""
+
+    async def go() -> None:
+        async with _store() as store:
+            cabinet = await store.cabinets.set_active(_ref(ref), True)
+        typer.echo(f"activated cabinet {cabinet.id} {cabinet.name!r}")
+
+    _run(go)
+
+
+@cabinets_app.command("rename")
+def cabinets_rename(
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+    new_name: Annotated[str, typer.Argument(help="Its new name.")],
+) -> None:
+    """Give a cabinet a new name."""
+
+    async def go() -> None:
+        async with _store() as store:
+            cabinet = await store.cabinets.rename(_ref(ref), new_name)
+        typer.echo(f"renamed cabinet {cabinet.id} to {cabinet.name!r}")
+
+    _run(go)
+
+
+@cabinets_app.command("import")
+def cabinets_import(
+    source: Annotated[
+        str, typer.Argument(help="A CSV (name,token) or JSON lines file; - = stdin.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Add many cabinets in one transaction; report what was added, skipped and refused.
+
+    Exit status 1 when any line was refused (the others are added all the same).
+    """
+    from wbsync.cabinet_import import import_cabinets
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"cannot read {source}: {exc}", code=EXIT_CONFIG)
+
+    async def go() -> Any:
+        async with _store() as store:
+            return await import_cabinets(store.cabinets, text)
+
+    report = _run(go)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=1))
+    else:
+        typer.echo(
+            f"added {len(report.added)}, skipped {len(report.skipped)}, "
+            f"refused {len(report.refused)}"
+        )
+        for kind in ("skipped", "refused"):
+            for entry in getattr(report, kind):
+                name = f" {entry['name']!r}" if entry["name"] else ""
+                typer.echo(f"{kind}: line {entry['line']}{name}: {entry['reason']}")
+        for name, gaps in report.unserved.items():
+            for queue, why in gaps.items():
+                typer.echo(f"warning: {name!r}: {queue}: {why}", err=True)
+    if report.refused:
+        raise typer.Exit(EXIT_FAILED)
+
+
 @cabinets_app.command("list")
-def cabinets_list() -> None:
+def cabinets_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
     """List cabinets (tokens are never shown)."""
 
     async def go() -> None:
         async with _store() as store:
             rows = await store.cabinets.list()
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    [
+                        {
+                            "id": c.id,
+                            "name": c.name,
+                            "seller_id": c.seller_id,
+                            "active": c.active,
+                            "created_at": c.created_at.isoformat(),
+                        }
+                        for c in rows
+                    ],
+                    indent=1,
+                )
+            )
+            return
         table = Table("id", "name", "seller", "active", "created")
         for c in rows:
             table.add_row(
@@ -243,7 +376,8 @@ def cabinets_list() -> None:
                 "yes" if c.active else "no",
                 c.created_at.isoformat(timespec="seconds"),
             )
-        Console().print(table)
+        # Piped, rich would fit the table to 80 columns and cut seller ids: never cut them.
+        Console(width=None if sys.stdout.isatty() else 10_000).print(table)
 
     _run(go)
 

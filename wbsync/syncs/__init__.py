@@ -4,6 +4,7 @@ Long syncs (multi-page) are wrapped by the reschedule service in the job layer; 
 (pricing-bulk, booking-slot-monitor) are not.
 """
 
+from wbsync.errors import TokenError
 from wbsync.syncs import (
     ads,
     autobidder,
@@ -17,6 +18,8 @@ from wbsync.syncs import (
 )
 from wbsync.syncs.base import BidRule, Sync, SyncInput, SyncOptions, SyncPage
 from wbsync.syncs.runner import SyncTotals, run_sync
+from wbsync.wb.endpoints import ENDPOINTS, check_token
+from wbsync.wb.tokens import WbToken
 
 SYNCS: dict[str, Sync] = {
     sync.name: sync
@@ -33,6 +36,21 @@ SYNCS: dict[str, Sync] = {
     )
 }
 
+
+def unserved_queues(token: WbToken) -> dict[str, str]:
+    """The queues ``token`` cannot serve, each with why (the first of its methods it may not
+    call: a category it lacks, a token type WB refuses, read-only for a write)."""
+    out: dict[str, str] = {}
+    for name, sync in SYNCS.items():
+        for method in sync.methods:
+            try:
+                check_token(token, ENDPOINTS[method])
+            except TokenError as exc:
+                out[name] = str(exc)
+                break
+    return out
+
+
 __all__ = [
     "SYNCS",
     "BidRule",
@@ -42,4 +60,5 @@ __all__ = [
     "SyncPage",
     "SyncTotals",
     "run_sync",
+    "unserved_queues",
 ]

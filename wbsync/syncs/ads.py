@@ -26,6 +26,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-ads-sync",
+    methods=("promotion.adverts", "promotion.fullstats"),
     long=True,
     interval_s=3600,
     datasets=("adverts", "advert_stats"),

@@ -148,6 +148,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="autobidder-sync",
+    methods=("promotion.adverts", "promotion.get_bids", "promotion.set_bids"),
     long=True,
     interval_s=10 * 60,
     datasets=("bids",),

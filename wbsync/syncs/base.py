@@ -89,3 +89,5 @@ class Sync:
     datasets: tuple[str, ...]
     pages: PageSource
     incremental: bool = False
+    methods: tuple[str, ...] = ()
+    """The WB methods (endpoint names) the sync calls: what a cabinet's token must allow."""

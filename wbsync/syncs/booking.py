@@ -20,6 +20,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="booking-slot-monitor",
+    methods=("tariffs.acceptance_coefficients",),
     long=False,
     interval_s=60,
     datasets=("acceptance_coefficients",),

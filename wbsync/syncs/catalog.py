@@ -17,6 +17,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="catalog-sync",
+    methods=("content.cards_list",),
     long=True,
     interval_s=3600,
     datasets=("cards",),

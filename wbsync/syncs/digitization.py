@@ -36,6 +36,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="digitization-sync",
+    methods=("content.cards_list", "analytics.sales_funnel_history"),
     long=True,
     interval_s=3600,
     datasets=("funnel_history",),

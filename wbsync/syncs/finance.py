@@ -21,6 +21,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-finance-sync",
+    methods=("finance.detailed_report",),
     long=True,
     interval_s=6 * 3600,
     datasets=("finance_report",),

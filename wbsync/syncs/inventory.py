@@ -17,6 +17,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="inventory-sync",
+    methods=("analytics.stocks_wb_warehouses",),
     long=True,
     interval_s=30 * 60,
     datasets=("stocks",),

@@ -51,6 +51,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="pricing-bulk",
+    methods=("prices.upload_task", "prices.goods_list"),
     long=False,
     interval_s=15 * 60,
     datasets=("prices",),

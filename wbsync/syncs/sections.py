@@ -42,6 +42,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-sections-sync",
+    methods=("statistics.orders", "statistics.sales"),
     long=True,
     interval_s=30 * 60,
     datasets=("orders", "sales"),
