@@ -115,7 +115,8 @@ async def test_a_deferral_reaching_a_request_is_a_logged_bug_and_500(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cabinet = await add_cabinet()
-    await api_runtime.limiter.penalize(api_runtime.client(cabinet).scope(COEFFICIENTS), 2000)
+    # A window that stays closed whatever the load: the leaked context must make it a deferral.
+    await api_runtime.limiter.penalize(api_runtime.client(cabinet).scope(COEFFICIENTS), 60_000)
     # The ASGI transport runs the app in this task, so a leaked deferral context reaches it.
     with caplog.at_level(logging.ERROR):
         reply = await run_with_rate_limit_deferral(

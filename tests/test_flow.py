@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
 from tests.waiting import wait_for
-from wbsync import clock
+from wbsync import clock, keys
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
@@ -215,16 +215,20 @@ async def test_short_queue_over_its_ceiling_waits_its_retry_after_without_spendi
     client = runtime.client(cabinet)
     from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
-    ceiling_ms = runtime.limiter.ceiling_ms(client.scope(COEFFICIENTS))
+    scope = client.scope(COEFFICIENTS)
     retries = sample("wbsync_job_retries_total", queue="booking-slot-monitor", reason="rate_limit")
     outcomes: list[Outcome] = []
     [worker] = build_workers(runtime, ["booking-slot-monitor"], on_outcome=outcomes.append)
     await worker.start()
     try:
-        # Past the ceiling by far more than the job takes to start, even on a loaded machine.
-        await runtime.limiter.penalize(client.scope(COEFFICIENTS), ceiling_ms + 1500)
+        # Far past the ceiling, and closed until the test opens it, however slow the machine.
+        await runtime.limiter.penalize(scope, runtime.limiter.ceiling_ms(scope) + 60_000)
         queue = runtime.queue("booking-slot-monitor")
         await queue.enqueue(str(cabinet.id))
+        await wait_for(lambda: any(o.outcome == "deferred" for o in outcomes))
+        # The window opens (a missing bucket is full) and the delayed job is due now.
+        await runtime.redis.delete(keys.bucket_key(runtime.settings.redis_prefix, scope))
+        await queue.promote_delayed()
         await wait_for(lambda: _finished(queue, str(cabinet.id)))
     finally:
         await worker.close()
