@@ -4,10 +4,12 @@ failed run, the autobidder's resume, lock-checked writes and failed jobs coming 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -513,3 +515,62 @@ async def _all_complete(runtime: Runtime, ids: list[int]) -> bool:
             for i in ids
         ]
     )
+
+
+async def test_redis_restarted_with_its_aof_mid_run_the_jobs_resume_without_failing(
+    tmp_path: Path,
+    database_factory: DatabaseFactory,
+    emulator: Emulator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="wbsync.jobs.failures")
+    first = EmbeddedRedis(aof_dir=tmp_path).start()
+    port = int(first.url.rsplit(":", 1)[1].split("/")[0])
+    settings = Settings(
+        redis_url=first.url,
+        database_url=await database_factory.new_url("sqlite"),
+        secret_key=SecretStr(SECRET),
+        wb_base_url=emulator.base_url,
+        time_scale=SCALE,
+        # Sleep for tokens in place: the jobs are running (not delayed) when Redis goes.
+        defer_threshold_ms=10_000_000,
+        job_lock_ms=10_000,  # outlives the restart: the jobs stay their workers'
+    )
+    runtime = await Runtime(settings, redis_url=first.url).start()
+    sellers = [f"0000000{i}-0000-4000-8000-00000000000a" for i in range(1, 4)]
+    name = "rnp-finance-sync"
+    retried = sample("wbsync_job_retries_total", queue=name, reason="infrastructure")
+    abandoned = sample("wbsync_job_duration_seconds_count", queue=name, outcome="abandoned")
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(runtime, [name], concurrency=3, on_outcome=outcomes.append)
+    second: EmbeddedRedis | None = None
+    try:
+        ids = [
+            (await runtime.store.cabinets.add(_name(), emulator.token(s), s)).id for s in sellers
+        ]
+        await worker.start()
+        await runtime.queue(name).enqueue_many([str(i) for i in ids])
+        await wait_for(lambda: _stored_any(runtime, ids))
+        first.stop()
+        # A job met the outage and could not even defer: it holds on while Redis is away.
+        await wait_for(lambda: any("trying again in" in r.message for r in caplog.records))
+        second = EmbeddedRedis(port=port, aof_dir=tmp_path).start()
+        await wait_for(lambda: _all_complete(runtime, ids), timeout_s=60)
+        spec = DATASETS["finance_report"]
+        for cabinet_id, seller in zip(ids, sellers, strict=True):
+            stored = await runtime.store.fetch("finance_report", cabinet_id)
+            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            assert {spec.row_key(r): r for r in stored} == {
+                spec.row_key(r): r for r in rows["finance_report"]
+            }
+    finally:
+        await worker.close(grace_s=5)
+        await runtime.aclose()
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert "failed" not in [o.outcome for o in outcomes]
+    assert [o.outcome for o in outcomes].count("completed") == len(ids)
+    assert sample("wbsync_job_retries_total", queue=name, reason="infrastructure") > retried
+    # No job was given up to a takeover: each deferred itself once Redis was back.
+    assert sample("wbsync_job_duration_seconds_count", queue=name, outcome="abandoned") == abandoned

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
 
 from wbsync.errors import RedisUnavailableError
@@ -56,10 +57,22 @@ def _ping(port: int) -> bool:
 
 
 class EmbeddedRedis:
-    """A redis-server child process; ``with EmbeddedRedis() as server: server.url``."""
+    """A redis-server child process; ``with EmbeddedRedis() as server: server.url``.
 
-    def __init__(self, *, startup_timeout_s: float = 10.0, port: int | None = None) -> None:
+    Without persistence by default (a temporary directory, removed on stop). With ``aof_dir``
+    it keeps an append-only file there, fsynced on every write, and leaves it on stop: a server
+    started again on that directory has everything the stopped one had.
+    """
+
+    def __init__(
+        self,
+        *,
+        startup_timeout_s: float = 10.0,
+        port: int | None = None,
+        aof_dir: Path | None = None,
+    ) -> None:
         self._startup_timeout_s = startup_timeout_s
+        self._aof_dir = aof_dir
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._port = port or 0
@@ -84,7 +97,12 @@ class EmbeddedRedis:
         if self._stopped or self._proc is not None:
             raise RedisUnavailableError("an EmbeddedRedis can be started only once")
         binary = find_redis_server()
-        self._dir = tempfile.TemporaryDirectory(prefix="wbsync-redis-")
+        if self._aof_dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="wbsync-redis-")
+            data_dir = self._dir.name
+        else:
+            data_dir = str(self._aof_dir)
+        persistence = ["yes", "--appendfsync", "always"] if self._aof_dir is not None else ["no"]
         self._port = self._port or free_port()
         args = [
             binary,
@@ -95,9 +113,9 @@ class EmbeddedRedis:
             "--save",
             "",
             "--appendonly",
-            "no",
+            *persistence,
             "--dir",
-            self._dir.name,
+            data_dir,
             "--daemonize",
             "no",
             "--loglevel",

@@ -29,6 +29,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from wbsync import clock
 from wbsync.context import counting_upstream_failures
 from wbsync.errors import (
     FailureBudgetExhausted,
@@ -98,12 +99,14 @@ class FailurePolicy:
         retry_ms: float,
         retry_max_ms: float,
         disabled_retry_ms: float = 3_600_000.0,
+        lock_ms: float = 30_000.0,
     ) -> None:
         if budget < 1 or retry_ms <= 0 or retry_max_ms < retry_ms or disabled_retry_ms <= 0:
             raise ValueError(
                 "need budget >= 1, 0 < retry_ms <= retry_max_ms and disabled_retry_ms > 0"
             )
         self.disabled_retry_ms = disabled_retry_ms
+        self.lock_ms = lock_ms
         self.budget = budget
         self.retry_ms = retry_ms
         self.retry_max_ms = retry_max_ms
@@ -170,14 +173,26 @@ class FailurePolicy:
     ) -> None:
         JOB_RETRIES.labels(job.queue, reason).inc()
         log.log(level, "job %s: %s; retrying in %.0f ms", job.id, why, wait_ms)
-        try:
-            await job.defer(round(wait_ms), note={"retry_reason": reason})
-        except QueueError as exc:
-            if isinstance(exc, JobLockLostError):
+        # Redis itself may be away (a restart): keep trying to defer, with the backoff, while
+        # the job's lock can still be ours, so a Redis that is back within the lock's lifetime
+        # costs no takeover. Past it the job is left to the stalled-job check, which puts it
+        # back to wait once its lock expired (its stored cursor is kept).
+        give_up_at = clock.monotonic() + self.lock_ms / 1000.0
+        tries = 0
+        while True:
+            try:
+                await job.defer(round(wait_ms), note={"retry_reason": reason})
+            except JobLockLostError:
                 raise
-            # Redis itself is away: the job stays active and, once its lock expires, the
-            # stalled-job check puts it back to wait (the cursor it stored is kept).
-            raise JobLockLostError(f"job {job.id} could not be deferred: {exc}") from exc
+            except QueueError as exc:
+                tries += 1
+                pause_ms = backoff_ms(tries, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
+                if clock.monotonic() + pause_ms / 1000.0 >= give_up_at:
+                    raise JobLockLostError(f"job {job.id} could not be deferred: {exc}") from exc
+                log.debug(
+                    "job %s: deferral failed (%s); trying again in %.0f ms", job.id, exc, pause_ms
+                )
+                await clock.sleep_ms(pause_ms)
 
 
 @dataclass(slots=True)
