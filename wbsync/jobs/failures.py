@@ -160,7 +160,9 @@ class FailurePolicy:
             wait = exc.retry_after * 1000.0
             await self._retry_later(job, "rate_limit", wait, str(exc), level=logging.INFO)
         except WbMethodDisabledError as exc:
-            await self._retry_later(job, "disabled", self.disabled_retry_ms, str(exc))
+            # Shown where a delayed job's reason is (the status page's "delayed on").
+            why = {"deferred_by": f"{exc.method} (switched off by WB)"}
+            await self._retry_later(job, "disabled", self.disabled_retry_ms, str(exc), note=why)
 
     async def _retry_later(
         self,
@@ -170,6 +172,7 @@ class FailurePolicy:
         why: str,
         *,
         level: int = logging.WARNING,
+        note: dict[str, str] | None = None,
     ) -> None:
         JOB_RETRIES.labels(job.queue, reason).inc()
         log.log(level, "job %s: %s; retrying in %.0f ms", job.id, why, wait_ms)
@@ -181,7 +184,7 @@ class FailurePolicy:
         tries = 0
         while True:
             try:
-                await job.defer(round(wait_ms), note={"retry_reason": reason})
+                await job.defer(round(wait_ms), note={"retry_reason": reason, **(note or {})})
             except JobLockLostError:
                 raise
             except QueueError as exc:
