@@ -17,10 +17,12 @@ from wbsync.api.auth import COOKIE, new_session
 from wbsync.context import JobInfo, running_job
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
+from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.queue import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.redis_bounds import POOL_SIZE
 from wbsync.runtime import Runtime
+from wbsync.service import TokenGaps
 from wbsync.store import Cabinet, NewCabinet
 from wbsync.syncs import SYNCS
 from wbsync.throughput import HISTORY_MINUTES
@@ -222,3 +224,34 @@ async def test_many_concurrent_status_reads_share_the_sized_pool(
         )
     )
     assert {r.status_code for r in replies} == {200}
+
+
+async def test_queues_a_token_cannot_serve_are_skipped_by_the_fan_out_and_shown(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
+) -> None:
+    full = await api_runtime.store.cabinets.add("full", api_emulator.token(SELLERS[0]), SELLERS[0])
+    no_finance = [c for c in ALL_CATEGORIES if c != "finance"]
+    partial = await api_runtime.store.cabinets.add(
+        "partial", api_emulator.token(SELLERS[1], categories=no_finance), SELLERS[1]
+    )
+    gaps = TokenGaps(api_runtime)
+    queues = {q: api_runtime.queue(q) for q in (FINANCE, BOOKING)}
+    fanout = FanOut(queues, gaps.active_ids, dict.fromkeys(queues, 3600.0), serves=gaps.serves)
+    reports = await fanout.run_once()
+    assert (reports[FINANCE].added, reports[BOOKING].added) == (1, 2)
+    assert await queues[FINANCE].job(str(partial.id)) is None
+    assert await queues[FINANCE].job(str(full.id)) is not None
+
+    body = await _status(api, sort="id")
+    unserved = {c["cabinet"]["name"]: c["unserved"] for c in body["cabinets"]}
+    assert unserved["full"] == {}
+    assert "lacks category 'finance'" in unserved["partial"][FINANCE]
+    assert set(unserved["partial"]) == {FINANCE}
+    html = (await api.get("/", params={"q": "partial"}, headers=AUTH)).text
+    assert f"{FINANCE}: skipped, token lacks category" in html
+
+    # A new token with the category: the next pass serves the queue.
+    await api_runtime.store.cabinets.replace_token(
+        partial.id, api_emulator.token(SELLERS[1]), SELLERS[1]
+    )
+    assert (await fanout.run_once([FINANCE]))[FINANCE].added == 1

@@ -15,14 +15,16 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from wbsync.config import Settings
-from wbsync.errors import ConfigError
+from wbsync.errors import ConfigError, TokenError
 from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.queue import SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime, open_runtime
+from wbsync.store import Cabinet
 from wbsync.supervise import supervise
-from wbsync.syncs import SYNCS
+from wbsync.syncs import SYNCS, unserved_queues
+from wbsync.wb.tokens import parse_token
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,44 @@ async def watch_health(runtime: Runtime, stop: asyncio.Event) -> None:
     """Probe Redis and the database until ``stop`` (see ``wbsync.health``), supervised."""
     probes = runtime.probes()
     await supervise("the dependency probes", lambda: monitor(runtime.health, probes, stop), stop)
+
+
+class TokenGaps:
+    """Which queues each active cabinet's token cannot serve, for the fan-out to skip.
+
+    Tokens are decrypted and checked once per stored token (the cache is keyed by the stored
+    ciphertext, which changes when a token is replaced), not on every fan-out pass. A token that
+    cannot be read (expired) skips nothing: its jobs fail and the page shows why.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._gaps: dict[str, tuple[str, frozenset[str]]] = {}
+
+    async def active_ids(self) -> list[str]:
+        """Ids of the active cabinets, learning their tokens' gaps on the way."""
+        cabinets = await self._runtime.store.cabinets.list(active_only=True)
+        known = {}
+        for cabinet in cabinets:
+            key = str(cabinet.id)
+            cached = self._gaps.get(key)
+            if cached is None or cached[0] != cabinet.sealed_token:
+                cached = (cabinet.sealed_token, _gaps_of(cabinet))
+            known[key] = cached
+        self._gaps = known
+        return list(known)
+
+    def serves(self, queue: str, cabinet: str) -> bool:
+        """False when the cabinet's token cannot serve ``queue``."""
+        cached = self._gaps.get(cabinet)
+        return cached is None or queue not in cached[1]
+
+
+def _gaps_of(cabinet: Cabinet) -> frozenset[str]:
+    try:
+        return frozenset(unserved_queues(parse_token(cabinet.token(), cabinet=cabinet.name)))
+    except TokenError:
+        return frozenset()
 
 
 async def active_cabinet_ids(runtime: Runtime) -> list[str]:
@@ -95,11 +135,13 @@ async def _serve(
     for worker in workers:
         await worker.start()
     intervals = fanout_intervals(runtime.settings)
+    gaps = TokenGaps(runtime)
     fanout = FanOut(
         {name: runtime.queue(name) for name in names},
-        lambda: active_cabinet_ids(runtime),
+        gaps.active_ids,
         {name: intervals[name] for name in names},
         failed_retry_s=runtime.settings.failed_retry_s * runtime.settings.time_scale,
+        serves=gaps.serves,
     )
     fanning = asyncio.create_task(
         supervise("the fan-out", lambda: fanout.run(stop), stop), name="fan-out"

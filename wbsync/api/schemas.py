@@ -122,6 +122,9 @@ class CabinetStatusOut(BaseModel):
     )
     jobs: list[JobOut]
     runs: list[RunOut]
+    unserved: dict[str, str] = Field(
+        description="Queues its token cannot serve (the fan-out skips them), with why."
+    )
 
 
 class CabinetJobOut(BaseModel):

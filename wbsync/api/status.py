@@ -47,7 +47,7 @@ from wbsync.metrics import QUEUE_JOBS
 from wbsync.ratelimit import BucketScope
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
-from wbsync.syncs import SYNCS
+from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.endpoints import ENDPOINTS
 from wbsync.wb.tokens import parse_token
 
@@ -208,6 +208,7 @@ class CabinetStatus:
     jobs: list[JobOut]
     runs: list[RunOut] = field(default_factory=list)
     stuck_since: datetime | None = None
+    unserved: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -397,6 +398,7 @@ class StatusReader:
         runs_of: dict[int, list[RunOut]] = defaultdict(list)
         for record in runs:
             runs_of[record.cabinet_id].append(run_out(record))
+        unserved = {c.id: _unserved(c) for c in cabinets}
         statuses = [
             CabinetStatus(
                 cabinet=CabinetOut(
@@ -409,6 +411,7 @@ class StatusReader:
                 jobs=jobs.get(str(row.cabinet.id), []),
                 runs=sorted(runs_of.get(row.cabinet.id, []), key=lambda r: _ORDER[r.queue]),
                 stuck_since=None if row.stuck_since_ms is None else at_ms(row.stuck_since_ms),
+                unserved=unserved.get(row.cabinet.id, {}),
             )
             for row in rows
         ]
@@ -416,6 +419,14 @@ class StatusReader:
         busy = [b for b in buckets if b[1].tokens_left < b[1].capacity]
         busy.sort(key=lambda b: (b[1].tokens_left / b[1].capacity, -b[1].next_token_in_ms))
         return statuses, busy[:BUSIEST]
+
+
+def _unserved(cabinet: Cabinet) -> dict[str, str]:
+    """The queues the cabinet's token cannot serve (the fan-out skips them), with why."""
+    try:
+        return unserved_queues(parse_token(cabinet.token(), cabinet=cabinet.name))
+    except (TokenError, ConfigError):
+        return {}
 
 
 def _stuck_since(cabinet: CabinetOverview, states: dict[str, str]) -> float | None:
@@ -473,7 +484,13 @@ def status_out(page: StatusPage) -> StatusOut:
         per_page=page.query.per_page,
         pages=page.pages,
         cabinets=[
-            CabinetStatusOut(cabinet=c.cabinet, stuck_since=c.stuck_since, jobs=c.jobs, runs=c.runs)
+            CabinetStatusOut(
+                cabinet=c.cabinet,
+                stuck_since=c.stuck_since,
+                jobs=c.jobs,
+                runs=c.runs,
+                unserved=c.unserved,
+            )
             for c in page.cabinets
         ],
         waiting=[CabinetJobOut(cabinet=c, job=j) for c, j in page.waiting],

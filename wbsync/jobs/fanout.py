@@ -24,6 +24,8 @@ from wbsync.jobs.queue import SyncQueue
 log = logging.getLogger(__name__)
 
 ActiveCabinets = Callable[[], Awaitable[Sequence[str]]]
+Serves = Callable[[str, str], bool]
+"""Whether a cabinet's token can serve a queue (queue, cabinet): the others are not enqueued."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class FanOut:
         intervals_s: Mapping[str, float],
         *,
         failed_retry_s: float = 300.0,
+        serves: Serves | None = None,
     ) -> None:
         if failed_retry_s <= 0:
             raise ValueError("failed_retry_s must be > 0")
@@ -54,13 +57,14 @@ class FanOut:
         self._active_cabinets = active_cabinets
         self._intervals_s = dict(intervals_s)
         self._failed_retry_s = failed_retry_s
+        self._serves = serves
 
     async def run_once(self, names: Iterable[str] | None = None) -> dict[str, FanOutReport]:
         """Enqueue every active cabinet on the named queues (all by default), once."""
         cabinets = await self._active_cabinets()
         reports = {}
         for name in names if names is not None else self._queues:
-            results = await self._queues[name].enqueue_many(cabinets)
+            results = await self._queues[name].enqueue_many(self._served(name, cabinets))
             added = sum(1 for r in results if r.added)
             reports[name] = FanOutReport(added=added, skipped_live=len(results) - added)
             log.info("fan-out %s: %d added, %d skipped as live", name, added, len(results) - added)
@@ -80,12 +84,18 @@ class FanOut:
         active = set(await self._active_cabinets())
         added = {}
         for name, ready in due.items():
-            cabinets = [c for c in ready if c in active]
+            cabinets = self._served(name, [c for c in ready if c in active])
             results = await self._queues[name].enqueue_many(cabinets) if cabinets else []
             added[name] = sum(1 for r in results if r.added)
             if added[name]:
                 log.info("fan-out %s: %d failed jobs enqueued again", name, added[name])
         return added
+
+    def _served(self, queue: str, cabinets: Sequence[str]) -> list[str]:
+        """The cabinets whose token can serve ``queue`` (a job it cannot serve would only fail)."""
+        if self._serves is None:
+            return list(cabinets)
+        return [c for c in cabinets if self._serves(queue, c)]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Fan out each queue now and then every interval, until ``stop`` is set; enqueue

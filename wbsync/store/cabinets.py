@@ -55,6 +55,11 @@ class Cabinet:
     _sealed: str = field(repr=False, compare=False)
     _cipher: TokenCipher = field(repr=False, compare=False)
 
+    @property
+    def sealed_token(self) -> str:
+        """The stored ciphertext of the token: it changes when the token is replaced."""
+        return self._sealed
+
     def token(self) -> str:
         """Decrypt the WB token (ConfigError when WBSYNC_SECRET_KEY is unset or wrong)."""
         return self._cipher.decrypt(self._sealed)
