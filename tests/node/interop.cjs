@@ -23,9 +23,9 @@ async function main() {
     while (Object.keys(finished).length < args.jobs.length && Date.now() < deadline) {
       for (const job of args.jobs) {
         if (finished[job.id]) continue;
-        const stored = await queue.getJob(job.id);
-        const state = await stored.getState();
+        const state = await queue.getJobState(job.id);
         if (state === "completed" || state === "failed") {
+          const stored = await queue.getJob(job.id); // read after the state: all fields final
           finished[job.id] = {
             state,
             failedReason: stored.failedReason || null,
