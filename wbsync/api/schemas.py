@@ -18,12 +18,15 @@ __all__ = [
     "CabinetJobOut",
     "CabinetOut",
     "CabinetStatusOut",
+    "CabinetTokenOut",
     "JobOut",
     "LimitOut",
+    "RenameIn",
     "RowsOut",
     "RunOut",
     "StatusOut",
     "ThroughputOut",
+    "TokenIn",
     "TriggerOut",
     "cabinet_out",
     "job_out",
@@ -39,6 +42,22 @@ class CabinetIn(BaseModel):
     # Any text but NUL (PostgreSQL cannot store it), with at least one visible character.
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$")
     token: str = Field(min_length=1, max_length=8192, repr=False)
+
+
+class TokenIn(BaseModel):
+    """A cabinet's new WB token (write-only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(min_length=1, max_length=8192, repr=False)
+
+
+class RenameIn(BaseModel):
+    """A cabinet's new name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$")
 
 
 class CabinetOut(BaseModel):
@@ -81,6 +100,14 @@ class RunOut(BaseModel):
     failure_at: datetime | None
     failure_reason: str | None
     failure_attempts: int | None
+
+
+class CabinetTokenOut(CabinetOut):
+    """A cabinet just given a token, with the queues that token cannot serve."""
+
+    unserved: dict[str, str] = Field(
+        description="Queues the token cannot serve (the fan-out skips them), with why."
+    )
 
 
 class TriggerOut(BaseModel):

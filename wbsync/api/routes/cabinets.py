@@ -14,7 +14,10 @@ from wbsync.api.schemas import (
     BucketOut,
     CabinetIn,
     CabinetOut,
+    CabinetTokenOut,
     JobOut,
+    RenameIn,
+    TokenIn,
     TriggerOut,
     cabinet_out,
 )
@@ -23,8 +26,8 @@ from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
 from wbsync.jobs.queue import job_id
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.syncs import SYNCS
-from wbsync.wb.tokens import parse_token
+from wbsync.syncs import SYNCS, unserved_queues
+from wbsync.wb.tokens import WbToken, parse_token
 
 __all__ = ["router"]
 
@@ -43,9 +46,12 @@ def _invalid_token(exc: TokenError) -> Problem:
     return Problem(422, "invalid-request", "Invalid request", "invalid: body.token", errors=errors)
 
 
-@router.post("", status_code=201, response_model=CabinetOut)
-async def create_cabinet(body: CabinetIn, runtime: RuntimeDep) -> CabinetOut:
-    """Store a cabinet and its WB token (encrypted); the token is never returned."""
+@router.post("", status_code=201, response_model=CabinetTokenOut)
+async def create_cabinet(body: CabinetIn, runtime: RuntimeDep) -> CabinetTokenOut:
+    """Store a cabinet and its WB token (encrypted); the token is never returned.
+
+    ``unserved`` names the queues the token cannot serve (the fan-out skips them), with why.
+    """
     token = body.token.strip()
     try:
         parsed = parse_token(token, cabinet=body.name)
@@ -60,7 +66,52 @@ async def create_cabinet(body: CabinetIn, runtime: RuntimeDep) -> CabinetOut:
             ) from None
         raise
     log.info("cabinet created", extra={"cabinet": str(cabinet.id)})
-    return cabinet_out(cabinet)
+    return _with_gaps(cabinet, parsed)
+
+
+def _with_gaps(cabinet: Cabinet, token: WbToken) -> CabinetTokenOut:
+    return CabinetTokenOut(**cabinet_out(cabinet).model_dump(), unserved=unserved_queues(token))
+
+
+@router.put("/{cabinet_id}/token", response_model=CabinetTokenOut)
+async def replace_token(body: TokenIn, cabinet: CabinetDep, runtime: RuntimeDep) -> CabinetTokenOut:
+    """Replace the cabinet's token (same seller); its rows, cursors and runs stay."""
+    token = body.token.strip()
+    try:
+        parsed = parse_token(token, cabinet=cabinet.name)
+    except TokenError as exc:
+        raise _invalid_token(exc) from None
+    if parsed.seller_id != cabinet.seller_id:
+        raise Problem(
+            409,
+            "other-seller",
+            "Conflict",
+            f"the token is for seller {parsed.seller_id}, cabinet {cabinet.id} is seller "
+            f"{cabinet.seller_id}; add it as a new cabinet instead",
+        )
+    done = await runtime.store.cabinets.replace_token(cabinet.id, token, parsed.seller_id)
+    log.info("cabinet token replaced", extra={"cabinet": str(cabinet.id)})
+    return _with_gaps(done, parsed)
+
+
+@router.post("/{cabinet_id}/activate", response_model=CabinetOut)
+async def activate_cabinet(cabinet: CabinetDep, runtime: RuntimeDep) -> CabinetOut:
+    """Sync a deactivated cabinet again."""
+    done = await runtime.store.cabinets.set_active(cabinet.id, True)
+    log.info("cabinet activated", extra={"cabinet": str(cabinet.id)})
+    return cabinet_out(done)
+
+
+@router.post("/{cabinet_id}/rename", response_model=CabinetOut)
+async def rename_cabinet(body: RenameIn, cabinet: CabinetDep, runtime: RuntimeDep) -> CabinetOut:
+    """Give the cabinet a new name (409 when another cabinet has it)."""
+    if body.name != cabinet.name and await _exists(runtime, body.name):
+        raise Problem(409, "conflict", "Conflict", f"a cabinet named {body.name!r} already exists")
+    if body.name == cabinet.name:
+        return cabinet_out(cabinet)
+    done = await runtime.store.cabinets.rename(cabinet.id, body.name)
+    log.info("cabinet renamed", extra={"cabinet": str(cabinet.id)})
+    return cabinet_out(done)
 
 
 async def _exists(runtime: RuntimeDep, name: str) -> bool:
