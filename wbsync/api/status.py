@@ -41,7 +41,7 @@ from wbsync.api.schemas import (
     job_out,
     run_out,
 )
-from wbsync.errors import ConfigError, TokenError, WbSyncError
+from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
 from wbsync.jobs.queue import LIVE_STATES, job_states, read_jobs
 from wbsync.metrics import QUEUE_JOBS
 from wbsync.ratelimit import BucketScope
@@ -265,6 +265,7 @@ class StatusReader:
 
     async def throughput(self) -> bytes:
         """The last hour's pages and 429s per queue (JSON), read at most every INDEX_TTL_S."""
+        self._refuse_stale()
         cached = self._throughput
         if cached is not None and clock.monotonic() - cached[0] < INDEX_TTL_S:
             return cached[1]
@@ -279,6 +280,7 @@ class StatusReader:
         self._index = None
         self._pages.clear()
         self._pending.clear()
+        self._throughput = None
 
     async def read(self, query: StatusQuery) -> StatusPage:
         """One page of cabinets matching ``query``, with the totals of every queue.
@@ -286,6 +288,7 @@ class StatusReader:
         A result composed on an older index is served while the same query is composed anew
         in the background; only the first read of a query (or after ``invalidate``) waits.
         """
+        self._refuse_stale()
         index = await self._current_index()
         entry = self._pages.get(query)
         if entry is None or _failed(entry[1]):
@@ -296,6 +299,20 @@ class StatusReader:
             self._recompose(index, query)
         return await asyncio.shield(entry[1])
 
+    def _refuse_stale(self) -> None:
+        """During a known outage of Redis or the database, no page from before it is served.
+
+        The dependency probes (``runtime.health``) say what is down; the read then fails as a
+        read against the dependency would (503 naming it), and the cache is dropped.
+        """
+        down = self._runtime.health.down_now()
+        if not down:
+            return
+        self.invalidate()
+        if "redis" in down:
+            raise QueueError("Redis is not answering; the status cannot be read")
+        raise StoreError("the database is not answering; the status cannot be read")
+
     def _recompose(self, index: _Index, query: StatusQuery) -> None:
         if query in self._pending:
             return
@@ -304,8 +321,8 @@ class StatusReader:
 
         def swap(done: asyncio.Future[StatusPage]) -> None:
             self._pending.pop(query, None)
-            if _failed(done):
-                log.warning("status: could not read a page: %s", done.exception())
+            if _failed(done):  # the outage itself is logged once, by wbsync.health
+                log.debug("status: could not read a page: %s", done.exception())
             else:
                 self._pages[query] = (index, done)
 
@@ -355,7 +372,7 @@ class StatusReader:
             async with self._build:
                 self._index = await self._build_index()
         except WbSyncError as exc:  # the stale index stays; the next read tries again
-            log.warning("status: could not rebuild the index: %s", exc)
+            log.debug("status: could not rebuild the index: %s", exc)
 
     async def _build_index(self) -> _Index:
         runtime = self._runtime
