@@ -6,6 +6,7 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -59,15 +60,7 @@ LimiterFactory = Callable[..., RateLimiter]
 def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
     """Build a RateLimiter on the test's Redis and prefix: ``limiter_factory(time_scale=0.01)``."""
 
-    def make(
-        *, time_scale: float = 1.0, ceiling_margin_ms: float = 5000.0, refill_margin_ms: float = 0.0
-    ) -> RateLimiter:
-        return RateLimiter(
-            redis,
-            prefix=prefix,
-            time_scale=time_scale,
-            ceiling_margin_ms=ceiling_margin_ms,
-            refill_margin_ms=refill_margin_ms,
-        )
+    def make(**options: Any) -> RateLimiter:
+        return RateLimiter(redis, prefix=prefix, **options)
 
     return make

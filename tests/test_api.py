@@ -155,6 +155,22 @@ async def test_buckets_show_tokens_left_and_the_next_free_token(
     assert set(prices["methods"]) == {"prices.goods_list", "prices.upload_task"}
 
 
+async def test_buckets_show_a_limit_learned_from_wb(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    cabinet = await add_cabinet()
+    scope = api_runtime.client(cabinet).scope(FINANCE_DETAILED_REPORT)
+    # WB showed one request per 90 s (450 ms at scale 0.005) where the table says 60 s.
+    assert await api_runtime.limiter.learn(scope, seen_ms=450.0) is not None
+    reply = await api.get(f"/api/v1/cabinets/{cabinet.id}/buckets", headers=AUTH)
+    buckets = {b["group"]: b for b in reply.json()}
+    learned = buckets["finance.detailed_report"]["learned"]
+    assert learned["period_s"] == pytest.approx(90.0) and learned["burst"] == 1
+    assert 0 < learned["expires_in_ms"] <= 3600 * 1000 * 0.005
+    assert buckets["finance.detailed_report"]["limit"]["period_s"] == 60.0  # the table's
+    assert buckets["prices"]["learned"] is None
+
+
 async def test_trigger_while_live_is_409_and_a_delayed_job_shows_when_it_resumes(
     api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
 ) -> None:

@@ -112,3 +112,53 @@ def test_the_installed_command_prints_one_line_and_no_traceback(tmp_path: Path) 
     assert done.returncode == 2
     assert done.stderr.startswith("error: WBSYNC_API_KEYS: not valid JSON")
     assert done.stderr.count("\n") == 1 and not (tmp_path / "wbsync.db").exists()
+
+
+def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
+    from wbsync.ratelimit import Limit
+    from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, PRICES_UPLOAD_TASK
+    from wbsync.wb.tokens import TokenType
+
+    settings = Settings.model_validate(
+        {
+            "limit_overrides": {
+                "finance.detailed_report": {"period_s": 90, "burst": 1},
+                "prices": {"base": {"period_s": 7200, "limit": 4, "burst": 1}},
+            }
+        }
+    )
+    finance = FINANCE_DETAILED_REPORT.limit_for(TokenType.SERVICE, settings)
+    assert finance == Limit(period_s=90, limit=1, burst=1)
+    assert PRICES_UPLOAD_TASK.limit_for(TokenType.BASE, settings) == Limit(7200, 4, 1)
+    # Token types without an override keep the table's limit.
+    assert PRICES_UPLOAD_TASK.limit_for(TokenType.PERSONAL, settings) == Limit(6, 10, 5)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ('{"finance": {"period_s": 90, "burst": 1}}', "no limit group 'finance'; did you mean"),
+        ('{"prices": {"period_s": 0, "burst": 1}}', "prices.period_s: Input should be greater"),
+        ('{"prices": {"period_s": 6}}', "prices.burst: Field required"),
+        ('{"prices": {"personal": {"period_s": 6, "burst": 1, "rate": 2}}}', "prices.personal"),
+        (
+            '{"analytics.stocks_wb_warehouses": {"base": {"period_s": 60, "burst": 1}}}',
+            "base tokens may not call analytics.stocks_wb_warehouses",
+        ),
+        ('{"prices": {"base": {"period_s": 6, "burst": 1}, "burst": 1}}', "not both"),
+        ("[]", "expected a JSON object"),
+    ],
+)
+def test_a_bad_limit_override_is_refused_at_start_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, overrides: str, message: str
+) -> None:
+    from wbsync.config import get_settings
+
+    monkeypatch.setenv("WBSYNC_LIMIT_OVERRIDES", overrides)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="WBSYNC_LIMIT_OVERRIDES") as caught:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -114,15 +114,10 @@ async def test_upstream_429_penalizes_the_bucket_for_another_process(
     async with running_emulator(EmulatorConfig(time_scale=0.01, anchor_date=ANCHOR)) as emu:
         other = await _spawn(_args(emu, redis_url, prefix, PRICES_GOODS_LIST.name, 1, "wait-go"))
         assert other.stdout is not None and other.stdin is not None
-        settings = Settings(wb_base_url=emu.base_url, time_scale=0.01)
+        settings = Settings(wb_base_url=emu.base_url, time_scale=0.01, redis_prefix=prefix)
         # The same refill margin as the worker's: a penalty is stored as the bucket's full
         # time, which processes with different margins would read differently.
-        limiter = RateLimiter(
-            redis,
-            prefix=prefix,
-            time_scale=0.01,
-            refill_margin_ms=settings.limiter_refill_margin_ms,
-        )
+        limiter = RateLimiter.for_settings(redis, settings)
         client = WbClient("shop", emu.token(SELLER_A), limiter, settings=settings)
         try:
             assert (await asyncio.wait_for(other.stdout.readline(), 30)).strip() == b"ready"

@@ -1,8 +1,10 @@
 """A second process for the client tests: ``python -m tests.wb_worker <json args>``.
 
 Modes: ``calls`` makes ``n`` calls of ``method`` and prints their statuses; ``wait-go`` prints
-``ready``, waits for a line on stdin, then makes the calls and prints how long they took. The
-calls run in a deferral context with a long threshold, as a job's would: waits are slept.
+``ready``, waits for a line on stdin, then makes the calls and prints how long they took;
+``pairs`` makes ``n`` calls for each ``[token, method]`` of ``pairs`` at once and prints the
+statuses of each. The calls run in a deferral context with a long threshold, as a job's would:
+waits are slept.
 """
 
 from __future__ import annotations
@@ -27,19 +29,21 @@ BODIES: dict[str, dict[str, Any]] = {
         "json": {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}
     },
     "prices.goods_list": {"params": {"limit": 1}},
+    "statistics.sales": {"params": {"dateFrom": "2026-08-01"}},
 }
 
 
 async def main(args: dict[str, Any]) -> None:
     redis = Redis.from_url(args["redis_url"], decode_responses=True)
-    settings = Settings(wb_base_url=args["base_url"], time_scale=args["time_scale"])
-    # As in production (wbsync.runtime): the refill margin absorbs request-arrival jitter.
-    limiter = RateLimiter(
-        redis,
-        prefix=args["prefix"],
-        time_scale=settings.time_scale,
-        refill_margin_ms=settings.limiter_refill_margin_ms,
+    settings = Settings(
+        wb_base_url=args["base_url"], time_scale=args["time_scale"], redis_prefix=args["prefix"]
     )
+    # As in production (wbsync.runtime): the refill margin absorbs request-arrival jitter.
+    limiter = RateLimiter.for_settings(redis, settings)
+    if args["mode"] == "pairs":
+        await pairs(args, limiter, settings)
+        await redis.aclose()
+        return
     ep = ENDPOINTS[args["method"]]
     try:
         async with (
@@ -65,6 +69,21 @@ async def main(args: dict[str, Any]) -> None:
             print(json.dumps({"statuses": statuses, "elapsed_ms": elapsed_ms}), flush=True)
     finally:
         await redis.aclose()
+
+
+async def pairs(args: dict[str, Any], limiter: RateLimiter, settings: Settings) -> None:
+    async def calls(http: httpx.AsyncClient, token: str, method: str) -> list[int]:
+        ep = ENDPOINTS[method]
+        client = WbClient(token[-12:], token, limiter, settings=settings, http=http)
+        return [(await client.call(ep, **BODIES[ep.name])).status for _ in range(args["n"])]
+
+    async with httpx.AsyncClient() as http:
+        await http.get(f"{args['base_url']}/__emulator/limits")  # warm up, as above
+        statuses = await run_with_rate_limit_deferral(
+            60_000,
+            lambda: asyncio.gather(*(calls(http, t, m) for t, m in args["pairs"])),
+        )
+    print(json.dumps({"statuses": statuses}), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Every setting, its default and its meaning is listed in the README; this module 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -13,10 +14,68 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
+from wbsync.wb.tokens import TokenType
+
+
+class LimitOverride(BaseModel):
+    """A limit group's replacement limit: ``limit`` requests per ``period_s``, ``burst``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    period_s: float = Field(gt=0)
+    limit: int = Field(default=1, ge=1)
+    burst: int = Field(ge=1)
+
+
+def _override(where: str, spec: object) -> LimitOverride:
+    try:
+        return LimitOverride.model_validate(spec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ValueError(
+            f"{where}{'.' + field if field else ''}: {err['msg']} "
+            '(write {"period_s": <seconds>, "limit": <requests>, "burst": <size>})'
+        ) from None
+
+
+def parse_limit_overrides(value: object) -> dict[str, dict[TokenType, LimitOverride]]:
+    """Overrides by group and token type, from one spec per group or one per token type;
+    ``ValueError`` with one line naming what is wrong (an unknown group, type or field)."""
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {}
+    if not isinstance(value, Mapping):
+        raise ValueError('expected a JSON object: {"<limit group>": {"period_s": ..., ...}}')
+    # The table lives with the endpoints, which import this module: read it at call time.
+    from wbsync.wb.endpoints import group_token_types
+
+    allowed = group_token_types()
+    out: dict[str, dict[TokenType, LimitOverride]] = {}
+    for group, spec in value.items():
+        if group not in allowed:
+            close = [g for g in allowed if g.startswith(f"{group}.")] or (
+                difflib.get_close_matches(str(group), allowed, n=1, cutoff=0.5)
+            )
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"no limit group {group!r}; {hint}groups: {', '.join(allowed)}")
+        types = {t.value for t in TokenType}
+        if isinstance(spec, Mapping) and spec and set(spec) <= types:
+            per_type = {TokenType(t): _override(f"{group}.{t}", s) for t, s in spec.items()}
+            for t in per_type:
+                if t not in allowed[group]:
+                    raise ValueError(f"{t.value} tokens may not call {group}: drop that override")
+        elif isinstance(spec, Mapping) and set(spec) & types:
+            raise ValueError(f"{group}: give one limit, or one per token type, not both")
+        else:
+            limit = _override(group, spec)
+            per_type = dict.fromkeys(allowed[group], limit)
+        out[str(group)] = per_type
+    return out
+
 
 # Shortest API key accepted: 32 characters leave guessing out of reach for any key made as the
 # message below says (``openssl rand -hex 32`` gives 64).
@@ -64,12 +123,36 @@ class Settings(BaseSettings):
         description="Outside a job the limiter sleeps while the total wait stays under two "
         "periods of the bucket plus this margin (scaled), then raises RateLimitExceeded.",
     )
-    limiter_refill_margin_ms: float = Field(
+    wait_ceiling_cap_ms: int = Field(
+        default=125_000,
+        ge=0,
+        description="The most that wait (two periods plus the margin) may be, whatever the "
+        "bucket's period (scaled): a 1-per-hour bucket refuses at once instead of sleeping.",
+    )
+    limiter_refill_margin_ratio: float = Field(
+        default=0.02,
+        ge=0,
+        le=0.5,
+        description="Fraction of each token's refill interval added to it (at most "
+        "limiter_refill_margin_cap_ms), so jitter between our clock and WB's never makes a "
+        "request arrive before WB's bucket refilled.",
+    )
+    limiter_refill_margin_cap_ms: float = Field(
         default=25.0,
         ge=0,
-        description="Real milliseconds added to each token's refill interval (not scaled), so "
-        "jitter between our clock and WB's never makes a request arrive before WB's bucket "
-        "refilled.",
+        description="The most the refill margin adds to one token's interval (ms, scaled).",
+    )
+    learned_limit_ttl_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How long a limit learned from WB's replies (stricter than the table) "
+        "holds before the table applies again (scaled).",
+    )
+    limit_overrides: dict[str, dict[TokenType, LimitOverride]] = Field(
+        default_factory=dict,
+        description="Limits that replace the table's, by limit group, JSON: {\"finance.detailed_"
+        'report": {"period_s": 90, "limit": 1, "burst": 1}}, or per token type: {"prices": '
+        '{"personal": {...}, "base": {...}}}. WB seconds, unscaled.',
     )
     sync_queue_concurrency: int = Field(
         default=5, ge=1, description="Jobs each sync queue's worker runs at once."
@@ -186,6 +269,11 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown WB method(s) {unknown}; known: {', '.join(ENDPOINTS)}")
         return names
+
+    @field_validator("limit_overrides", mode="before")
+    @classmethod
+    def _parse_overrides(cls, value: object) -> dict[str, dict[TokenType, LimitOverride]]:
+        return parse_limit_overrides(value)
 
     def secret_key_value(self) -> str | None:
         """The secret key itself, for the one place that derives the cipher from it."""

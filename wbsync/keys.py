@@ -18,6 +18,11 @@ def bucket_key(prefix: str, scope: BucketScope) -> str:
     return f"{prefix}:rl:{{{scope.cabinet}:{scope.group}}}"
 
 
+def learned_key(prefix: str, scope: BucketScope) -> str:
+    """The key holding the limit learned from WB's replies for one bucket (same hash tag)."""
+    return f"{prefix}:rl-learned:{{{scope.cabinet}:{scope.group}}}"
+
+
 def queue_prefix(prefix: str) -> str:
     """The prefix BullMQ puts before its queue keys (``<prefix>:q:<queue>:...``)."""
     return f"{prefix}:q"

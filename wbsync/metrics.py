@@ -20,6 +20,13 @@ LIMITER_WAIT = Histogram(
     buckets=(0.0, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 125.0),
 )
 
+LEARNED_LIMITS = Counter(
+    "wbsync_learned_limits",
+    "Times a bucket was tightened to a stricter limit that WB's replies showed (per limit "
+    "group); the learned limit holds until learned_limit_ttl_s passes.",
+    ["group"],
+)
+
 SLOT_SLEEP = Counter(
     "wbsync_slot_sleep_seconds",
     "Seconds a queue's worker slots spent sleeping on rate-limit windows.",

@@ -31,13 +31,7 @@ class Runtime:
         self.settings = settings
         self.redis_url = redis_url
         self.redis = redis_bounds.connect(redis_url)
-        self.limiter = RateLimiter(
-            self.redis,
-            prefix=settings.redis_prefix,
-            time_scale=settings.time_scale,
-            ceiling_margin_ms=settings.wait_ceiling_margin_ms,
-            refill_margin_ms=settings.limiter_refill_margin_ms,
-        )
+        self.limiter = RateLimiter.for_settings(self.redis, settings)
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
         self.database = Database(settings.database_url)
         self.store = Store(self.database, secret_key=settings.secret_key_value())

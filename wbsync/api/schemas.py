@@ -128,6 +128,15 @@ class LimitOut(BaseModel):
     time_scale: float
 
 
+class LearnedOut(BaseModel):
+    """A limit learned from WB's replies (unscaled, like ``LimitOut``) and when it expires."""
+
+    period_s: float
+    limit: int
+    burst: int
+    expires_in_ms: int
+
+
 class BucketOut(BaseModel):
     """One shared bucket of a cabinet: tokens left, and when a token is next there."""
 
@@ -138,6 +147,11 @@ class BucketOut(BaseModel):
     capacity: int
     next_token_in_ms: int = Field(description="0 when a token is there now.")
     next_token_at: datetime
+    learned: LearnedOut | None = Field(
+        default=None,
+        description="A stricter limit learned from WB's replies, in force instead of `limit` "
+        "until it expires.",
+    )
 
 
 class CabinetStatusOut(BaseModel):

@@ -177,16 +177,17 @@ class _Bench:
         name = f"bench-slots-{mode}-{r}-{prefix[-6:]}"
         await self.emu.reset()
         redis = Redis.from_url(self.url)
-        settings = Settings(wb_base_url=self.emu.base_url, time_scale=params.time_scale)
-        # Block mode's ceiling: two periods plus one more (see the module docstring). The
-        # refill margin is production's, as the runtime wires it.
-        limiter = RateLimiter(
-            redis,
-            prefix=prefix,
+        # Block mode's ceiling: two periods plus one more (see the module docstring), under a
+        # cap of three periods. The refill margin is production's, as the runtime wires it.
+        period_ms = int(_LIMIT.period_s * 1000.0)
+        settings = Settings(
+            wb_base_url=self.emu.base_url,
             time_scale=params.time_scale,
-            ceiling_margin_ms=_LIMIT.period_s * 1000.0,
-            refill_margin_ms=settings.limiter_refill_margin_ms,
+            redis_prefix=prefix,
+            wait_ceiling_margin_ms=period_ms,
+            wait_ceiling_cap_ms=3 * period_ms,
         )
+        limiter = RateLimiter.for_settings(redis, settings)
         sellers = [f"00000000-0000-4000-8000-{i:012d}" for i in range(params.cabinets)]
         key = self.emu.config.signing_key
         clients = {
@@ -290,9 +291,15 @@ async def _run_k(bench: _Bench, params: Params) -> dict[str, Any]:
     # With C slots the K first pages cannot all start at once: the last cabinet's windows start
     # after (K - 1) // C pages. Approximate (median page time), for reading the gap only.
     startup = ((params.cabinets - 1) // params.concurrency + 1) * (page_s or 0.0)
-    # The limiter spaces tokens by period + refill margin (real ms, unscaled: 4 % of a window
-    # at time scale 0.01, 0.04 % at 1), so the pacing itself is longer than the window bound.
-    margin_s = Settings().limiter_refill_margin_ms / 1000.0
+    # The limiter spaces tokens by interval + refill margin (2 % of the interval, at most
+    # 25 ms, both scaled), so the pacing itself is a little longer than the window bound.
+    defaults = Settings()
+    interval_ms = _LIMIT.interval_ms * params.time_scale
+    margin_ms = min(
+        defaults.limiter_refill_margin_ratio * interval_ms,
+        defaults.limiter_refill_margin_cap_ms * params.time_scale,
+    )
+    margin_s = margin_ms / 1000.0
     paced = (params.pages - _LIMIT.burst) * (params.period_s + margin_s)
     modes = {}
     for mode, results in runs.items():

@@ -3,13 +3,19 @@
   number, the "theoretical arrival time" (TAT, ms): the moment the bucket would be full again.
 
   KEYS[1]  the bucket's key (a string holding the TAT in ms; absent = full bucket)
+  KEYS[2]  the bucket's learned limit (a hash written by learn.lua: interval_ms, burst; absent
+           = none): WB showed a stricter bucket than the table, so its slower interval and
+           smaller burst apply until the key expires
 
-  ARGV[1]  interval_ms   milliseconds for one token to refill (period / limit), > 0
-  ARGV[2]  burst         bucket capacity in tokens, >= 1
+  ARGV[1]  interval_ms   the table's milliseconds for one token to refill (period / limit), > 0
+  ARGV[2]  burst         the table's bucket capacity in tokens, >= 1
   ARGV[3]  cost          tokens to take now, 0..burst; 0 only reads the bucket (and applies
-                         a penalty)
+                         a penalty or a level)
   ARGV[4]  penalty_ms    > 0: the next token frees no earlier than now + penalty_ms (an upstream
                          429 said so); 0: no penalty
+  ARGV[5]  margin_ms     added to each token's interval (table or learned), >= 0
+  ARGV[6]  level         >= 0: hold no more than this many tokens (WB showed fewer left than
+                         we had); -1: no level
 
   Returns  one integer (one number is the cheapest reply to parse)
     >= 0   acquired (for cost 0: a token is there now); the whole tokens left after this pass
@@ -26,6 +32,15 @@ local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local penalty = tonumber(ARGV[4])
+local level = tonumber(ARGV[6])
+
+local learned = redis.call('HMGET', KEYS[2], 'interval_ms', 'burst')
+if learned[1] then
+  interval = math.max(interval, tonumber(learned[1]))
+  burst = math.max(1, math.min(burst, tonumber(learned[2])))
+  cost = math.min(cost, burst)
+end
+interval = interval + tonumber(ARGV[5])
 local capacity = interval * burst
 
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
@@ -39,6 +54,14 @@ if penalty > 0 then
   local penalized = now + penalty + (burst - 1) * interval
   if penalized > tat then
     tat = penalized
+    changed = true
+  end
+end
+
+if level >= 0 and level < burst then
+  local leveled = now + (burst - level) * interval
+  if leveled > tat then
+    tat = leveled
     changed = true
   end
 end

@@ -7,8 +7,12 @@ situation                       wait <= threshold          wait > threshold
 ==============================  =========================  ===================================
 inside a deferral context       sleep, then take a token   raise ``RateLimitDeferred``
 no context (HTTP paths)         sleep while the total wait stays under the ceiling (two periods
-                                plus a margin); past it raise ``RateLimitExceeded``
+                                plus a margin, at most a cap); past it raise ``RateLimitExceeded``
 ==============================  =========================  ===================================
+
+A bucket follows the table's limit unless WB's replies showed a stricter one: ``learn`` stores
+that learned limit beside the bucket (``learn.lua``), every pass of ``bucket.lua`` applies it in
+the same round trip, and it expires after ``learned_ttl_s`` (scaled).
 """
 
 from __future__ import annotations
@@ -16,17 +20,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from redis.asyncio.cluster import RedisCluster
 
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
-from wbsync.metrics import LIMITER_WAIT, SLOT_SLEEP
-from wbsync.ratelimit.scope import BucketScope
+from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
+from wbsync.ratelimit.scope import BucketScope, Limit
 from wbsync.redis_client import REDIS_ERRORS, RedisClient, run_scripts
 
-_SCRIPT = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_text(encoding="utf-8")
+if TYPE_CHECKING:
+    from wbsync.config import Settings
+
+_SCRIPTS = resources.files("wbsync.ratelimit")
+_BUCKET = _SCRIPTS.joinpath("bucket.lua").read_text(encoding="utf-8")
+_LEARN = _SCRIPTS.joinpath("learn.lua").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,20 @@ class TryResult:
     acquired: bool
     remaining: int
     wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """A limit learned from WB's replies: its interval (real ms, scaled world) and burst."""
+
+    interval_ms: float
+    burst: int
+    expires_in_ms: int
+
+    def as_limit(self, time_scale: float) -> Limit:
+        """As an unscaled ``Limit`` of one token per interval (WB's seconds)."""
+        period_s = self.interval_ms * self.burst / 1000.0 / time_scale
+        return Limit(period_s=period_s, limit=self.burst, burst=self.burst)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +73,16 @@ class Acquired:
 class RateLimiter:
     """Token buckets per (cabinet, limit group), shared by every process through Redis.
 
-    ``time_scale`` multiplies every bucket's period and the ceiling margin, so tests and demos
-    can turn WB's minutes into milliseconds. Penalties are real milliseconds, not scaled.
+    ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap, the refill
+    margin's cap and the learned limits' TTL, so tests and demos can turn WB's minutes into
+    milliseconds. Penalties are real milliseconds, not scaled. ``for_settings`` builds one
+    from the settings, as every process does.
 
-    ``refill_margin_ms`` (real milliseconds) is added to every token's refill interval: WB's
-    bucket and ours see each request a few milliseconds apart (network, a busy event loop), and
-    a request that reaches WB even slightly before WB's bucket refilled is refused with a 429.
+    Each token's refill interval gets a margin, ``refill_margin_ratio`` of the interval and at
+    most ``refill_margin_cap_ms``: WB's bucket and ours see each request a few milliseconds
+    apart (network, a busy event loop), and a request that reaches WB even slightly before
+    WB's bucket refilled is refused with a 429. A ratio keeps fast buckets' loss small (2 % of
+    a 5-per-second bucket) while slow ones get the whole cap.
     """
 
     def __init__(
@@ -64,20 +92,54 @@ class RateLimiter:
         prefix: str,
         time_scale: float = 1.0,
         ceiling_margin_ms: float = 5000.0,
-        refill_margin_ms: float = 0.0,
+        ceiling_cap_ms: float = 125_000.0,
+        refill_margin_ratio: float = 0.0,
+        refill_margin_cap_ms: float = 25.0,
+        learned_ttl_s: float = 3600.0,
     ) -> None:
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
+        if learned_ttl_s <= 0:
+            raise ValueError(f"learned_ttl_s must be > 0, got {learned_ttl_s}")
         self._redis = redis
         self._prefix = prefix
         self._time_scale = time_scale
         self._ceiling_margin_ms = ceiling_margin_ms * time_scale
-        self._refill_margin_ms = refill_margin_ms
-        self._script = redis.register_script(_SCRIPT)
+        self._ceiling_cap_ms = ceiling_cap_ms * time_scale
+        self._refill_margin_ratio = refill_margin_ratio
+        self._refill_margin_cap_ms = refill_margin_cap_ms * time_scale
+        self._learned_ttl_ms = learned_ttl_s * 1000.0 * time_scale
+        self._script = redis.register_script(_BUCKET)
+        self._learn = redis.register_script(_LEARN)
+
+    @classmethod
+    def for_settings(cls, redis: RedisClient, settings: Settings) -> RateLimiter:
+        """The limiter as ``settings`` configure it (prefix, time scale, margins, cap, TTL)."""
+        return cls(
+            redis,
+            prefix=settings.redis_prefix,
+            time_scale=settings.time_scale,
+            ceiling_margin_ms=settings.wait_ceiling_margin_ms,
+            ceiling_cap_ms=settings.wait_ceiling_cap_ms,
+            refill_margin_ratio=settings.limiter_refill_margin_ratio,
+            refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
+            learned_ttl_s=settings.learned_limit_ttl_s,
+        )
+
+    @property
+    def time_scale(self) -> float:
+        """The factor every WB period is multiplied by."""
+        return self._time_scale
 
     def ceiling_ms(self, scope: BucketScope) -> float:
         """The longest total wait ``acquire`` sleeps outside a deferral context."""
-        return 2 * scope.limit.period_s * 1000.0 * self._time_scale + self._ceiling_margin_ms
+        periods = 2 * scope.limit.period_s * 1000.0 * self._time_scale + self._ceiling_margin_ms
+        return min(periods, self._ceiling_cap_ms)
+
+    def refill_margin_ms(self, scope: BucketScope) -> float:
+        """The real milliseconds added to each of the bucket's token intervals."""
+        interval_ms = scope.limit.interval_ms * self._time_scale
+        return min(self._refill_margin_ratio * interval_ms, self._refill_margin_cap_ms)
 
     async def try_acquire(self, scope: BucketScope, *, cost: int = 1) -> TryResult:
         """Take ``cost`` tokens if they are there: one atomic round trip, no sleep, no raise."""
@@ -108,7 +170,7 @@ class RateLimiter:
             replies = await run_scripts(
                 self._redis,
                 [
-                    (self._script, [names[i]], self._args(scopes[i], cost=0, penalty_ms=0))
+                    (self._script, self._keys(scopes[i]), self._args(scopes[i], cost=0, penalty_ms=0))
                     for i in used
                 ],
             )
@@ -123,6 +185,60 @@ class RateLimiter:
         """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone."""
         if wait_ms > 0:
             await self._pass(scope, cost=0, penalty_ms=wait_ms)
+
+    async def level(self, scope: BucketScope, tokens: int) -> None:
+        """Hold no more than ``tokens`` tokens now (WB showed its bucket emptier than ours)."""
+        await self._pass(scope, cost=0, penalty_ms=0, level=max(0, tokens))
+
+    async def learn(
+        self, scope: BucketScope, *, seen_ms: float = 0.0, extra_ms: float = 0.0, burst: int = 0
+    ) -> Learned | None:
+        """Tighten the bucket to what WB showed, for every process, until the TTL passes.
+
+        ``seen_ms``: WB's interval is at least this; ``extra_ms``: at least the current one plus
+        this; ``burst``: WB's burst (real ms of the scaled world; 0 = unknown). Answers the
+        learned limit now in force when it got stricter, else None (also when WB is no
+        stricter than the table: nothing is stored).
+        """
+        try:
+            changed, interval_ms, burst_now = await self._learn(
+                keys=[keys.learned_key(self._prefix, scope)],
+                args=[
+                    repr(scope.limit.interval_ms * self._time_scale),
+                    scope.limit.burst,
+                    repr(float(seen_ms)),
+                    repr(float(extra_ms)),
+                    int(burst),
+                    repr(self._learned_ttl_ms),
+                ],
+            )
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
+        if not changed:
+            return None
+        LEARNED_LIMITS.labels(scope.group).inc()
+        return Learned(float(interval_ms), int(burst_now), int(self._learned_ttl_ms))
+
+    async def learned(self, scope: BucketScope) -> Learned | None:
+        """The learned limit in force for the bucket, if any."""
+        key = keys.learned_key(self._prefix, scope)
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(key, "interval_ms", "burst")
+                pipe.pttl(key)
+                (interval_ms, burst), ttl_ms = await pipe.execute()
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
+        if interval_ms is None or burst is None or ttl_ms < 0:
+            return None
+        return Learned(float(interval_ms), int(burst), int(ttl_ms))
+
+    async def forget(self, scope: BucketScope) -> bool:
+        """Drop the bucket's learned limit (the table applies again); True if there was one."""
+        try:
+            return bool(await self._redis.delete(keys.learned_key(self._prefix, scope)))
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
 
     async def acquire(self, scope: BucketScope) -> Acquired:
         """Take one token, waiting or deferring as the policy above says."""
@@ -144,16 +260,29 @@ class RateLimiter:
             await clock.sleep_ms(result.wait_ms)
             waited_ms = (clock.monotonic() - started) * 1000.0
 
-    def _args(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> list[str | int]:
-        interval_ms = scope.limit.interval_ms * self._time_scale + self._refill_margin_ms
-        return [repr(interval_ms), scope.limit.burst, cost, repr(float(penalty_ms))]
+    def _keys(self, scope: BucketScope) -> list[str]:
+        return [keys.bucket_key(self._prefix, scope), keys.learned_key(self._prefix, scope)]
 
-    async def _pass(self, scope: BucketScope, *, cost: int, penalty_ms: float) -> TryResult:
+    def _args(
+        self, scope: BucketScope, *, cost: int, penalty_ms: float, level: int = -1
+    ) -> list[str | int]:
+        return [
+            repr(scope.limit.interval_ms * self._time_scale),
+            scope.limit.burst,
+            cost,
+            repr(float(penalty_ms)),
+            repr(self.refill_margin_ms(scope)),
+            level,
+        ]
+
+    async def _pass(
+        self, scope: BucketScope, *, cost: int, penalty_ms: float, level: int = -1
+    ) -> TryResult:
         try:
             reply = int(
                 await self._script(
-                    keys=[keys.bucket_key(self._prefix, scope)],
-                    args=self._args(scope, cost=cost, penalty_ms=penalty_ms),
+                    keys=self._keys(scope),
+                    args=self._args(scope, cost=cost, penalty_ms=penalty_ms, level=level),
                 )
             )
         except REDIS_ERRORS as exc:

@@ -1,13 +1,14 @@
 """The WB API client: one rate-limited, retried ``call`` path for every WB method.
 
 Each request first takes a token from the shared limiter (one bucket per seller and limit
-group, in Redis), so every process of every host spends one budget. A 429 from WB pushes that
-shared bucket forward for everyone (``penalize``) and goes back through ``acquire``, which may
-sleep, or raise ``RateLimitDeferred`` inside a job: that signal, like ``RateLimitExceeded``,
-passes through untouched. Transport errors and 5xx are retried within a budget (``retry.py``);
-each of them, and each unusable reply, is also reported to the running job's failure budget
-(``wbsync.context.report_upstream_failure``), which outlives this call and its deferrals.
-The token never appears in a log line, an exception or a repr.
+group, in Redis), so every process of every host spends one budget. WB's rate-limit headers on
+every reply are evidence of its real bucket (``feedback.py``): a stricter WB tightens the shared
+bucket. A 429 from WB pushes that shared bucket forward for everyone (``penalize``) and goes
+back through ``acquire``, which may sleep, or raise ``RateLimitDeferred`` inside a job: that
+signal, like ``RateLimitExceeded``, passes through untouched. Transport errors and 5xx are
+retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
+to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
+this call and its deferrals. The token never appears in a log line, an exception or a repr.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -36,13 +37,14 @@ from wbsync.errors import (
     WbTransportError,
 )
 from wbsync.metrics import count_upstream
-from wbsync.ratelimit.scope import BucketScope
+from wbsync.ratelimit import BucketScope, RateLimiter
 from wbsync.throughput import Throughput
 from wbsync.wb.endpoints import Endpoint, check_token
+from wbsync.wb.feedback import Feedback, RateHeaders
 from wbsync.wb.retry import RetryPolicy, rate_limit_wait_ms
 from wbsync.wb.tokens import TokenType, WbToken, parse_token
 
-__all__ = ["Limiter", "WbClient", "WbReply"]
+__all__ = ["WbClient", "WbReply"]
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +55,6 @@ _ERRORS: dict[int, type[WbApiError]] = {
     # Every path we call is a WB method: a 404 there means WB has switched the method off.
     404: WbMethodDisabledError,
 }
-
-
-class Limiter(Protocol):
-    """What the client needs of the shared rate limiter (``wbsync.ratelimit.RateLimiter``)."""
-
-    async def acquire(self, scope: BucketScope) -> Any:
-        """Take a token, sleeping or raising ``RateLimitDeferred``/``RateLimitExceeded``."""
-
-    async def penalize(self, scope: BucketScope, wait_ms: float) -> None:
-        """Push the bucket's next free token to now + ``wait_ms`` for every process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +95,7 @@ class WbClient:
         self,
         cabinet_name: str,
         token: str | WbToken,
-        limiter: Limiter,
+        limiter: RateLimiter,
         *,
         settings: Settings | None = None,
         http: httpx.AsyncClient | None = None,
@@ -117,6 +109,7 @@ class WbClient:
             token if isinstance(token, WbToken) else parse_token(token, cabinet=cabinet_name)
         )
         self._limiter = limiter
+        self._feedback = Feedback(limiter, cabinet=cabinet_name)
         self._settings = settings or Settings()
         self._http = http
         self._owns_http = http is None
@@ -149,9 +142,8 @@ class WbClient:
 
     def scope(self, ep: Endpoint) -> BucketScope:
         """The shared bucket ``ep`` spends for this token's seller."""
-        return BucketScope(
-            cabinet=self._token.seller_id, group=ep.group, limit=ep.limit_for(self._token.type)
-        )
+        limit = ep.limit_for(self._token.type, self._settings)
+        return BucketScope(cabinet=self._token.seller_id, group=ep.group, limit=limit)
 
     def _client(self) -> httpx.AsyncClient:
         if self._closed:
@@ -173,7 +165,7 @@ class WbClient:
         http, scope = self._client(), self.scope(ep)
         failures = limited = 0
         while True:
-            await self._limiter.acquire(scope)
+            acquired = await self._limiter.acquire(scope)
             response = await self._send(http, ep, params, json, failures)
             if response is None:
                 failures += 1
@@ -184,6 +176,7 @@ class WbClient:
                 limited += 1
                 await self._on_429(ep, scope, response, limited)
                 continue
+            await self._feedback.on_reply(scope, RateHeaders.of(response), acquired)
             if response.status_code >= 500:
                 failures += 1
                 error = _server_error(ep, response)
@@ -251,6 +244,7 @@ class WbClient:
         self, ep: Endpoint, scope: BucketScope, response: httpx.Response, limited: int
     ) -> None:
         wait_ms = rate_limit_wait_ms(response, scope.limit, self._settings.time_scale)
+        await self._feedback.on_429(scope, RateHeaders.of(response))
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
         await self._limiter.penalize(scope, wait_ms)
         if self._throughput is not None:

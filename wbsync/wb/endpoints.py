@@ -47,6 +47,7 @@ __all__ = [
     "base_url",
     "check_token",
     "endpoint",
+    "group_token_types",
 ]
 
 
@@ -125,12 +126,17 @@ class Endpoint:
         """True when WB lets ``token_type`` call this method."""
         return self.limits.get(token_type) is not None
 
-    def limit_for(self, token_type: TokenType) -> Limit:
-        """WB's raw limit for ``token_type``; ``ValueError`` if that type may not call it."""
+    def limit_for(self, token_type: TokenType, settings: Settings | None = None) -> Limit:
+        """The raw limit for ``token_type``: ``settings``' override of the group, else WB's
+        table; ``ValueError`` if that type may not call this method."""
         limit = self.limits.get(token_type)
         if limit is None:
             raise ValueError(f"{self.name} does not accept {token_type.value} tokens")
-        return limit
+        overrides = settings.limit_overrides.get(self.group, {}) if settings else {}
+        override = overrides.get(token_type)
+        if override is None:
+            return limit
+        return Limit(period_s=override.period_s, limit=override.limit, burst=override.burst)
 
     def url(self, settings: Settings | None = None, *, sandbox: bool = False) -> str:
         """The full URL of this method under ``settings``' base URLs (a sandbox one for Test
@@ -323,6 +329,14 @@ ENDPOINTS: dict[str, Endpoint] = {
     )
 }
 """Every method wbsync uses, by name."""
+
+
+def group_token_types() -> dict[str, list[TokenType]]:
+    """Every limit group and the token types that may call its methods."""
+    out: dict[str, list[TokenType]] = {}
+    for ep in ENDPOINTS.values():
+        out.setdefault(ep.group, [t for t in TokenType if ep.allows(t)])
+    return dict(sorted(out.items()))
 
 
 def endpoint(name: str) -> Endpoint:

@@ -60,9 +60,10 @@ def _seconds(value: str | None) -> float | None:
 def rate_limit_wait_ms(response: httpx.Response, limit: Limit, time_scale: float) -> int:
     """How long a 429 tells every process to wait, in real ms (already in the scaled world).
 
-    ``X-Ratelimit-Retry``, else ``X-Ratelimit-Reset``, else one period of the bucket (scaled).
+    ``X-Ratelimit-Retry``, else ``Retry-After`` (seconds), else ``X-Ratelimit-Reset``, else one
+    period of the bucket (scaled).
     """
-    for header in ("X-Ratelimit-Retry", "X-Ratelimit-Reset"):
+    for header in ("X-Ratelimit-Retry", "Retry-After", "X-Ratelimit-Reset"):
         seconds = _seconds(response.headers.get(header))
         if seconds is not None and seconds > 0:
             return max(1, math.ceil(seconds * 1000.0))

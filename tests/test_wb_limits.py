@@ -1,0 +1,187 @@
+"""The client follows WB's limits: a stricter WB is learned, a looser one changes nothing.
+
+The emulator's limits are set apart from the client's table (``EmulatorConfig.limits``), as WB
+changing a limit in a release would; the client keeps its table, and learns from the headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from tests.test_wb_client_processes import _kill, _result, _spawn
+from tests.wb_support import ANCHOR, SELLER_A, SELLER_B
+from wbsync import keys
+from wbsync.config import Settings
+from wbsync.context import run_with_rate_limit_deferral
+from wbsync.emulator import EmulatorConfig, running_emulator
+from wbsync.emulator.server import Emulator
+from wbsync.metrics import sample
+from wbsync.ratelimit import RateLimiter
+from wbsync.wb.client import WbClient
+from wbsync.wb.endpoints import (
+    FINANCE_DETAILED_REPORT,
+    PRICES_GOODS_LIST,
+    STATISTICS_SALES,
+    Endpoint,
+)
+
+SELLER_C = "5d4c3b2a-1f0e-4d9c-8b7a-0123456789ab"
+CALLS: dict[str, dict[str, Any]] = {
+    FINANCE_DETAILED_REPORT.name: {
+        "json": {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}
+    },
+    PRICES_GOODS_LIST.name: {"params": {"limit": 1}},
+    STATISTICS_SALES.name: {"params": {"dateFrom": "2026-08-01"}},
+}
+
+
+def _limits(**by_group: tuple[float, int, int]) -> dict[str, Any]:
+    return {
+        group.replace("__", "."): {"period_s": p, "limit": n, "burst": b}
+        for group, (p, n, b) in by_group.items()
+    }
+
+
+async def _calls(
+    emu: Emulator, redis: Redis, prefix: str, pairs: list[tuple[str, Endpoint]], n: int
+) -> list[list[int]]:
+    """``n`` calls of each (seller, endpoint) at once, through one production-wired limiter."""
+    settings = Settings(
+        wb_base_url=emu.base_url, time_scale=emu.config.time_scale, redis_prefix=prefix
+    )
+    limiter = RateLimiter.for_settings(redis, settings)
+    async with httpx.AsyncClient() as http:
+
+        async def run(seller: str, ep: Endpoint) -> list[int]:
+            client = WbClient(seller[:8], emu.token(seller), limiter, settings=settings, http=http)
+            return [(await client.call(ep, **CALLS[ep.name])).status for _ in range(n)]
+
+        async def all_pairs() -> list[list[int]]:
+            return list(await asyncio.gather(*(run(s, ep) for s, ep in pairs)))
+
+        return await run_with_rate_limit_deferral(60_000, all_pairs)
+
+
+def _by_pair(emu: Emulator) -> dict[tuple[str, str], list[int]]:
+    statuses: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for entry in emu.counters.journal:
+        statuses[(entry["seller"], entry["method"])].append(entry["status"])
+    return statuses
+
+
+async def test_wb_at_half_the_table_costs_at_most_two_429s_per_bucket_over_two_processes(
+    redis_url: str, prefix: str, redis: Redis
+) -> None:
+    # Scale 0.005: the table's finance and sales minute is 300 ms; WB's 2 minutes are 600 ms.
+    config = EmulatorConfig(
+        time_scale=0.005,
+        anchor_date=ANCHOR,
+        grace_ms=30,
+        limits=_limits(finance__detailed_report=(120, 1, 1), statistics__sales=(120, 1, 1)),
+    )
+    sellers, eps = (SELLER_A, SELLER_B, SELLER_C), (FINANCE_DETAILED_REPORT, STATISTICS_SALES)
+    pairs = [(s, ep) for s in sellers for ep in eps]
+    async with running_emulator(config) as emu:
+        other = await _spawn(
+            {
+                "redis_url": redis_url,
+                "prefix": prefix,
+                "base_url": emu.base_url,
+                "time_scale": config.time_scale,
+                "mode": "pairs",
+                "pairs": [[emu.token(s), ep.name] for s, ep in pairs],
+                "n": 3,
+            }
+        )
+        try:
+            here = await _calls(emu, redis, prefix, pairs, 3)
+            there = await _result(other)
+        finally:
+            _kill([other])
+        settings = Settings(time_scale=config.time_scale, redis_prefix=prefix)
+        limiter = RateLimiter.for_settings(redis, settings)
+        learned = {
+            (s, ep.group): await limiter.learned(
+                WbClient("x", emu.token(s), limiter, settings=settings).scope(ep)
+            )
+            for s, ep in pairs
+        }
+    assert all(status == 200 for row in here + there["statuses"] for status in row)
+    journal = _by_pair(emu)
+    for seller, ep in pairs:
+        statuses = journal[(seller, ep.name)]
+        assert statuses.count(200) == 6, (seller, ep.name, statuses)
+        # WB is stricter, so the first paced request meets it; then at most one more, then none.
+        assert 1 <= statuses.count(429) <= 2, (seller, ep.name, statuses)
+        assert statuses[-3:] == [200, 200, 200], (seller, ep.name, statuses)
+        found = learned[(seller, ep.group)]
+        # WB's interval is 600 ms. A late arrival of the refused request shortens the Retry it
+        # is read from by the lateness: learned within the emulator's 30 ms allowance, or more.
+        assert found is not None and 570 <= found.interval_ms <= 1200, found
+
+
+async def test_wb_looser_than_the_table_changes_nothing(prefix: str, redis: Redis) -> None:
+    config = EmulatorConfig(
+        time_scale=0.005,
+        anchor_date=ANCHOR,
+        grace_ms=30,
+        limits=_limits(finance__detailed_report=(30, 1, 1), prices=(6, 20, 10)),
+    )
+    pairs = [
+        (s, ep) for s in (SELLER_A, SELLER_B) for ep in (FINANCE_DETAILED_REPORT, PRICES_GOODS_LIST)
+    ]
+    before = {
+        g: sample("wbsync_learned_limits_total", group=g)
+        for g in ("prices", FINANCE_DETAILED_REPORT.group)
+    }
+    async with running_emulator(config) as emu:
+        statuses = await _calls(emu, redis, prefix, pairs, 8)
+    assert all(s == 200 for row in statuses for s in row)
+    assert emu.counters.total("rate_limited") == 0
+    assert [k async for k in redis.scan_iter(match=f"{prefix}:rl-learned:*")] == []
+    for group, value in before.items():
+        assert sample("wbsync_learned_limits_total", group=group) == value
+
+
+async def test_a_smaller_burst_is_followed_from_remaining_without_a_429(
+    prefix: str, redis: Redis
+) -> None:
+    # WB's prices bucket holds 2 tokens, the table's 5; both refill one per 120 ms at 0.2.
+    config = EmulatorConfig(
+        time_scale=0.2, anchor_date=ANCHOR, grace_ms=30, limits=_limits(prices=(6, 10, 2))
+    )
+    async with running_emulator(config) as emu:
+        # The first reply shows Remaining 1 where ours is 4: our bucket drops to 1 ...
+        first = await _calls(emu, redis, prefix, [(SELLER_A, PRICES_GOODS_LIST)], 1)
+        # ... so a burst that our table would let through at once is paced as WB's bucket is.
+        burst = await _calls(emu, redis, prefix, [(SELLER_A, PRICES_GOODS_LIST)] * 4, 1)
+    assert first + burst == [[200]] * 5
+    assert emu.counters.total("rate_limited") == 0
+    assert [k async for k in redis.scan_iter(match=f"{prefix}:rl-learned:*")] == []
+
+
+async def test_a_429_with_wbs_headers_teaches_wbs_interval(prefix: str, redis: Redis) -> None:
+    # WB's prices bucket refills at half the table's rate: 5 per 6 s (60 ms a token at 0.05).
+    config = EmulatorConfig(
+        time_scale=0.05, anchor_date=ANCHOR, grace_ms=10, limits=_limits(prices=(6, 5, 5))
+    )
+    before = sample("wbsync_learned_limits_total", group="prices")
+    async with running_emulator(config) as emu:
+        [statuses] = await _calls(emu, redis, prefix, [(SELLER_A, PRICES_GOODS_LIST)], 9)
+        settings = Settings(time_scale=0.05, redis_prefix=prefix)
+        limiter = RateLimiter.for_settings(redis, settings)
+        client = WbClient("a", emu.token(SELLER_A), limiter, settings=settings)
+        learned = await limiter.learned(client.scope(PRICES_GOODS_LIST))
+        key = keys.learned_key(prefix, client.scope(PRICES_GOODS_LIST))
+    assert statuses == [200] * 9
+    journal = _by_pair(emu)[(SELLER_A, PRICES_GOODS_LIST.name)]
+    assert journal.count(429) == 1, journal
+    # (Reset - Retry) / (burst - 1) read WB's 60 ms a token exactly (up to header rounding).
+    assert learned is not None and 55 <= learned.interval_ms <= 65 and learned.burst == 5
+    assert sample("wbsync_learned_limits_total", group="prices") == before + 1
+    assert await redis.pttl(key) > 0

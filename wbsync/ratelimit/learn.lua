@@ -1,0 +1,53 @@
+--[[
+  Tighten a bucket's learned limit: what WB's replies showed of its real bucket when that is
+  stricter than the table. bucket.lua reads it on every pass; it expires after a TTL, after
+  which the table applies again. It only ever tightens (a slower interval, a smaller burst):
+  the table is a ceiling, and a looser WB changes nothing.
+
+  KEYS[1]  the learned limit's key (a hash: interval_ms, burst)
+
+  ARGV[1]  interval_ms   the table's milliseconds per token (scaled), > 0
+  ARGV[2]  burst         the table's burst, >= 1
+  ARGV[3]  seen_ms       WB's interval is at least this (ms); 0: unknown
+  ARGV[4]  extra_ms      WB's interval is at least the current one (table or learned) plus
+                         this (ms); 0: unknown
+  ARGV[5]  seen_burst    WB's burst; 0: unknown
+  ARGV[6]  ttl_ms        how long the learned limit holds from now, > 0
+
+  Returns  {changed, interval_ms, burst}: changed 1 when the limit got stricter (0 when it
+           stayed, its TTL refreshed, or when WB is no stricter than the table: nothing
+           written); interval_ms (whole ms, rounded down) and burst now in force
+]]
+
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local seen = tonumber(ARGV[3])
+local extra = tonumber(ARGV[4])
+local seen_burst = tonumber(ARGV[5])
+
+local current_interval, current_burst = interval, burst
+local stored = redis.call('HMGET', KEYS[1], 'interval_ms', 'burst')
+if stored[1] then
+  current_interval = math.max(interval, tonumber(stored[1]))
+  current_burst = math.min(burst, tonumber(stored[2]))
+end
+
+local new_interval = math.max(current_interval, seen)
+if extra > 0 then
+  new_interval = math.max(new_interval, current_interval + extra)
+end
+local new_burst = current_burst
+if seen_burst > 0 then
+  new_burst = math.min(current_burst, seen_burst)
+end
+
+if new_interval <= interval and new_burst >= burst then
+  return {0, math.floor(interval), burst}
+end
+local changed = 0
+if new_interval > current_interval or new_burst < current_burst then
+  changed = 1
+end
+redis.call('HSET', KEYS[1], 'interval_ms', string.format('%.3f', new_interval), 'burst', new_burst)
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(tonumber(ARGV[6]))))
+return {changed, math.floor(new_interval), new_burst}
