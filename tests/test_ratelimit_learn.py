@@ -92,11 +92,12 @@ async def test_level_holds_the_bucket_at_what_wb_showed(limiter_factory: Limiter
     [
         (Limit(period_s=1, limit=5, burst=5), 1.0, 4.0),  # adverts: 2 % of 200 ms
         (FINANCE, 1.0, 25.0),  # 2 % of a minute is 1.2 s: the cap
-        (FINANCE, 0.01, 0.25),  # both scale: the same decision as at scale 1
-        (Limit(period_s=1, limit=5, burst=5), 0.01, 0.04),
+        (FINANCE, 0.01, 12.0),  # 2 % of 600 ms: under the real-ms cap
+        (FINANCE, 0.1, 25.0),  # 2 % of 6 s: the cap again, jitter is real time
+        (Limit(period_s=1, limit=5, burst=5), 0.01, 0.04),  # never more than 2 % of the rate
     ],
 )
-def test_refill_margin_is_a_ratio_of_the_interval_under_a_scaled_cap(
+def test_refill_margin_is_a_ratio_of_the_interval_under_a_real_ms_cap(
     limiter_factory: LimiterFactory, limit: Limit, time_scale: float, margin_ms: float
 ) -> None:
     limiter = limiter_factory(
@@ -140,7 +141,7 @@ async def test_for_settings_wires_every_limiter_setting(redis: Redis, prefix: st
     minute, second = scope(FINANCE), scope(Limit(period_s=1, limit=10, burst=1))
     assert limiter.ceiling_ms(minute) == pytest.approx(10_000.0)  # the cap, scaled
     assert limiter.ceiling_ms(second) == pytest.approx(1500.0)  # 2 x 0.5 s + 0.5 s
-    assert limiter.refill_margin_ms(minute) == pytest.approx(5.0)  # the cap, scaled
+    assert limiter.refill_margin_ms(minute) == pytest.approx(10.0)  # the cap, real ms
     assert limiter.refill_margin_ms(second) == pytest.approx(5.0)  # 10 % of 50 ms
     assert await limiter.learn(minute, burst=0, seen_ms=60_000.0) is not None
     assert 0 < await redis.pttl(keys.learned_key(prefix, minute)) <= 1000  # 2 s x 0.5

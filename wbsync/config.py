@@ -140,7 +140,8 @@ class Settings(BaseSettings):
     limiter_refill_margin_cap_ms: float = Field(
         default=25.0,
         ge=0,
-        description="The most the refill margin adds to one token's interval (ms, scaled).",
+        description="The most the refill margin adds to one token's interval (real ms, not "
+        "scaled: the jitter it absorbs is real time).",
     )
     learned_limit_ttl_s: float = Field(
         default=3600.0,

@@ -98,9 +98,9 @@ def _slots(r: dict[str, Any]) -> str:
         "`upstream_*` are the emulator's own counters (429s and failed jobs summed over the "
         "rounds); `attempts_made_max` is the highest `attemptsMade` a run of a job started "
         "with. The limiter is wired as in production: each token's interval gets the refill "
-        "margin (2 % of the interval, at most 25 ms, both time-scaled: 0.04 % of a window at "
-        "any scale for this 1-per-minute bucket), which keeps requests from reaching WB a "
-        "hair early. "
+        "margin (2 % of the scaled interval, at most 25 real ms: 12 ms, 2 % of the window at "
+        "this time scale, 0.04 % at real scale), which keeps requests from reaching WB a hair "
+        "early. "
         "`startup_aware_bound_s` = (P - burst) x (period + margin) + ((K - 1) // C + 1) x page "
         "time, what one slot must do before the last cabinet's first page: not a target, it "
         "shows how much of the gap to the lower bound is the margin and the slot's own work.",

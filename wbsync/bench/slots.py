@@ -291,13 +291,13 @@ async def _run_k(bench: _Bench, params: Params) -> dict[str, Any]:
     # With C slots the K first pages cannot all start at once: the last cabinet's windows start
     # after (K - 1) // C pages. Approximate (median page time), for reading the gap only.
     startup = ((params.cabinets - 1) // params.concurrency + 1) * (page_s or 0.0)
-    # The limiter spaces tokens by interval + refill margin (2 % of the interval, at most
-    # 25 ms, both scaled), so the pacing itself is a little longer than the window bound.
+    # The limiter spaces tokens by interval + refill margin (2 % of the scaled interval, at
+    # most 25 real ms), so the pacing itself is a little longer than the window bound.
     defaults = Settings()
     interval_ms = _LIMIT.interval_ms * params.time_scale
     margin_ms = min(
         defaults.limiter_refill_margin_ratio * interval_ms,
-        defaults.limiter_refill_margin_cap_ms * params.time_scale,
+        defaults.limiter_refill_margin_cap_ms,
     )
     margin_s = margin_ms / 1000.0
     paced = (params.pages - _LIMIT.burst) * (params.period_s + margin_s)

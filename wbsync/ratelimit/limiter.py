@@ -73,16 +73,16 @@ class Acquired:
 class RateLimiter:
     """Token buckets per (cabinet, limit group), shared by every process through Redis.
 
-    ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap, the refill
-    margin's cap and the learned limits' TTL, so tests and demos can turn WB's minutes into
-    milliseconds. Penalties are real milliseconds, not scaled. ``for_settings`` builds one
+    ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap and the
+    learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties are real milliseconds, not scaled. ``for_settings`` builds one
     from the settings, as every process does.
 
     Each token's refill interval gets a margin, ``refill_margin_ratio`` of the interval and at
     most ``refill_margin_cap_ms``: WB's bucket and ours see each request a few milliseconds
     apart (network, a busy event loop), and a request that reaches WB even slightly before
-    WB's bucket refilled is refused with a 429. A ratio keeps fast buckets' loss small (2 % of
-    a 5-per-second bucket) while slow ones get the whole cap.
+    WB's bucket refilled is refused with a 429. The ratio follows the (scaled) interval, so a
+    bucket never loses more than that share of its rate, at any time scale; the cap is real
+    milliseconds, not scaled, because the jitter it absorbs is real time.
     """
 
     def __init__(
@@ -107,7 +107,7 @@ class RateLimiter:
         self._ceiling_margin_ms = ceiling_margin_ms * time_scale
         self._ceiling_cap_ms = ceiling_cap_ms * time_scale
         self._refill_margin_ratio = refill_margin_ratio
-        self._refill_margin_cap_ms = refill_margin_cap_ms * time_scale
+        self._refill_margin_cap_ms = refill_margin_cap_ms
         self._learned_ttl_ms = learned_ttl_s * 1000.0 * time_scale
         self._script = redis.register_script(_BUCKET)
         self._learn = redis.register_script(_LEARN)
