@@ -74,8 +74,9 @@ class RateLimiter:
     """Token buckets per (cabinet, limit group), shared by every process through Redis.
 
     ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap and the
-    learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties are real milliseconds, not scaled. ``for_settings`` builds one
-    from the settings, as every process does.
+    learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties
+    are real milliseconds, not scaled. ``for_settings`` builds one from the settings, as every
+    process does.
 
     Each token's refill interval gets a margin, ``refill_margin_ratio`` of the interval and at
     most ``refill_margin_cap_ms``: WB's bucket and ours see each request a few milliseconds

@@ -166,6 +166,7 @@ class WbClient:
         failures = limited = 0
         while True:
             acquired = await self._limiter.acquire(scope)
+            sent = clock.monotonic()
             response = await self._send(http, ep, params, json, failures)
             if response is None:
                 failures += 1
@@ -174,7 +175,7 @@ class WbClient:
             count_upstream(ep.section.value, str(response.status_code))
             if response.status_code == 429:
                 limited += 1
-                await self._on_429(ep, scope, response, limited)
+                await self._on_429(ep, scope, response, limited, sent)
                 continue
             await self._feedback.on_reply(scope, RateHeaders.of(response), acquired)
             if response.status_code >= 500:
@@ -241,10 +242,11 @@ class WbClient:
         await clock.sleep_ms(delay_s * 1000.0)
 
     async def _on_429(
-        self, ep: Endpoint, scope: BucketScope, response: httpx.Response, limited: int
+        self, ep: Endpoint, scope: BucketScope, response: httpx.Response, limited: int, sent: float
     ) -> None:
         wait_ms = rate_limit_wait_ms(response, scope.limit, self._settings.time_scale)
-        await self._feedback.on_429(scope, RateHeaders.of(response))
+        round_trip_ms = (clock.monotonic() - sent) * 1000.0
+        await self._feedback.on_429(scope, RateHeaders.of(response), round_trip_ms)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
         await self._limiter.penalize(scope, wait_ms)
         if self._throughput is not None:

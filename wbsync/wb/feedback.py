@@ -10,7 +10,10 @@ room than it allows. A looser WB changes nothing.
 Reading a 429 as a token bucket of ``B`` tokens holding ``t`` (< 1) tokens, one per ``I``
 seconds: Retry = (1 - t) I and Reset = (B - t) I, so I = (Reset - Retry) / (B - 1) when B > 1.
 When B = 1 they are equal and only bound I from below; but our bucket let the request through
-a whole interval of ours after the previous one, so WB's interval is at least ours plus Retry.
+a whole interval of ours after the previous one, so WB's interval is about ours plus Retry,
+less however much later than its token the previous request reached WB, plus however much
+later this one did. The latter is at most this request's round trip, which is added: the
+estimate errs long (a little slower until the learned limit expires), not short (another 429).
 """
 
 from __future__ import annotations
@@ -73,15 +76,16 @@ class Feedback:
         self._limiter = limiter
         self._cabinet = cabinet
 
-    async def on_429(self, scope: BucketScope, headers: RateHeaders) -> None:
-        """A 429 that our bucket let through: WB's bucket is stricter than ours, learn it."""
+    async def on_429(self, scope: BucketScope, headers: RateHeaders, round_trip_ms: float) -> None:
+        """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket is
+        stricter than ours, learn it."""
         burst = headers.limit or scope.limit.burst
         retry, reset = headers.retry_s or 0.0, headers.reset_s or 0.0
         seen_s = extra_s = 0.0
         if burst > 1:
             seen_s = (reset - retry) / (burst - 1) if reset > retry else 0.0
         else:
-            seen_s, extra_s = reset, retry
+            seen_s, extra_s = reset, retry + round_trip_ms / 1000.0
         learned = await self._limiter.learn(
             scope, seen_ms=seen_s * 1000.0, extra_ms=extra_s * 1000.0, burst=headers.limit or 0
         )
