@@ -70,12 +70,12 @@ def _args(
 async def slow_emulator() -> AsyncIterator[Emulator]:
     """Scale 0.003: the finance report's minute is 180 ms, WB's 1-per-window bucket.
 
-    The workers' limiters use the production refill margin (25 ms), which absorbs the few ms
-    between a process taking a token and its request reaching the emulator. Under a full,
-    parallel test run that delay sometimes exceeds it; the 30 ms grace covers that. Two
-    processes that did not share the bucket would still collide in every 180 ms window.
+    The workers' limiters use the production refill margin (2 % of the window here, 3.6 ms),
+    far less than the delay between a process taking a token and its request reaching the
+    emulator under a full, parallel test run; the 100 ms grace covers that. Two processes that
+    did not share the bucket would still collide in every 180 ms window.
     """
-    config = EmulatorConfig(time_scale=0.003, grace_ms=30, anchor_date=ANCHOR)
+    config = EmulatorConfig(time_scale=0.003, grace_ms=100, anchor_date=ANCHOR)
     async with running_emulator(config) as emu:
         yield emu
 
