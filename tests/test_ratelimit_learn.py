@@ -42,17 +42,17 @@ async def test_a_learned_limit_paces_the_bucket_for_every_limiter(
 async def test_learning_only_tightens_and_the_table_is_a_ceiling(
     limiter_factory: LimiterFactory, redis: Redis, prefix: str
 ) -> None:
-    limiter = limiter_factory(time_scale=0.01)
-    bucket = scope(Limit(period_s=6, limit=10, burst=5), group="learn-ceiling")  # 6 ms a token
+    limiter = limiter_factory()
+    bucket = scope(Limit(period_s=6, limit=10, burst=5), group="learn-ceiling")  # 600 ms a token
     # WB looser than the table (a shorter interval, a bigger burst): nothing is stored.
-    assert await limiter.learn(bucket, seen_ms=3.0, burst=8) is None
+    assert await limiter.learn(bucket, seen_ms=300.0, burst=8) is None
     assert await redis.exists(keys.learned_key(prefix, bucket)) == 0
-    tighter = await limiter.learn(bucket, seen_ms=12.0, burst=3)
-    assert tighter is not None and (tighter.interval_ms, tighter.burst) == (12, 3)
+    tighter = await limiter.learn(bucket, seen_ms=1200.0, burst=3)
+    assert tighter is not None and (tighter.interval_ms, tighter.burst) == (1200, 3)
     # Weaker evidence later does not loosen what was learned.
-    assert await limiter.learn(bucket, seen_ms=7.0, burst=4) is None
+    assert await limiter.learn(bucket, seen_ms=700.0, burst=4) is None
     held = await limiter.learned(bucket)
-    assert held is not None and (held.interval_ms, held.burst) == (12, 3)
+    assert held is not None and (held.interval_ms, held.burst) == (1200, 3)
     results = [await limiter.try_acquire(bucket) for _ in range(5)]
     assert [r.acquired for r in results] == [True, True, True, False, False]
     assert await limiter.forget(bucket) is True
@@ -107,11 +107,11 @@ def test_refill_margin_is_a_ratio_of_the_interval_under_a_real_ms_cap(
 
 
 async def test_the_margin_spaces_tokens(limiter_factory: LimiterFactory) -> None:
-    # Interval 100 ms, margin 10 % = 10 ms: the second token is 110 ms after the first.
+    # Interval 10 s, margin 10 % = 1 s: the second token is 11 s after the first.
     limiter = limiter_factory(refill_margin_ratio=0.1, refill_margin_cap_ms=1000.0)
-    bucket = scope(Limit(period_s=0.1, limit=1, burst=1), group="margin")
+    bucket = scope(Limit(period_s=10, limit=1, burst=1), group="margin")
     assert (await limiter.try_acquire(bucket)).acquired
-    assert 100 < (await limiter.try_acquire(bucket)).wait_ms <= 110
+    assert 10_000 < (await limiter.try_acquire(bucket)).wait_ms <= 11_000
 
 
 async def test_ceiling_cap_refuses_a_long_window_at_once(limiter_factory: LimiterFactory) -> None:

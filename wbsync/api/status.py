@@ -33,6 +33,7 @@ from wbsync.api.schemas import (
     CabinetOut,
     CabinetStatusOut,
     JobOut,
+    LearnedOut,
     LimitOut,
     RunOut,
     StatusOut,
@@ -44,7 +45,7 @@ from wbsync.api.schemas import (
 from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
 from wbsync.jobs.queue import LIVE_STATES, job_states, read_jobs
 from wbsync.metrics import QUEUE_JOBS
-from wbsync.ratelimit import BucketScope
+from wbsync.ratelimit import BucketScope, Learned
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
 from wbsync.syncs import SYNCS, unserved_queues
@@ -120,28 +121,43 @@ async def buckets_of(runtime: Runtime, cabinets: Sequence[Cabinet]) -> list[tupl
             if ep.allows(token.type):
                 groups[ep.group].append(ep.name)
         for group, methods in groups.items():
-            limit = ENDPOINTS[methods[0]].limit_for(token.type)
+            limit = ENDPOINTS[methods[0]].limit_for(token.type, runtime.settings)
             wanted.append(
                 (cabinet.name, group, methods, BucketScope(token.seller_id, group, limit))
             )
     peeks = await runtime.limiter.peek_many([w[3] for w in wanted])
+    learned = await runtime.limiter.learned_many([w[3] for w in wanted])
     now = clock.now_ms()
     out = []
-    for (name, group, methods, scope), peek in zip(wanted, peeks, strict=True):
+    for (name, group, methods, scope), peek, known in zip(wanted, peeks, learned, strict=True):
         limit, wait = scope.limit, 0 if peek.acquired else peek.wait_ms
+        capacity = min(limit.burst, known.burst) if known is not None else limit.burst
         bucket = BucketOut(
             group=group,
             methods=methods,
             limit=LimitOut(
                 period_s=limit.period_s, limit=limit.limit, burst=limit.burst, time_scale=scale
             ),
-            tokens_left=peek.remaining,
-            capacity=limit.burst,
+            tokens_left=min(peek.remaining, capacity),
+            capacity=capacity,
             next_token_in_ms=wait,
             next_token_at=at_ms(now + wait),
+            learned=_learned_out(known, scale),
         )
         out.append((name, bucket))
     return out
+
+
+def _learned_out(known: Learned | None, scale: float) -> LearnedOut | None:
+    if known is None:
+        return None
+    limit = known.as_limit(scale)
+    return LearnedOut(
+        period_s=limit.period_s,
+        limit=limit.limit,
+        burst=limit.burst,
+        expires_in_ms=known.expires_in_ms,
+    )
 
 
 async def cabinet_buckets(runtime: Runtime, cabinet: Cabinet) -> list[BucketOut]:

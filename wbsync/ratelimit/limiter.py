@@ -171,8 +171,8 @@ class RateLimiter:
             replies = await run_scripts(
                 self._redis,
                 [
-                    (self._script, self._keys(scopes[i]), self._args(scopes[i], cost=0, penalty_ms=0))
-                    for i in used
+                    (self._script, self._keys(s), self._args(s, cost=0, penalty_ms=0))
+                    for s in (scopes[i] for i in used)
                 ],
             )
         except REDIS_ERRORS as exc:
@@ -222,17 +222,27 @@ class RateLimiter:
 
     async def learned(self, scope: BucketScope) -> Learned | None:
         """The learned limit in force for the bucket, if any."""
-        key = keys.learned_key(self._prefix, scope)
+        [found] = await self.learned_many([scope])
+        return found
+
+    async def learned_many(self, scopes: Sequence[BucketScope]) -> list[Learned | None]:
+        """``learned`` of many buckets, in the order given, in one pipeline."""
+        if not scopes:
+            return []
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hmget(key, "interval_ms", "burst")
-                pipe.pttl(key)
-                (interval_ms, burst), ttl_ms = await pipe.execute()
+                for scope in scopes:
+                    key = keys.learned_key(self._prefix, scope)
+                    pipe.hmget(key, "interval_ms", "burst")
+                    pipe.pttl(key)
+                replies = await pipe.execute()
         except REDIS_ERRORS as exc:
             raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
-        if interval_ms is None or burst is None or ttl_ms < 0:
-            return None
-        return Learned(float(interval_ms), int(burst), int(ttl_ms))
+        out: list[Learned | None] = []
+        for (interval_ms, burst), ttl_ms in zip(replies[::2], replies[1::2], strict=True):
+            found = interval_ms is not None and burst is not None and ttl_ms >= 0
+            out.append(Learned(float(interval_ms), int(burst), int(ttl_ms)) if found else None)
+        return out
 
     async def forget(self, scope: BucketScope) -> bool:
         """Drop the bucket's learned limit (the table applies again); True if there was one."""
