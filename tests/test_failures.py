@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 
@@ -24,7 +24,8 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
-from wbsync.errors import JobLockLostError
+from wbsync.errors import FailureBudgetExhausted, JobLockLostError, WbServerError
+from wbsync.jobs.failures import FailureBudget, backoff_ms
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
@@ -108,6 +109,26 @@ async def _run_until_gone(runtime: Runtime, queue_name: str, cabinet_id: int) ->
 async def _not_live(queue: SyncQueue, cabinet: str) -> bool:
     job = await queue.job(cabinet)
     return job is None or job.state in ("completed", "failed")
+
+
+def test_the_retry_backoff_doubles_up_to_its_ceiling() -> None:
+    waits = [backoff_ms(n, base_ms=1000, max_ms=60_000) for n in range(1, 10)]
+    assert waits == [1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000, 60_000]
+    with pytest.raises(ValidationError, match="WBSYNC_INFRA_RETRY_MS"):
+        Settings(infra_retry_ms=5000, infra_retry_max_ms=4000)
+
+
+def test_the_budget_counts_each_failure_once_and_raises_at_its_limit() -> None:
+    budget = FailureBudget(limit=2)
+    first = WbServerError("WB failed to answer", method="m", status=502)
+    budget.spend(first)
+    budget.spend(first)  # reported by the client, then seen escaping the processor: one failure
+    assert budget.spent == 1
+    with pytest.raises(FailureBudgetExhausted, match="method=m, status=503") as raised:
+        budget.spend(WbServerError("WB failed to answer", method="m", status=503))
+    assert raised.value.budget == 2 and raised.value.status == 503
+    budget.reset()
+    assert (budget.spent, budget.last) == (0, None)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,15 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
@@ -259,6 +267,17 @@ class Settings(BaseSettings):
                     f"{API_KEY_MIN_LENGTH} are needed; {_MAKE_A_KEY}"
                 )
         return keys
+
+    @field_validator("infra_retry_max_ms")
+    @classmethod
+    def _at_least_the_first_retry(cls, value: int, info: ValidationInfo) -> int:
+        first = info.data.get("infra_retry_ms")
+        if first is not None and value < first:
+            raise ValueError(
+                f"{value} is less than WBSYNC_INFRA_RETRY_MS ({first}); the longest retry wait "
+                "must be at least the first"
+            )
+        return value
 
     @field_validator("wb_disabled_methods")
     @classmethod

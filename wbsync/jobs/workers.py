@@ -97,7 +97,7 @@ def build_workers(
     policy = FailurePolicy(
         budget=settings.job_failure_budget,
         retry_ms=settings.infra_retry_ms * scale,
-        retry_max_ms=max(settings.infra_retry_max_ms, settings.infra_retry_ms) * scale,
+        retry_max_ms=settings.infra_retry_max_ms * scale,
         disabled_retry_ms=settings.disabled_retry_s * 1000.0 * scale,
         lock_ms=settings.job_lock_ms,
     )
