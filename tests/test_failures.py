@@ -27,6 +27,7 @@ from wbsync.emulator.config import FaultRule
 from wbsync.errors import FailureBudgetExhausted, JobLockLostError, WbServerError
 from wbsync.jobs.failures import FailureBudget, backoff_ms
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.keys import bullmq_queue_name
@@ -334,7 +335,7 @@ async def _state(queue: SyncQueue, cabinet: str, state: str) -> bool:
 
 
 async def test_the_fan_out_enqueues_a_failed_cabinet_again_after_the_retry_interval(
-    redis_url: str, prefix: str
+    redis_url: str, redis: Redis, prefix: str
 ) -> None:
     queue = SyncQueue("again", redis_url=redis_url, prefix=f"{prefix}:q", attempts=1)
     runs: list[float] = []
@@ -352,7 +353,8 @@ async def test_the_fan_out_enqueues_a_failed_cabinet_again_after_the_retry_inter
     fanout = FanOut({"again": queue}, active, {"again": 3600.0}, failed_retry_s=0.4)
     stop = asyncio.Event()
     await worker.start()
-    task = asyncio.create_task(fanout.run(stop))
+    leases = FanOutLeases(redis, prefix=prefix, lease_ms=60_000)
+    task = asyncio.create_task(fanout.run(stop, leases))
     try:
         await wait_for(lambda: len(runs) == 2)
     finally:
@@ -500,7 +502,8 @@ async def test_redis_restarted_empty_mid_run_the_fan_out_brings_the_lost_jobs_ba
         queue = runtime.queue(name)
         fanout = FanOut({name: queue}, lambda: _ids(ids), {name: 0.5})
         await worker.start()
-        fanning = asyncio.create_task(fanout.run(stop))
+        leases = FanOutLeases(runtime.redis, prefix=settings.redis_prefix, lease_ms=1000)
+        fanning = asyncio.create_task(fanout.run(stop, leases))
         await wait_for(lambda: _stored_any(runtime, ids))
         first.stop()  # every job, lock and bucket is gone with it
         second = EmbeddedRedis(port=port).start()

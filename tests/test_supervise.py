@@ -14,6 +14,7 @@ from tests.conftest_store import DatabaseFactory
 from tests.waiting import wait_for
 from wbsync.config import Settings
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.leader import FanOutLeases
 from wbsync.runtime import Runtime
 from wbsync.service import active_cabinet_ids
 from wbsync.supervise import supervise
@@ -46,17 +47,24 @@ async def _set_created_at(runtime: Runtime, value: str) -> None:
 
 
 async def test_a_fanout_crashing_on_a_bad_row_is_logged_and_restarted(
-    runtime: Runtime, caplog: pytest.LogCaptureFixture
+    runtime: Runtime, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     cabinet = await runtime.store.cabinets.add("bad-row", "a-token", "seller")
     # A row the code cannot read (not a database failure): reading it raises a ValueError.
     await _set_created_at(runtime, "not a timestamp")
     queue = runtime.queue(QUEUE)
     fanout = FanOut({QUEUE: queue}, lambda: active_cabinet_ids(runtime), {QUEUE: 3600.0})
+    leases = FanOutLeases(runtime.redis, prefix=prefix, lease_ms=60_000)
     stop = asyncio.Event()
     caplog.set_level(logging.ERROR, logger="wbsync.supervise")
     task = asyncio.create_task(
-        supervise("the fan-out", lambda: fanout.run(stop), stop, backoff_s=0.05, backoff_max_s=0.2)
+        supervise(
+            "the fan-out",
+            lambda: fanout.run(stop, leases),
+            stop,
+            backoff_s=0.05,
+            backoff_max_s=0.2,
+        )
     )
     try:
         await wait_for(lambda: len(caplog.records) >= 3, timeout_s=30)  # crashed, again, again

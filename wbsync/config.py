@@ -166,6 +166,18 @@ class Settings(BaseSettings):
     sync_queue_concurrency: int = Field(
         default=5, ge=1, description="Jobs each sync queue's worker runs at once."
     )
+    queue_concurrency: dict[str, int] = Field(
+        default_factory=dict,
+        description='Jobs a queue\'s worker runs at once, per queue, JSON: {"rnp-finance-sync": '
+        "20}; unset queues run sync_queue_concurrency. Per process.",
+    )
+    leader_lease_ms: int = Field(
+        default=15_000,
+        ge=300,
+        description="Lease of a queue's fan-out leader in Redis (real ms, not scaled): a leader "
+        "extends it every third of it; when a leader dies another process takes over after at "
+        "most this long plus a third.",
+    )
     wb_base_url: str | None = Field(
         default=None,
         description="One base URL for every WB section (e.g. the emulator); unset = WB's hosts.",

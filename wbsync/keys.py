@@ -3,7 +3,8 @@
 All keys start with the configured prefix. Every key carries a Redis Cluster hash tag, so a
 cluster keeps what one Lua call touches in one slot and spreads the rest over its masters: a
 bucket's key is tagged ``{cabinet:group}``; a queue's BullMQ keys are tagged with the queue's
-name (``<prefix>:q:{<queue>}:...``), so each queue lives in one slot and the nine queues spread.
+name (``<prefix>:q:{<queue>}:...``), so each queue lives in one slot and the nine queues spread;
+the fan-out's leases and schedule share the tag ``{fanout}``, so one Lua call checks them all.
 """
 
 from __future__ import annotations
@@ -47,3 +48,13 @@ def bullmq_worker_connection_name(queue_prefix: str, queue: str) -> str:
 def throughput_key(prefix: str, queue: str, minute: int) -> str:
     """The key counting one queue's pages and 429s in one wall-clock minute (epoch minutes)."""
     return f"{prefix}:tp:{{{queue}}}:{minute}"
+
+
+def fanout_lease_key(prefix: str, queue: str) -> str:
+    """The key holding the id of the process that leads ``queue``'s fan-out."""
+    return f"{prefix}:{{fanout}}:lease:{queue}"
+
+
+def fanout_schedule_key(prefix: str) -> str:
+    """The hash of each queue's next fan-out time (Redis clock, ms), shared by every leader."""
+    return f"{prefix}:{{fanout}}:due"

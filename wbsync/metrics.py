@@ -86,6 +86,12 @@ QUEUE_JOBS = Gauge(
     ["queue", "state"],
 )
 
+FANOUT_LEADER = Gauge(
+    "wbsync_fanout_leader",
+    "1 while this process leads the queue's fan-out (holds its lease in Redis), else 0.",
+    ["queue"],
+)
+
 
 def sample(name: str, **labels: str) -> float:
     """The current value of one sample of the default registry (0 if it was never set)."""

@@ -1,5 +1,8 @@
 """``wbsync run``: a worker for every sync queue plus the fan-out, until SIGINT or SIGTERM.
 
+Any number of these may run against one Redis (or cluster) and database: the queues share the
+jobs, and for each queue one process at a time leads the fan-out (``wbsync.jobs.leader``).
+
 On the first signal every worker stops taking jobs at once, the fan-out pass in progress is
 abandoned, and running jobs get ``WBSYNC_SHUTDOWN_GRACE_S`` to finish or defer; then (or at a
 second signal) they are cancelled and put back as delayed jobs that resume from their cursors,
@@ -18,6 +21,7 @@ from wbsync.config import Settings
 from wbsync.errors import ConfigError, TokenError
 from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime, open_runtime
@@ -143,8 +147,12 @@ async def _serve(
         failed_retry_s=runtime.settings.failed_retry_s * runtime.settings.time_scale,
         serves=gaps.serves,
     )
+    settings = runtime.settings
+    leases = FanOutLeases(
+        runtime.redis, prefix=settings.redis_prefix, lease_ms=settings.leader_lease_ms
+    )
     fanning = asyncio.create_task(
-        supervise("the fan-out", lambda: fanout.run(stop), stop), name="fan-out"
+        supervise("the fan-out", lambda: fanout.run(stop, leases), stop), name="fan-out"
     )
     extras = [asyncio.create_task(watch_health(runtime, stop), name="health")]
     if extra is not None:

@@ -2,12 +2,13 @@
 
 It relies on the queue's anti-overlap (one live job per (queue, cabinet)), so a cabinet whose
 sync is still running or deferred is never given a second one; it reports per queue how many
-jobs it added and how many it skipped as live.
+jobs it added and how many it skipped as live. With many processes, only the leader of a queue
+(``wbsync.jobs.leader``) fans it out, on the schedule shared in Redis.
 
 A cabinet whose job failed is not left until the queue's next interval (up to hours): once the
-job has sat in ``failed`` for ``failed_retry_s``, the fan-out enqueues the cabinet again. Until
-then the failed job, with its reason, is what the status page shows. Failed jobs are looked for
-every quarter of ``failed_retry_s``, so the retry comes at most that much late.
+job has sat in ``failed`` for ``failed_retry_s``, the queue's leader enqueues the cabinet again.
+Until then the failed job, with its reason, is what the status page shows. Failed jobs are looked
+for every quarter of ``failed_retry_s``, so the retry comes at most that much late.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from wbsync import clock
 from wbsync.errors import WbSyncError
+from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 
 log = logging.getLogger(__name__)
@@ -70,12 +72,13 @@ class FanOut:
             log.info("fan-out %s: %d added, %d skipped as live", name, added, len(results) - added)
         return reports
 
-    async def retry_failed(self) -> dict[str, int]:
-        """Enqueue again every active cabinet whose job failed ``failed_retry_s`` ago or more."""
+    async def retry_failed(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        """Enqueue again every active cabinet whose job failed ``failed_retry_s`` ago or more,
+        on the named queues (all by default)."""
         cutoff_ms = clock.now_ms() - self._failed_retry_s * 1000.0
         due = {}
-        for name, queue in self._queues.items():
-            failed = await queue.failed_at()
+        for name in names if names is not None else self._queues:
+            failed = await self._queues[name].failed_at()
             ready = [cabinet for cabinet, at in failed.items() if at <= cutoff_ms]
             if ready:
                 due[name] = ready
@@ -97,27 +100,48 @@ class FanOut:
             return list(cabinets)
         return [c for c in cabinets if self._serves(queue, c)]
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Fan out each queue now and then every interval, until ``stop`` is set; enqueue
+    async def run(self, stop: asyncio.Event, leases: FanOutLeases) -> None:
+        """Until ``stop`` is set: lead what this process can; fan out each led queue when the
+        shared schedule says it is due (at once if it never ran), then every interval; enqueue
         failed jobs' cabinets again ``failed_retry_s`` after they failed."""
-        due = dict.fromkeys(self._queues, clock.monotonic())
+        names = list(self._queues)
         look_every = self._failed_retry_s / 4
         look_at = clock.monotonic() + look_every
-        while not stop.is_set():
-            now = clock.monotonic()
-            ready = [name for name, at in due.items() if at <= now]
+        try:
+            while not stop.is_set():
+                timeout = leases.poll_s
+                try:
+                    held = await leases.hold(names)
+                    timeout = min(timeout, await self._fan_out_due(held, leases))
+                    if held.queues and look_at <= clock.monotonic():
+                        look_at = clock.monotonic() + look_every
+                        await self.retry_failed(held.queues)
+                except WbSyncError as exc:  # Redis or the database hiccuped: try next poll
+                    log.warning("fan-out failed: %s", exc)
+                timeout = min(timeout, max(0.0, look_at - clock.monotonic()))
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=timeout)
+                except TimeoutError:
+                    pass
+        finally:
             try:
-                if ready:
-                    await self.run_once(ready)
-                if look_at <= now:
-                    look_at = now + look_every
-                    await self.retry_failed()
-            except WbSyncError as exc:  # Redis or the database hiccuped: try next interval
-                log.warning("fan-out failed: %s", exc)
-            for name in ready:
-                due[name] = now + self._intervals_s[name]
-            timeout = max(0.0, min([*due.values(), look_at]) - clock.monotonic())
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=timeout)
-            except TimeoutError:
-                pass
+                await leases.release(names)
+            except WbSyncError as exc:
+                log.warning("could not give up the fan-out leases (they expire): %s", exc)
+
+    async def _fan_out_due(self, held: Held, leases: FanOutLeases) -> float:
+        """Fan out the led queues that are due; seconds until the next one is."""
+        due = await leases.due_ms(held.queues)
+        ready = [q for q, at in due.items() if at is None or at <= held.now_ms]
+        if ready:
+            await self.run_once(ready)
+            await leases.set_due_ms(
+                {q: held.now_ms + round(self._intervals_s[q] * 1000) for q in ready}
+            )
+        waits = [
+            max(0.0, (at - held.now_ms) / 1000.0)
+            for q, at in due.items()
+            if q not in ready and at is not None
+        ]
+        waits += [self._intervals_s[q] for q in ready]
+        return min(waits, default=leases.poll_s)

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from wbsync import clock
-from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
+from wbsync.config import Settings
+from wbsync.errors import ConfigError, MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
@@ -83,6 +84,21 @@ async def _record_failure(
         log.warning("could not record the failure of %s: %s", sync, record_exc)
 
 
+def queue_concurrency(settings: Settings, queue: str) -> int:
+    """Jobs ``queue``'s worker runs at once: its entry in WBSYNC_QUEUE_CONCURRENCY, else the
+    default for every queue."""
+    unknown = set(settings.queue_concurrency) - set(SYNCS)
+    if unknown:
+        raise ConfigError(
+            f"WBSYNC_QUEUE_CONCURRENCY names unknown queues {sorted(unknown)}; "
+            f"queues: {', '.join(SYNCS)}"
+        )
+    bad = {q: n for q, n in settings.queue_concurrency.items() if n < 1}
+    if bad:
+        raise ConfigError(f"WBSYNC_QUEUE_CONCURRENCY: each value must be >= 1, got {bad}")
+    return settings.queue_concurrency.get(queue, settings.sync_queue_concurrency)
+
+
 def build_workers(
     runtime: Runtime,
     names: Iterable[str] | None = None,
@@ -111,7 +127,7 @@ def build_workers(
                 policy.wrap(service.wrap(processor) if sync.long else processor),
                 redis_url=runtime.redis_url,
                 prefix=runtime.queue_prefix,
-                concurrency=concurrency or settings.sync_queue_concurrency,
+                concurrency=concurrency or queue_concurrency(settings, name),
                 lock_duration_ms=settings.job_lock_ms,
                 on_outcome=on_outcome,
             )

@@ -1,0 +1,245 @@
+"""Many processes: one fan-out leader per queue (leases in Redis, takeover when a leader dies),
+the shared fan-out schedule, and per-queue concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from redis.asyncio import Redis
+
+from tests.conftest_store import DatabaseFactory
+from tests.waiting import wait_for
+from wbsync import clock, keys
+from wbsync.config import Settings
+from wbsync.demo.expected import expected_datasets
+from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.errors import ConfigError
+from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.leader import FanOutLeases
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.workers import queue_concurrency
+from wbsync.metrics import sample
+from wbsync.runtime import Runtime
+from wbsync.store.datasets import DATASETS
+from wbsync.syncs import SyncOptions
+
+FINANCE = "rnp-finance-sync"
+
+
+def leases(redis: Redis, prefix: str, owner: str, lease_ms: int = 60_000) -> FanOutLeases:
+    return FanOutLeases(redis, prefix=prefix, lease_ms=lease_ms, owner=owner)
+
+
+async def test_one_holder_per_queue_until_it_gives_up_or_its_lease_expires(
+    redis: Redis, prefix: str
+) -> None:
+    a, b = leases(redis, prefix, "a", lease_ms=400), leases(redis, prefix, "b")
+
+    assert (await a.hold(["q1", "q2"])).queues == ("q1", "q2")
+    assert sample("wbsync_fanout_leader", queue="q1") == 1
+    assert (await b.hold(["q1", "q2", "q3"])).queues == ("q3",)  # q3 was free
+    assert (await a.hold(["q1"])).queues == ("q1",)  # extends its own
+    await a.release(["q2"])
+    assert (await b.hold(["q2"])).queues == ("q2",)  # given up: taken at once
+    await b.release(["q1"])  # not b's: untouched
+    assert await redis.get(keys.fanout_lease_key(prefix, "q1")) == "a"
+    # a stops extending (it died): its lease expires and b takes over.
+    await wait_for(lambda: _holds(b, "q1"))
+
+
+async def _holds(lease: FanOutLeases, queue: str) -> bool:
+    return queue in (await lease.hold([queue])).queues
+
+
+async def test_two_fanouts_enqueue_once_and_a_new_leader_keeps_the_schedule(
+    redis_url: str, redis: Redis, prefix: str
+) -> None:
+    queue = SyncQueue("qlead", redis_url=redis_url, prefix=f"{prefix}:q")
+    passes: list[str] = []
+
+    async def cabinets() -> list[str]:
+        passes.append("pass")
+        return ["c1", "c2"]
+
+    first = FanOut({"qlead": queue}, cabinets, {"qlead": 3600.0})
+    second = FanOut({"qlead": queue}, cabinets, {"qlead": 3600.0})
+    stop_first, stop_second = asyncio.Event(), asyncio.Event()
+    lease_a = leases(redis, prefix, "a", lease_ms=300)
+    lease_b = leases(redis, prefix, "b", lease_ms=300)
+    try:
+        running_a = asyncio.create_task(first.run(stop_first, lease_a))
+        await wait_for(lambda: passes)
+        running_b = asyncio.create_task(second.run(stop_second, lease_b))
+        stop_first.set()  # the leader stops (and gives up its lease)
+        await running_a
+        await wait_for(lambda: _holds(lease_b, "qlead"))
+        await wait_for(lambda: sample("wbsync_fanout_leader", queue="qlead") == 1)
+        # b leads now, but the queue is not due for an hour: it enqueues nothing.
+        assert passes == ["pass"]
+        assert (await queue.counts())["waiting"] == 2
+        stop_second.set()
+        await running_b
+        assert await redis.get(keys.fanout_lease_key(prefix, "qlead")) is None  # given up
+    finally:
+        stop_first.set()
+        stop_second.set()
+        await queue.obliterate()
+        await queue.close()
+
+
+def test_queue_concurrency_per_queue_with_a_default_and_clear_errors() -> None:
+    settings = Settings(queue_concurrency={FINANCE: 12}, sync_queue_concurrency=3)
+    assert queue_concurrency(settings, FINANCE) == 12
+    assert queue_concurrency(settings, "catalog-sync") == 3
+    with pytest.raises(ConfigError, match=r"unknown queues \['finance'\]"):
+        queue_concurrency(Settings(queue_concurrency={"finance": 2}), FINANCE)
+    with pytest.raises(ConfigError, match="must be >= 1"):
+        queue_concurrency(Settings(queue_concurrency={FINANCE: 0}), FINANCE)
+
+
+SCALE = 0.005  # WB's minute is 300 ms
+SECRET = "leader-test-secret"
+SELLERS = [f"0000000{i}-0000-4000-8000-00000000000a" for i in range(1, 4)]
+LEASE_MS = 900
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        time_scale=SCALE,
+        anchor_date=clock.today(),
+        sizes=SellerSizes(report_rows=36),
+        page_size={"finance.detailed_report": 6},
+    )
+    async with running_emulator(config) as emu:
+        yield emu
+
+
+def _finance_rows(emu: Emulator, seller: str) -> int:
+    rows = expected_datasets(emu, seller, today=clock.today(), options=SyncOptions())
+    return len({DATASETS["finance_report"].row_key(r) for r in rows["finance_report"]})
+
+
+async def _leader_pid(redis: Redis, prefix: str) -> int | None:
+    owner = await redis.get(keys.fanout_lease_key(prefix, FINANCE))
+    return int(str(owner).split(":")[-2]) if owner else None
+
+
+async def test_leader_killed_mid_run_another_takes_over_without_an_enqueue_storm(
+    redis_url: str,
+    redis: Redis,
+    prefix: str,
+    database_factory: DatabaseFactory,
+    emulator: Emulator,
+    tmp_path: Path,
+) -> None:
+    # One backend is enough here (this is about processes); no other test's cabinets.
+    database_url = await database_factory.new_url("sqlite")
+    settings = Settings(
+        redis_prefix=prefix,
+        database_url=database_url,
+        secret_key=SecretStr(SECRET),
+        wb_base_url=emulator.base_url,
+        time_scale=SCALE,
+    )
+    runtime = await Runtime(settings, redis_url=redis_url).start()
+    procs: dict[int, asyncio.subprocess.Process] = {}
+    try:
+        cabinets = [
+            await runtime.store.cabinets.add(f"shop-{i}", emulator.token(s), s)
+            for i, s in enumerate(SELLERS)
+        ]
+        env = {
+            **os.environ,
+            "WBSYNC_REDIS_URL": redis_url,
+            "WBSYNC_REDIS_PREFIX": prefix,
+            "WBSYNC_DATABASE_URL": database_url,
+            "WBSYNC_SECRET_KEY": SECRET,
+            "WBSYNC_WB_BASE_URL": emulator.base_url,
+            "WBSYNC_TIME_SCALE": str(SCALE),
+            "WBSYNC_LEADER_LEASE_MS": str(LEASE_MS),
+            "WBSYNC_JOB_LOCK_MS": "1000",  # the killed leader's jobs are taken over soon
+            # The survivor resumes every stalled job at once while the emulator shares this
+            # test's loop: on a loaded machine a request can reach WB more than the default
+            # 25 ms after its token was taken.
+            "WBSYNC_LIMITER_REFILL_MARGIN_MS": "100",
+            "WBSYNC_FANOUT_INTERVALS_S": f'{{"{FINANCE}": 1000000}}',  # one pass in the test
+        }
+        command = [sys.executable, "-m", "wbsync", "run", "--queues", FINANCE]
+        for i in range(2):
+            with (tmp_path / f"run-{i}.log").open("wb") as log:
+                proc = await asyncio.create_subprocess_exec(*command, env=env, stderr=log)
+            procs[proc.pid] = proc
+        await wait_for(lambda: _leader_pid(redis, prefix))
+        leader = await _leader_pid(redis, prefix)
+        assert leader in procs
+        # Mid-run: some pages stored, not all.
+        await wait_for(lambda: _rows_at_least(runtime, cabinets, 12))
+
+        procs[leader].kill()  # SIGKILL: its lease is neither extended nor given up
+        await procs.pop(leader).wait()
+        killed_at = time.monotonic()
+        [(survivor, proc)] = procs.items()
+        await wait_for(lambda: _is_leader(redis, prefix, survivor), timeout_s=LEASE_MS / 1000 * 5)
+        takeover_s = time.monotonic() - killed_at
+
+        expected = sum(_finance_rows(emulator, s) for s in SELLERS)
+        await wait_for(lambda: _rows_exact(runtime, cabinets, expected), timeout_s=60)
+        queue = runtime.queue(FINANCE)
+        await wait_for(lambda: _no_live_jobs(queue))
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        for left in procs.values():
+            if left.returncode is None:
+                left.kill()
+                await left.wait()
+        await runtime.aclose()
+
+    # Within the lease plus one poll (a third), with room for a loaded machine.
+    assert takeover_s <= LEASE_MS / 1000 * 4 / 3 + 2.0
+    passes = [
+        line
+        for i in range(2)
+        for line in (tmp_path / f"run-{i}.log").read_text().splitlines()
+        if f"fan-out {FINANCE}:" in line
+    ]
+    assert len(passes) == 1, passes  # one fan-out pass in all: no second leader, no re-run
+    added = await _events(redis, prefix, "added")
+    assert added == len(SELLERS)  # each cabinet enqueued once
+    assert emulator.counters.total("rate_limited") == 0
+
+
+async def _is_leader(redis: Redis, prefix: str, pid: int) -> bool:
+    return await _leader_pid(redis, prefix) == pid
+
+
+async def _rows(runtime: Runtime, cabinets: list[Any]) -> int:
+    return sum([await runtime.store.count("finance_report", c.id) for c in cabinets])
+
+
+async def _rows_at_least(runtime: Runtime, cabinets: list[Any], rows: int) -> bool:
+    return await _rows(runtime, cabinets) >= rows
+
+
+async def _rows_exact(runtime: Runtime, cabinets: list[Any], expected: int) -> bool:
+    return await _rows(runtime, cabinets) == expected
+
+
+async def _no_live_jobs(queue: SyncQueue) -> bool:
+    return not await queue.live_jobs()
+
+
+async def _events(redis: Redis, prefix: str, event: str) -> int:
+    stream = f"{keys.queue_prefix(prefix)}:{keys.bullmq_queue_name(FINANCE)}:events"
+    entries: list[tuple[str, dict[str, str]]] = await redis.xrange(stream)  # type: ignore[assignment]
+    return sum(1 for _, fields in entries if fields.get("event") == event)

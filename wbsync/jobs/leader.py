@@ -1,0 +1,105 @@
+"""One fan-out leader per queue across every process and host, by a lease in Redis.
+
+Each process that runs a queue competes for that queue's lease (``lease.lua``: take it when
+free, extend it when held, in one atomic pass). Only the holder fans the queue out; the others
+poll and take over once a dead leader's lease expires, at most ``lease_ms`` plus one poll
+(``lease_ms / 3``) after its last renewal. Leases are per queue so that processes split by
+``--queues`` each lead the queues they run. The schedule (each queue's next fan-out, on Redis's
+clock) lives in Redis too, so a new leader continues it instead of fanning out again at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from wbsync import keys
+from wbsync.errors import RedisUnavailableError
+from wbsync.metrics import FANOUT_LEADER
+from wbsync.redis_client import REDIS_ERRORS, RedisClient
+
+log = logging.getLogger(__name__)
+
+_SCRIPT = resources.files("wbsync.jobs").joinpath("lease.lua").read_text(encoding="utf-8")
+
+
+def owner_id() -> str:
+    """An id for this process that no other process on any host shares."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The queues whose leases this process holds, and Redis's clock when it checked (ms)."""
+
+    now_ms: int
+    queues: tuple[str, ...]
+
+
+class FanOutLeases:
+    """The fan-out leases and the shared schedule of one deployment (its Redis prefix)."""
+
+    def __init__(
+        self, redis: RedisClient, *, prefix: str, lease_ms: int, owner: str | None = None
+    ) -> None:
+        if lease_ms < 1:
+            raise ValueError(f"lease_ms must be >= 1, got {lease_ms}")
+        self._redis = redis
+        self._prefix = prefix
+        self.lease_ms = lease_ms
+        self.owner = owner or owner_id()
+        self._script = redis.register_script(_SCRIPT)
+        self._schedule = keys.fanout_schedule_key(prefix)
+
+    @property
+    def poll_s(self) -> float:
+        """How often a leader extends its leases and a follower tries to take them."""
+        return self.lease_ms / 3000.0
+
+    async def hold(self, queues: Sequence[str]) -> Held:
+        """Take or extend the leases of ``queues``; the ones this process holds now."""
+        reply = await self._call(queues, self.lease_ms)
+        held = tuple(q for q, flag in zip(queues, reply[1:], strict=True) if int(flag))
+        for queue in queues:
+            FANOUT_LEADER.labels(queue).set(1 if queue in held else 0)
+        return Held(now_ms=int(reply[0]), queues=held)
+
+    async def release(self, queues: Sequence[str]) -> None:
+        """Give up the leases this process holds, so another process leads at once."""
+        await self._call(queues, 0)
+        for queue in queues:
+            FANOUT_LEADER.labels(queue).set(0)
+
+    async def due_ms(self, queues: Sequence[str]) -> dict[str, int | None]:
+        """Each queue's next fan-out time (Redis clock, ms); None if it never ran."""
+        if not queues:
+            return {}
+        try:
+            values = await self._redis.hmget(self._schedule, list(queues))
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
+        return {q: None if v is None else int(v) for q, v in zip(queues, values, strict=True)}
+
+    async def set_due_ms(self, due: Mapping[str, int]) -> None:
+        """Record the queues' next fan-out times, for whichever process leads next."""
+        if not due:
+            return
+        try:
+            mapping: dict[Any, Any] = dict(due)
+            await self._redis.hset(self._schedule, mapping=mapping)
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
+
+    async def _call(self, queues: Sequence[str], lease_ms: int) -> list[int]:
+        lease_keys = [keys.fanout_lease_key(self._prefix, q) for q in queues]
+        try:
+            reply = await self._script(keys=lease_keys, args=[self.owner, lease_ms])
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"fan-out lease: Redis failed: {exc}") from exc
+        return [int(x) for x in reply]
