@@ -1,5 +1,6 @@
 """wbsync on a real Redis Cluster of three masters on loopback (skipped where redis-server has no
-cluster support): key layout, deferral and resume, anti-overlap, penalties across processes."""
+cluster support): key layout, deferral and resume, anti-overlap, penalties across processes, the
+fan-out and the syncs against the emulator, the status page, and a master restarted mid-run."""
 
 from __future__ import annotations
 
@@ -7,18 +8,33 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
+import httpx
 import pytest
+from pydantic import SecretStr
 from redis.asyncio.cluster import RedisCluster
 
+from tests.conftest_store import DatabaseFactory
 from tests.test_jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
 from tests.waiting import wait_for
-from wbsync import keys, redis_client
+from wbsync import clock, keys, redis_client
+from wbsync.api import create_app
+from wbsync.config import Settings
+from wbsync.demo.expected import expected_datasets
+from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import ConfigError, RedisUnavailableError
-from wbsync.jobs.queue import JobHandle
+from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue
+from wbsync.jobs.workers import build_workers
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.syncs import SYNCS
+from wbsync.runtime import Runtime
+from wbsync.service import active_cabinet_ids
+from wbsync.store import Cabinet
+from wbsync.store.datasets import DATASETS
+from wbsync.syncs import SYNCS, SyncOptions
+from wbsync.wb import endpoints as eps
 
 
 @pytest.fixture(scope="session")
@@ -174,3 +190,145 @@ async def test_a_penalty_from_another_process_holds_every_process(
     elapsed_ms = (time.monotonic() - started) * 1000
     assert not refused.acquired
     assert 2000 - elapsed_ms <= refused.wait_ms <= 2000
+
+
+# The whole flow on the cluster: fan-out, syncs against the emulator, the status page, a restart.
+
+FLOW_SCALE = 0.005  # WB's minute is 300 ms
+SECRET = "cluster-test-secret"
+API_KEY = "cluster-test-api-key-0123456789abcdef"
+SELLERS = [f"0000000{i}-0000-4000-8000-0000000000c0" for i in range(1, 4)]
+FINANCE = "rnp-finance-sync"
+CATALOG = "catalog-sync"
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        time_scale=FLOW_SCALE,
+        grace_ms=100,  # a loaded machine delays a request after its token was taken
+        anchor_date=clock.today(),
+        sizes=SellerSizes(report_rows=24, products=12),
+        page_size={"finance.detailed_report": 6},
+    )
+    async with running_emulator(config) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def runtime(
+    cluster: EmbeddedCluster, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
+) -> AsyncIterator[Runtime]:
+    settings = Settings(
+        redis_url=cluster.url,
+        redis_prefix=prefix,
+        database_url=await database_factory.new_url("sqlite"),
+        secret_key=SecretStr(SECRET),
+        api_keys=[SecretStr(API_KEY)],
+        wb_base_url=emulator.base_url,
+        time_scale=FLOW_SCALE,
+    )
+    started = await Runtime(settings, redis_url=cluster.url).start()
+    try:
+        yield started
+    finally:
+        await started.aclose()
+
+
+async def _run_workers(runtime: Runtime, names: list[str], outcomes: list[Outcome]) -> list[Any]:
+    workers = build_workers(runtime, names, on_outcome=outcomes.append)
+    for worker in workers:
+        await worker.start()
+    return workers
+
+
+async def _finance_exact(runtime: Runtime, emulator: Emulator, cabinets: list[Cabinet]) -> bool:
+    spec = DATASETS["finance_report"]
+    for cabinet in cabinets:
+        rows = expected_datasets(
+            emulator, cabinet.seller_id, today=clock.today(), options=SyncOptions()
+        )
+        want = {spec.row_key(r) for r in rows["finance_report"]}
+        got = {spec.row_key(r) for r in await runtime.store.fetch("finance_report", cabinet.id)}
+        if got != want:
+            return False
+    return True
+
+
+async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
+    runtime: Runtime, emulator: Emulator
+) -> None:
+    cabinets = [
+        await runtime.store.cabinets.add(f"cl-{i}", emulator.token(s), s)
+        for i, s in enumerate(SELLERS[:2])
+    ]
+    held = cabinets[0]
+    window = runtime.client(held).scope(eps.FINANCE_DETAILED_REPORT)
+    await runtime.limiter.penalize(window, 3_600_000)  # its finance window stays closed
+    outcomes: list[Outcome] = []
+    workers = await _run_workers(runtime, [FINANCE, CATALOG], outcomes)
+    try:
+        fanout = FanOut(
+            {n: runtime.queue(n) for n in (FINANCE, CATALOG)},
+            lambda: active_cabinet_ids(runtime),
+            {FINANCE: 3600.0, CATALOG: 3600.0},
+        )
+        reports = await fanout.run_once()
+        assert {n: r.added for n, r in reports.items()} == {FINANCE: 2, CATALOG: 2}
+        finance = runtime.queue(FINANCE)
+        await wait_for(lambda: _state(finance, str(held.id), "delayed"))
+        await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 3)
+
+        transport = httpx.ASGITransport(app=create_app(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://wbsync.test") as api:
+            status = (await api.get("/api/v1/status", headers=_AUTH)).json()
+            page = await api.get("/", headers=_AUTH)
+        [entry] = [c for c in status["cabinets"] if c["cabinet"]["id"] == held.id]
+        assert [j["state"] for j in entry["jobs"] if j["queue"] == FINANCE] == ["delayed"]
+        assert page.status_code == 200 and "delayed" in page.text
+
+        await runtime.redis.delete(keys.bucket_key(runtime.settings.redis_prefix, window))
+        await finance.promote_delayed()  # the window opens: the held job resumes and finishes
+        await wait_for(lambda: _finance_exact(runtime, emulator, cabinets))
+        await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 4)
+    finally:
+        for worker in workers:
+            await worker.close()
+    assert not [o for o in outcomes if o.outcome == "failed"]
+
+
+async def test_a_master_restarted_mid_run_loses_nothing(
+    cluster: EmbeddedCluster, client: RedisCluster, runtime: Runtime, emulator: Emulator
+) -> None:
+    cabinets = [
+        await runtime.store.cabinets.add(f"rs-{i}", emulator.token(s), s)
+        for i, s in enumerate(SELLERS)
+    ]
+    outcomes: list[Outcome] = []
+    workers = await _run_workers(runtime, [FINANCE], outcomes)
+    queue_key = f"{runtime.queue_prefix}:{keys.bullmq_queue_name(FINANCE)}:wait"
+    await client.initialize()
+    master = cluster.ports.index(_port_of(client, queue_key))  # the finance queue's master
+    try:
+        await runtime.queue(FINANCE).enqueue_many([str(c.id) for c in cabinets])
+        await wait_for(lambda: _stored(runtime, cabinets, at_least=6))  # mid-run
+        await asyncio.to_thread(cluster.restart, master)
+        await wait_for(lambda: _finance_exact(runtime, emulator, cabinets), timeout_s=60)
+        await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 3)
+    finally:
+        for worker in workers:
+            await worker.close()
+    assert not [o for o in outcomes if o.outcome == "failed"]
+
+
+_AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+async def _state(queue: SyncQueue, cabinet: str, state: str) -> bool:
+    job = await queue.job(cabinet)
+    return job is not None and job.state == state
+
+
+async def _stored(runtime: Runtime, cabinets: list[Cabinet], *, at_least: int) -> bool:
+    counts = [await runtime.store.count("finance_report", c.id) for c in cabinets]
+    return sum(counts) >= at_least
