@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wbsync.cli import app
-from wbsync.config import get_settings
+from wbsync.config import Settings, get_settings
 from wbsync.store import Database, Store
 from wbsync.wb.tokens import Category, mint_token
 
@@ -153,3 +153,24 @@ def test_import_adds_the_good_lines_and_reports_every_other(db_url: str, tmp_pat
     assert "refused: line 3 'x': no token" in reply.output
     unreadable = invoke("cabinets", "import", str(tmp_path / "missing.csv"))
     assert unreadable.exit_code == 2 and "cannot read" in unreadable.output
+
+
+def test_settings_lists_every_setting_with_secrets_masked(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api_key = "k" * 40
+    monkeypatch.setenv("WBSYNC_API_KEYS", json.dumps([api_key]))
+    monkeypatch.setenv("WBSYNC_REDIS_URL", "redis://user:redis-password@127.0.0.1:6379/0")
+    get_settings.cache_clear()
+    reply = invoke("settings", "--json")
+    assert reply.exit_code == 0, reply.output
+    shown = json.loads(reply.output)
+    assert set(shown) == {f"WBSYNC_{name.upper()}" for name in Settings.model_fields}
+    assert shown["WBSYNC_SECRET_KEY"] == "**********"
+    assert shown["WBSYNC_API_KEYS"] == "[1 set]"
+    assert shown["WBSYNC_REDIS_URL"] == "redis://user:**********@127.0.0.1:6379/0"
+    assert shown["WBSYNC_DATABASE_URL"] == db_url
+    table = invoke("settings").output
+    for secret in (SECRET, api_key, "redis-password"):
+        assert secret not in reply.output and secret not in table
+    assert "WBSYNC_TIME_SCALE" in table and "Multiplies every WB period" in table

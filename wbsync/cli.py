@@ -115,6 +115,21 @@ def api(
     _run(lambda: serve_api(settings, host=host, port=port))
 
 
+@app.command("settings")
+def settings_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Every setting with its current value (secrets masked) and what it means."""
+    rows = _settings().described()
+    if as_json:
+        typer.echo(json.dumps({name: value for name, value, _ in rows}, indent=1))
+        return
+    table = Table("variable", "value", "meaning")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
 @app.command()
 def migrate() -> None:
     """Create or upgrade the database schema to the latest version (waits for another

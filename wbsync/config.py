@@ -315,6 +315,24 @@ class Settings(BaseSettings):
         """The API keys themselves, for the one place that compares them."""
         return tuple(key.get_secret_value() for key in self.api_keys)
 
+    def described(self) -> list[tuple[str, str, str]]:
+        """Every setting as (variable, current value, meaning); secrets and URL passwords masked."""
+        out = []
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, SecretStr) or (
+                isinstance(value, list) and value and isinstance(value[0], SecretStr)
+            ):
+                shown = "**********" if not isinstance(value, list) else f"[{len(value)} set]"
+            elif isinstance(value, str):
+                shown = _without_password(value)
+            elif value is None:
+                shown = "(unset)"
+            else:
+                shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            out.append((f"WBSYNC_{name.upper()}", shown, info.description or ""))
+        return out
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, _without_password(value) if isinstance(value, str) else value
