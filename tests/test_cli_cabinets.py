@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from wbsync import cabinet_import
 from wbsync.cli import app
 from wbsync.config import Settings, get_settings
 from wbsync.store import Database, Store
@@ -174,3 +175,15 @@ def test_settings_lists_every_setting_with_secrets_masked(
     for secret in (SECRET, api_key, "redis-password"):
         assert secret not in reply.output and secret not in table
     assert "WBSYNC_TIME_SCALE" in table and "Multiplies every WB period" in table
+
+
+def test_an_import_past_the_line_bound_adds_nothing_and_says_so(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cabinet_import, "IMPORT_MAX_LINES", 5)
+    good = token()
+    source = tmp_path / "six.csv"
+    source.write_text("name,token\n" + "".join(f"s{i},{good}\n" for i in range(6)))
+    reply = invoke("cabinets", "import", str(source))
+    assert reply.exit_code == 2 and "at most 5: split the file" in reply.output
+    assert json.loads(invoke("cabinets", "list", "--json").output) == []

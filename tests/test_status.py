@@ -24,6 +24,7 @@ from wbsync.redis_bounds import POOL_SIZE
 from wbsync.runtime import Runtime
 from wbsync.service import TokenGaps
 from wbsync.store import Cabinet, NewCabinet
+from wbsync.store.runs import REASON_MAX_CHARS
 from wbsync.syncs import SYNCS
 from wbsync.throughput import HISTORY_MINUTES
 
@@ -255,3 +256,13 @@ async def test_queues_a_token_cannot_serve_are_skipped_by_the_fan_out_and_shown(
         partial.id, api_emulator.token(SELLERS[1]), SELLERS[1]
     )
     assert (await fanout.run_once([FINANCE]))[FINANCE].added == 1
+
+
+async def test_a_long_failure_reason_is_kept_cut_to_its_bound(
+    api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    cabinet = await add_cabinet(0)
+    runs = api_runtime.store.runs
+    await runs.failed(cabinet.id, FINANCE, reason="x" * (REASON_MAX_CHARS + 500), attempts=2)
+    [record] = await runs.of_cabinets([cabinet.id])
+    assert record.failure_reason == "x" * REASON_MAX_CHARS and record.failure_attempts == 2
