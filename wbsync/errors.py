@@ -139,7 +139,8 @@ class WbApiError(WbSyncError):
 
 
 class WbAuthError(WbApiError):
-    """WB answered 401: the token is missing, malformed, expired or revoked."""
+    """WB answered 401: the token is missing, malformed, expired or revoked, or (WB's status
+    table) its categories do not match the method's; the message carries WB's detail."""
 
 
 class WbPaymentRequiredError(WbApiError):
