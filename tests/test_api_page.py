@@ -121,6 +121,7 @@ async def _submit(tab: Tab, fields: dict[str, str]) -> None:
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no Chromium binary (apt-get install chromium)")
+@pytest.mark.parametrize("db_backend", ["sqlite"])  # about the page: one backend is enough
 async def test_the_page_in_chromium_searches_filters_and_retries(
     served: str,
     api_runtime: Runtime,
