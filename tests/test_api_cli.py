@@ -77,3 +77,20 @@ def test_run_with_api_serves_beside_the_workers_and_stops_on_sigterm(
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     assert API_KEY not in stderr
+
+
+def test_run_whose_api_cannot_listen_stops_with_an_error(tmp_path: Path, redis_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            **os.environ,
+            "WBSYNC_REDIS_URL": redis_url,
+            "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'run.db'}",
+            "WBSYNC_API_KEYS": f'["{API_KEY}"]',
+        }
+        command = [*WBSYNC, "run", "--with-api", "--port", str(port), "--queues", "pricing-bulk"]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"error: the API could not listen on 127.0.0.1:{port}" in done.stderr

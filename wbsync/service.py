@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from wbsync.config import Settings
-from wbsync.errors import ConfigError, TokenError
+from wbsync.errors import ConfigError, TokenError, WbSyncError
 from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
@@ -162,10 +162,13 @@ async def _serve(
     grace = runtime.settings.shutdown_grace_s
     log.info("stopping: no new jobs; running ones get %.0f s to finish or defer", grace)
     fanning.cancel()  # a pass in progress is abandoned: enqueueing is idempotent
-    await asyncio.gather(
+    results = await asyncio.gather(
         fanning,
         *extras,
         *(worker.close(grace_s=grace) for worker in workers),
         return_exceptions=True,
     )
     log.info("stopped")
+    failures = [r for r in results if isinstance(r, WbSyncError)]
+    if failures:  # e.g. the API could not listen: the stop was not asked for, exit non-zero
+        raise failures[0]

@@ -48,20 +48,26 @@ def uvicorn_config(runtime: Runtime, *, host: str, port: int) -> uvicorn.Config:
     )
 
 
+async def _serve(server: ApiServer, *, host: str, port: int) -> None:
+    try:
+        await server.serve()
+    except SystemExit:
+        # uvicorn exits when it cannot bind. Caught inside the task: a SystemExit leaving a
+        # task would end the whole event loop at once, skipping the workers' clean stop.
+        raise WbSyncError(f"the API could not listen on {host}:{port}") from None
+
+
 async def run_api(runtime: Runtime, stop: asyncio.Event, *, host: str, port: int) -> None:
     """Serve the API on ``host:port`` until ``stop`` is set; ``WbSyncError`` if it cannot."""
     server = ApiServer(uvicorn_config(runtime, host=host, port=port))
-    serving = asyncio.create_task(server.serve(), name="api")
+    serving = asyncio.create_task(_serve(server, host=host, port=port), name="api")
     stopping = asyncio.create_task(stop.wait(), name="api-stop")
     try:
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         server.should_exit = True
         stopping.cancel()
-        try:
-            await serving
-        except SystemExit:  # uvicorn exits the process when it cannot bind
-            raise WbSyncError(f"the API could not listen on {host}:{port}") from None
+        await serving
     if not stop.is_set():
         raise WbSyncError("the API server stopped by itself")
 
