@@ -14,11 +14,12 @@ import httpx
 from redis.asyncio import Redis
 
 from tests.test_wb_client_processes import _kill, _result, _spawn
+from tests.waiting import wait_for
 from tests.wb_support import ANCHOR, SELLER_A, SELLER_B
 from wbsync import keys
 from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
-from wbsync.emulator import EmulatorConfig, running_emulator
+from wbsync.emulator import EmulatorConfig, LimitSpec, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.metrics import sample
 from wbsync.ratelimit import RateLimiter
@@ -48,11 +49,19 @@ def _limits(**by_group: tuple[float, int, int]) -> dict[str, Any]:
 
 
 async def _calls(
-    emu: Emulator, redis: Redis, prefix: str, pairs: list[tuple[str, Endpoint]], n: int
+    emu: Emulator,
+    redis: Redis,
+    prefix: str,
+    pairs: list[tuple[str, Endpoint]],
+    n: int,
+    **options: Any,
 ) -> list[list[int]]:
     """``n`` calls of each (seller, endpoint) at once, through one production-wired limiter."""
     settings = Settings(
-        wb_base_url=emu.base_url, time_scale=emu.config.time_scale, redis_prefix=prefix
+        wb_base_url=emu.base_url,
+        time_scale=emu.config.time_scale,
+        redis_prefix=prefix,
+        **options,
     )
     limiter = RateLimiter.for_settings(redis, settings)
     async with httpx.AsyncClient() as http:
@@ -192,3 +201,31 @@ async def test_a_429_with_wbs_headers_teaches_wbs_interval(prefix: str, redis: R
     assert learned is not None and 235 <= learned.interval_ms <= 245 and learned.burst == 5
     assert sample("wbsync_learned_limits_total", group="prices") >= before + 1
     assert await redis.pttl(key) > 0
+
+
+async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_the_ttl(
+    prefix: str, redis: Redis
+) -> None:
+    # Finance: the table's 1 per 60 s is 300 ms at 0.005; WB moves to 1 per 90 s (450 ms).
+    config = EmulatorConfig(time_scale=0.005, anchor_date=ANCHOR, grace_ms=100)
+    finance = [(SELLER_A, FINANCE_DETAILED_REPORT)]
+    ttl = {"learned_limit_ttl_s": 240.0}  # 1.2 s here
+    settings = Settings(time_scale=0.005, redis_prefix=prefix)
+    limiter = RateLimiter.for_settings(redis, settings)
+    async with running_emulator(config) as emu:
+        scope = WbClient("a", emu.token(SELLER_A), limiter, settings=settings).scope(
+            FINANCE_DETAILED_REPORT
+        )
+        assert await _calls(emu, redis, prefix, finance, 3, **ttl) == [[200] * 3]
+        before = emu.counters.total("rate_limited")
+        emu.change_limits({FINANCE_DETAILED_REPORT.group: LimitSpec(period_s=90, limit=1, burst=1)})
+        assert await _calls(emu, redis, prefix, finance, 4, **ttl) == [[200] * 4]
+        refused = emu.counters.total("rate_limited") - before
+        learned = await limiter.learned(scope)
+
+        async def expired() -> bool:
+            return await limiter.learned(scope) is None
+
+        await wait_for(expired, 30)
+    assert before == 0 and 1 <= refused <= 2
+    assert learned is not None and learned.interval_ms >= 440
