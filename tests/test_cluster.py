@@ -25,6 +25,7 @@ from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue
 from wbsync.jobs.workers import build_workers
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
@@ -99,6 +100,20 @@ async def test_each_queue_and_bucket_in_one_slot_spread_over_the_masters(
         for c in range(30)
     }
     assert len(buckets) == 3
+
+
+async def test_fan_out_leases_of_every_queue_in_one_call_on_the_cluster(
+    client: RedisCluster, prefix: str
+) -> None:
+    names = list(SYNCS)
+    first = FanOutLeases(client, prefix=prefix, lease_ms=60_000, owner="first")
+    second = FanOutLeases(client, prefix=prefix, lease_ms=60_000, owner="second")
+    assert (await first.hold(names)).queues == tuple(names)  # nine keys, one slot, one call
+    assert (await second.hold(names)).queues == ()
+    await first.set_due_ms({names[0]: 123})
+    assert (await second.due_ms(names[:1])) == {names[0]: 123}
+    await first.release(names)
+    assert (await second.hold(names)).queues == tuple(names)
 
 
 async def test_deferred_job_resumes_from_its_cursor_and_is_never_doubled(

