@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from tests.conftest_store import SCHEMA_HEAD, DatabaseFactory
 from wbsync.cli import app
+from wbsync.config import get_settings
 from wbsync.errors import StoreError
 from wbsync.store import Database
 from wbsync.store.db import PG_MIGRATION_LOCK_KEY
@@ -69,7 +70,12 @@ async def test_processes_migrating_at_once_migrate_a_fresh_database_once(
     assert tables == set(metadata.tables) | {"alembic_version"}
     # `wbsync migrate` says what it found.
     invoke = CliRunner().invoke
-    reply = await asyncio.to_thread(invoke, app, ["migrate"], env={"WBSYNC_DATABASE_URL": url})
+    get_settings.cache_clear()  # the command reads the environment once per process
+    try:
+        env = {"WBSYNC_DATABASE_URL": url}
+        reply = await asyncio.to_thread(invoke, app, ["migrate"], env=env)
+    finally:
+        get_settings.cache_clear()
     assert reply.exit_code == 0, reply.output
     assert reply.output.strip() == f"database schema is current (revision {SCHEMA_HEAD})"
 
