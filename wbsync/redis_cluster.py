@@ -110,7 +110,7 @@ class EmbeddedCluster:
                 err = log.read_text(errors="replace") if log.exists() else ""
                 raise RedisUnavailableError(
                     f"redis-server ({self._binary}) did not start as a cluster node on port "
-                    f"{port} (a build without cluster support?): {err.strip()}"
+                    f"{port} (cluster mode with --cluster-port needs Redis >= 7): {err.strip()}"
                 )
             time.sleep(0.01)
 
