@@ -18,6 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
+from tests.runtimes import runtime_starter
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -49,29 +50,23 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def runtime_factory(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
-    runtimes: list[Runtime] = []
     database_url = await database_factory.migrated_url("sqlite")
+    async with runtime_starter(redis_url, prefix) as start:
 
-    async def make(**extra: Any) -> Runtime:
-        settings = Settings(
-            redis_url=redis_url,
-            redis_prefix=prefix,
-            database_url=database_url,
-            secret_key=SecretStr(SECRET),
-            wb_base_url=emulator.base_url,
-            time_scale=SCALE,
-            disabled_retry_s=RETRY_S,
-            **extra,
-        )
-        runtime = Runtime(settings, redis_url=redis_url)
-        runtimes.append(await runtime.start())
-        return runtime
+        async def make(**extra: Any) -> Runtime:
+            settings = Settings(
+                redis_url=redis_url,
+                redis_prefix=prefix,
+                database_url=database_url,
+                secret_key=SecretStr(SECRET),
+                wb_base_url=emulator.base_url,
+                time_scale=SCALE,
+                disabled_retry_s=RETRY_S,
+                **extra,
+            )
+            return await start(settings)
 
-    yield make
-    for runtime in runtimes:
-        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
-            await runtime.redis.delete(key)
-        await runtime.aclose()
+        yield make
 
 
 async def test_the_emulator_answers_a_disabled_method_as_wb_and_can_switch_it_on(

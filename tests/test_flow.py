@@ -17,6 +17,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
+from tests.runtimes import runtime_starter
 from tests.waiting import wait_for
 from wbsync import clock, keys
 from wbsync.config import Settings
@@ -79,20 +80,12 @@ def settings_for(
 async def runtime_factory(
     redis_url: str, prefix: str, database_url: str, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
-    runtimes: list[Runtime] = []
+    async with runtime_starter(redis_url, prefix) as start:
 
-    async def make(**extra: Any) -> Runtime:
-        runtime = Runtime(
-            settings_for(redis_url, prefix, database_url, emulator, **extra), redis_url=redis_url
-        )
-        runtimes.append(await runtime.start())
-        return runtime
+        async def make(**extra: Any) -> Runtime:
+            return await start(settings_for(redis_url, prefix, database_url, emulator, **extra))
 
-    yield make
-    for runtime in runtimes:
-        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
-            await runtime.redis.delete(key)
-        await runtime.aclose()
+        yield make
 
 
 def finance_rows(emu: Emulator, seller: str) -> dict[Any, Any]:
