@@ -108,7 +108,7 @@ def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
 async def test_status_reads_the_page_and_the_api_under_readers(redis_url: str) -> None:
     params = status.Params(cabinets=40, readers=3, requests=2)
     result = await status.run(redis_url, params)
-    assert result["jobs"] == 40 * len(status.LONG_QUEUES)
+    assert result["jobs"] == 40 * len(scale.LONG_QUEUES)
     assert result["page_requests"] == result["api_requests"] == 3
     assert result["errors_5xx"] == result["non_200"] == 0
     assert 0 < result["page_p50_ms"] <= result["page_p95_ms"]

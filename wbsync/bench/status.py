@@ -26,20 +26,12 @@ import httpx
 
 from wbsync import keys
 from wbsync.bench.common import delete_prefix, redis_client, table, unique_prefix
+from wbsync.bench.scale import LONG_QUEUES
 from wbsync.jobs.queue import SyncQueue
 from wbsync.procs import free_port, stop_child
 from wbsync.store import Database, NewCabinet, Store
 from wbsync.wb.tokens import Category, mint_token
 
-LONG_QUEUES = (
-    "rnp-finance-sync",
-    "rnp-sections-sync",
-    "rnp-ads-sync",
-    "digitization-sync",
-    "inventory-sync",
-    "autobidder-sync",
-    "catalog-sync",
-)
 _DELAYED = LONG_QUEUES[4:]  # these queues' jobs wait on a window; the others are waiting
 _DELAY_MS = 3_600_000
 _SELLERS = 50  # cabinets share this many sellers' tokens (what the page peeks does not care)

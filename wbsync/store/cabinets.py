@@ -107,11 +107,14 @@ class CabinetRepository:
         key check gets its check row here, once a stored token proves the key right.
         """
         async with self._db.transaction() as conn:
-            stored = await _count(conn)
-            if stored:
-                if not self._cipher.configured:
-                    raise ConfigError(_NO_KEY.format(n=stored))
-                await self._check_key(conn)
+            await self._verify_key(conn)
+
+    async def _verify_key(self, conn: AsyncConnection) -> None:
+        stored = await _count(conn)
+        if stored:
+            if not self._cipher.configured:
+                raise ConfigError(_NO_KEY.format(n=stored))
+            await self._check_key(conn)
 
     async def _check_key(self, conn: AsyncConnection) -> None:
         sealed = await conn.scalar(select(key_checks.c.sealed).where(key_checks.c.id == _CHECK_ID))
@@ -133,11 +136,7 @@ class CabinetRepository:
         if not new.configured:
             raise ConfigError("the new secret key is empty; give a long random string")
         async with self._db.transaction() as conn:
-            stored = await _count(conn)
-            if stored:
-                if not self._cipher.configured:
-                    raise ConfigError(_NO_KEY.format(n=stored))
-                await self._check_key(conn)
+            await self._verify_key(conn)
             rows = (await conn.execute(select(cabinets.c.id, cabinets.c.token_encrypted))).all()
             for row in rows:
                 resealed = new.encrypt(self._cipher.decrypt(row.token_encrypted))
