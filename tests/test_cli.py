@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +65,54 @@ def test_adding_without_a_secret_key_says_what_to_set(
 def test_removing_an_unknown_cabinet_is_a_clear_error(env: None) -> None:
     reply = CliRunner().invoke(app, ["cabinets", "remove", "nope"])
     assert reply.exit_code == 1 and "nope" in reply.output
+
+
+# Modules that building the command tree and printing its help must not load: each costs tens
+# to hundreds of milliseconds, and ``wbsync --help`` should answer at once.
+HEAVY_MODULES = (
+    "sqlalchemy",
+    "alembic",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "bullmq",
+    "redis",
+    "httpx",
+    "pydantic_settings",
+    "jinja2",
+    "prometheus_client",
+    "matplotlib",
+    "limits",
+    "pyrate_limiter",
+    "wbsync.config",
+    "wbsync.store",
+    "wbsync.emulator.app",
+    "wbsync.bench.common",
+)
+
+_IMPORT_AND_HELP = """
+import json, sys
+import wbsync.cli
+imported = sorted(sys.modules)
+from typer.testing import CliRunner
+for words in ([], ["cabinets"], ["secrets"], ["emulator"], ["bench"], ["settings"]):
+    reply = CliRunner().invoke(wbsync.cli.app, [*words, "--help"])
+    assert reply.exit_code == 0, (words, reply.output)
+print(json.dumps({"imported": imported, "helped": sorted(sys.modules)}))
+"""
+
+
+def test_the_command_tree_and_its_help_load_no_heavy_module() -> None:
+    """A fresh interpreter (this one has loaded everything): import the CLI, print every help.
+
+    pydantic is heavy too, but typer's own option parsing imports it for any command line, so
+    only the import of the CLI module is held to it.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_AND_HELP], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert {"wbsync.bench.cli", "wbsync.emulator.cli"} <= set(loaded["imported"])
+    assert [m for m in (*HEAVY_MODULES, "pydantic") if m in loaded["imported"]] == []
+    assert [m for m in HEAVY_MODULES if m in loaded["helped"]] == []

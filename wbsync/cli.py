@@ -1,4 +1,9 @@
-"""The command line: run, api, demo, cabinets, secrets, emulator, bench, migrate."""
+"""The command line: run, api, demo, cabinets, secrets, emulator, bench, migrate.
+
+Only typer, rich, the standard library and light wbsync modules are imported at the top (and by
+the sub-apps' modules): building the command tree for ``--help`` must not load settings,
+SQLAlchemy, Redis or the web stack. Each command imports what it runs; a test checks this.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,23 @@ import json
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from wbsync.config import Settings, get_settings
 from wbsync.emulator.cli import app as emulator_app
 from wbsync.errors import ConfigError, WbSyncError
 from wbsync.logs import configure_logging
-from wbsync.store import Database, Store
-from wbsync.store.db import Migration
+
+if TYPE_CHECKING:
+    from wbsync.config import Settings
+    from wbsync.store import Store
+    from wbsync.store.db import Migration
 
 T = TypeVar("T")
 
@@ -58,6 +66,8 @@ app.add_typer(emulator_app, name="emulator")
 
 
 def _settings() -> Settings:
+    from wbsync.config import get_settings
+
     return get_settings()  # a ConfigError is reported by _OneLineErrors
 
 
@@ -134,6 +144,7 @@ def settings_cmd(
 def migrate() -> None:
     """Create or upgrade the database schema to the latest version (waits for another
     process's migration of the same database instead of racing it)."""
+    from wbsync.store import Database
 
     async def go() -> Migration:
         async with Database(_settings().database_url) as db:
@@ -455,6 +466,8 @@ def secrets_rotate() -> None:
 @asynccontextmanager
 async def _store(*, verify: bool = True) -> AsyncIterator[Store]:
     """A Store on the configured database, migrated to the latest schema, its key verified."""
+    from wbsync.store import Database, Store
+
     settings = _settings()
     async with Database(settings.database_url) as db:
         await db.migrate()
@@ -465,12 +478,14 @@ async def _store(*, verify: bool = True) -> AsyncIterator[Store]:
 
 
 def _mount_optional() -> None:
-    """Sub-apps whose dependencies are optional extras."""
-    try:
+    """Sub-apps whose dependencies are optional extras, if those are installed.
+
+    Looked up, not imported: the bench's modules load only when a benchmark runs.
+    """
+    if all(find_spec(name) for name in ("limits", "pyrate_limiter")):  # the bench extra
         from wbsync.bench.cli import app as bench_app
-    except ImportError:  # the bench extra is not installed
-        return
-    app.add_typer(bench_app, name="bench")
+
+        app.add_typer(bench_app, name="bench")
 
 
 _mount_optional()

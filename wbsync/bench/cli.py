@@ -3,20 +3,21 @@
 Each command runs one benchmark on the real stack and prints a table; ``--json`` prints exactly
 one JSON object on stdout instead (tables and logs go to stderr); ``--write-docs`` writes the
 result and its plots into ``docs/benchmarks.md`` and ``docs/*.png``.
+
+Only typer and the standard library at the top: the main CLI imports this module to build its
+command tree, so a benchmark's modules (Redis, the job layer, the emulator) load when it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
-from wbsync.bench import lateness, limiter, reschedule, scale, slots, status
-from wbsync.bench.common import bench_redis, emit, machine, setup_logging
 
 __all__ = ["app"]
 
@@ -52,6 +53,8 @@ def _command_line(ctx: typer.Context) -> str:
 
 
 async def _measure(name: str, runner: Runner, *, private: bool) -> dict[str, Any]:
+    from wbsync.bench.common import bench_redis, machine
+
     with bench_redis(private=private) as url:
         began = time.perf_counter()
         result = await runner(url)
@@ -69,7 +72,9 @@ def _finish(
     docs_dir: Path,
     command: str,
 ) -> None:
-    tables = [t for name, r in results.items() for t in _TABLES[name](r)]
+    from wbsync.bench.common import emit
+
+    tables = [t for name, r in results.items() for t in _module(name).tables(r)]
     payload: dict[str, Any] = results if len(results) > 1 else next(iter(results.values()))
     emit(payload, tables, as_json=as_json)
     if write_docs:
@@ -78,14 +83,9 @@ def _finish(
         docs.write_docs(results, docs_dir=docs_dir, command=command)
 
 
-_TABLES = {
-    "slots": slots.tables,
-    "limiter": limiter.tables,
-    "reschedule": reschedule.tables,
-    "lateness": lateness.tables,
-    "scale": scale.tables,
-    "status": status.tables,
-}
+def _module(name: str) -> Any:
+    """The benchmark's module (``wbsync.bench.<name>``), imported when a benchmark runs."""
+    return importlib.import_module(f"wbsync.bench.{name}")
 
 
 def _run_one(
@@ -99,6 +99,8 @@ def _run_one(
     docs_dir: Path,
     verbose: bool,
 ) -> None:
+    from wbsync.bench.common import setup_logging
+
     setup_logging(verbose)
     command = _command_line(ctx)
     result = asyncio.run(_measure(name, runner, private=private))
@@ -124,6 +126,8 @@ def slots_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """Makespan of K cabinets x P pages of the finance report: defer vs block vs retry."""
+    from wbsync.bench import slots
+
     params = slots.Params(
         cabinets=cabinets,
         pages=pages,
@@ -155,6 +159,8 @@ def limiter_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """try_acquire throughput and latency vs a bare EVALSHA, limits and pyrate-limiter."""
+    from wbsync.bench import limiter
+
     params = limiter.Params(tasks=tasks, window_s=window_s, rounds=rounds)
     _run_one(
         ctx,
@@ -178,6 +184,8 @@ def reschedule_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """Redis commands per deferral and per try_acquire (private Redis, exact counts)."""
+    from wbsync.bench import reschedule
+
     params = reschedule.Params(n=n)
     _run_one(
         ctx,
@@ -202,6 +210,8 @@ def lateness_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """How late deferred jobs start after their resume_at_ms."""
+    from wbsync.bench import lateness
+
     params = lateness.Params(samples=samples, stagger_ms=stagger_ms)
     _run_one(
         ctx,
@@ -226,6 +236,8 @@ def scale_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """Fan-out of many cabinets over the long queues: enqueue time, memory, throughput."""
+    from wbsync.bench import scale
+
     params = scale.Params(cabinets=cabinets, concurrency=concurrency)
     _run_one(
         ctx,
@@ -251,6 +263,8 @@ def status_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """The status page and /api/v1/status under concurrent readers: p50/p95, 5xx."""
+    from wbsync.bench import status
+
     params = status.Params(cabinets=cabinets, readers=readers, requests=requests)
     _run_one(
         ctx,
@@ -281,6 +295,9 @@ def all_cmd(
     ``make bench`` must finish in under 10 minutes; scale's 70,000 jobs alone take about 8 on a
     2-core machine, so ``all`` runs it with 1,000 cabinets (7,000 jobs) unless told otherwise.
     """
+    from wbsync.bench import lateness, limiter, reschedule, scale, slots
+    from wbsync.bench.common import setup_logging
+
     setup_logging(verbose)
     command = _command_line(ctx)
     plan: list[tuple[str, Runner, bool]] = [

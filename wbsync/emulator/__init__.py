@@ -1,8 +1,30 @@
-"""A local emulator of the WB seller API methods wbsync uses (see docs/emulator.md)."""
+"""A local emulator of the WB seller API methods wbsync uses (see docs/emulator.md).
 
-from wbsync.emulator.config import EmulatorConfig, FaultRule, LimitSpec, SellerSizes
-from wbsync.emulator.server import Emulator, running_emulator, serve
-from wbsync.emulator.state import expected_rows
+The names below are imported on first use, not with the package: ``wbsync emulator --help`` (and
+every other command line) imports ``wbsync.emulator.cli`` and so this package, and should not pay
+for the web app, pydantic and the data generator it does not run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wbsync.emulator.config import EmulatorConfig, FaultRule, LimitSpec, SellerSizes
+    from wbsync.emulator.server import Emulator, running_emulator, serve
+    from wbsync.emulator.state import expected_rows
+
+_HOMES = {  # name: the module that defines it
+    "Emulator": "server",
+    "EmulatorConfig": "config",
+    "FaultRule": "config",
+    "LimitSpec": "config",
+    "SellerSizes": "config",
+    "expected_rows": "state",
+    "running_emulator": "server",
+    "serve": "server",
+}
 
 __all__ = [
     "Emulator",
@@ -14,3 +36,10 @@ __all__ = [
     "running_emulator",
     "serve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -1,4 +1,8 @@
-"""``wbsync emulator``: a typer sub-app to mount on the main CLI (``app.add_typer(...)``)."""
+"""``wbsync emulator``: a typer sub-app to mount on the main CLI (``app.add_typer(...)``).
+
+Only typer and the standard library at the top: the main CLI imports this module to build its
+command tree, and the emulator's own modules load when a command runs.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from wbsync.emulator.cli_support import issue_token, load_config, run_emulator
 
 __all__ = ["app"]
 
@@ -38,6 +40,8 @@ def main(
     """Run the emulator in the foreground (unless a subcommand is given)."""
     if ctx.invoked_subcommand is not None:
         return
+    from wbsync.emulator.cli_support import load_config, run_emulator
+
     cfg = load_config(config, seed=seed, time_scale=time_scale)
     asyncio.run(run_emulator(cfg, host=host, port=port, sandbox_port=sandbox_port))
 
@@ -57,6 +61,8 @@ def token(
     config: ConfigOpt = None,
 ) -> None:
     """Print a token the emulator accepts."""
+    from wbsync.emulator.cli_support import issue_token, load_config
+
     cfg = load_config(config)
     typer.echo(
         issue_token(
