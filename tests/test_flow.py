@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from rich.console import Console
 
 from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
 from tests.runtimes import runtime_starter
@@ -22,6 +24,7 @@ from tests.waiting import wait_for
 from wbsync import clock, keys
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
+from wbsync.demo.run import run_demo
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.queue import Outcome
 from wbsync.jobs.workers import build_workers
@@ -278,3 +281,30 @@ def test_demo_json_stores_the_emulators_rows_and_reports_any_429(
     assert job_lines and all(line.get("correlation_id") for line in job_lines)
     # The demo cabinets' WB tokens are JWTs: no piece of one may reach a log line.
     assert not re.search(r"eyJ[\w-]{8,}", log)
+
+
+def _last_live_rows(screen: str, queues: list[str]) -> dict[str, int]:
+    """Each queue's "rows stored" cell in the last table the live view drew."""
+    rows = {}
+    for line in screen.splitlines():
+        cells = [cell.strip() for cell in line.split("│")]
+        if len(cells) > 2 and cells[1] in queues:
+            rows[cells[1]] = int(cells[5])  # queue, done, deferred, live, rows stored
+    return rows
+
+
+async def test_the_demos_live_table_ends_with_the_summarys_stored_rows(
+    tmp_path: Path, prefix: str, redis_url: str
+) -> None:
+    """The live view counts stored rows as the summary does, not rows written: the autobidder
+    writes the bids it changes a second time."""
+    screen = io.StringIO()
+    summary = await run_demo(
+        Settings(redis_url=redis_url, redis_prefix=prefix),
+        cabinets=1,
+        database=tmp_path / "demo.db",
+        progress=Console(file=screen, force_terminal=True, color_system=None, width=200),
+    )
+    stored = {name: row["rows_stored"] for name, row in summary["queues"].items()}
+    assert stored["autobidder-sync"] > 0
+    assert _last_live_rows(screen.getvalue(), list(stored)) == stored

@@ -172,7 +172,10 @@ def demo(
         configure_logging(settings.log_level, stream=stream)
         summary = _run(
             lambda: run_demo(
-                settings, cabinets=cabinets, database=database.resolve(), show_progress=not as_json
+                settings,
+                cabinets=cabinets,
+                database=database.resolve(),
+                progress=None if as_json else Console(stderr=True),
             )
         )
     if as_json:

@@ -1,4 +1,9 @@
-"""The demo's live progress: per queue, jobs done / deferred / live, rows stored, upstream 429s."""
+"""The demo's live progress: per queue, jobs done / deferred / live, rows stored, upstream 429s.
+
+"Rows stored" is counted in the database, as the summary counts it, so the last live table and
+the summary agree: the rows a sync writes are not its stored rows (an upsert of a row already
+stored writes it again: the autobidder rewrites the bids it changed).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,9 @@ from rich.live import Live
 from rich.table import Table
 
 from wbsync.jobs.queue import Outcome, SyncQueue
-from wbsync.metrics import SYNC_ROWS, queue_value, upstream_rate_limited
+from wbsync.metrics import upstream_rate_limited
+from wbsync.store import Store
+from wbsync.syncs import SYNCS
 
 _REFRESH_S = 0.25
 
@@ -39,14 +46,28 @@ class Tally:
         return self.outcomes[(queue, outcome)]
 
 
-class Progress:
-    """Shows a table that refreshes itself while the demo runs (on stderr, only on a terminal)."""
+async def stored_rows(store: Store, queue: str) -> int:
+    """The rows of ``queue``'s datasets in the store (the demo's database has only its cabinets)."""
+    return sum([await store.count(dataset) for dataset in SYNCS[queue].datasets])
 
-    def __init__(self, state: Tally, queues: Mapping[str, SyncQueue], *, show: bool) -> None:
+
+class Progress:
+    """Shows a table that refreshes itself while the demo runs, on ``console`` if it is a terminal
+    (none: no table)."""
+
+    def __init__(
+        self,
+        state: Tally,
+        queues: Mapping[str, SyncQueue],
+        store: Store,
+        *,
+        console: Console | None,
+    ) -> None:
         self._state = state
         self._queues = queues
-        self._console = Console(stderr=True)
-        self._show = show and self._console.is_terminal
+        self._store = store
+        self._console = console
+        self._show = console is not None and console.is_terminal
         self._live: Live | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -89,7 +110,7 @@ class Progress:
                 f"{self._state.count(name, 'completed')}/{self._state.cabinets}",
                 str(self._state.count(name, "deferred")),
                 str(live),
-                str(int(queue_value(SYNC_ROWS, name))),
+                str(await stored_rows(self._store, name)),
                 str(int(upstream_rate_limited(name))),
             )
         return table

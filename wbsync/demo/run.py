@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from rich.console import Console
 
 from wbsync import clock
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
-from wbsync.demo.progress import Progress, Tally
+from wbsync.demo.progress import Progress, Tally, stored_rows
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import WbSyncError
 from wbsync.jobs.fanout import FanOut
@@ -103,17 +104,16 @@ async def _summary(
     before: Baseline,
     makespan_s: float,
 ) -> dict[str, Any]:
-    store, options = runtime.store, runtime.sync_options
+    options = runtime.sync_options
     expected = {
         cid: expected_datasets(emu, seller, today=clock.today(), options=options)
         for cid, seller in sellers.items()
     }
     queues = {}
     for name, sync in SYNCS.items():
-        stored = sum([await store.count(d, cid) for cid in sellers for d in sync.datasets])
         queues[name] = {
             "pages": int(queue_value(SYNC_PAGES, name) - before.pages[name]),
-            "rows_stored": stored,
+            "rows_stored": await stored_rows(runtime.store, name),
             "rows_expected": sum(len(expected[cid][d]) for cid in sellers for d in sync.datasets),
             "deferrals": state.count(name, "deferred"),
             "upstream_429": int(upstream_rate_limited(name) - before.upstream_429[name]),
@@ -130,9 +130,15 @@ async def _summary(
 
 
 async def run_demo(
-    base: Settings, *, cabinets: int, database: Path, show_progress: bool, timeout_s: float = 110.0
+    base: Settings,
+    *,
+    cabinets: int,
+    database: Path,
+    progress: Console | None,
+    timeout_s: float = 110.0,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary (see the module docstring)."""
+    """Run the demo; returns the summary (see the module docstring). The live table goes to
+    ``progress`` when that is a terminal."""
     await asyncio.to_thread(database.unlink, missing_ok=True)
     settings = base.model_copy(
         update={
@@ -153,13 +159,13 @@ async def run_demo(
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})
         async with open_runtime(settings) as runtime:
             try:
-                return await _run(runtime, emu, cabinets, show_progress, timeout_s)
+                return await _run(runtime, emu, cabinets, progress, timeout_s)
             finally:
                 await _forget(runtime)
 
 
 async def _run(
-    runtime: Runtime, emu: Emulator, cabinets: int, show_progress: bool, timeout_s: float
+    runtime: Runtime, emu: Emulator, cabinets: int, console: Console | None, timeout_s: float
 ) -> dict[str, Any]:
     sellers = await _register(runtime, emu, cabinets)
     state = Tally(cabinets=cabinets, queues=tuple(SYNCS))
@@ -167,7 +173,7 @@ async def _run(
     before = Baseline.now()
     queues = {name: runtime.queue(name) for name in SYNCS}
     fanout = FanOut(queues, lambda: active_cabinet_ids(runtime), dict.fromkeys(SYNCS, 3600.0))
-    progress = Progress(state, queues, show=show_progress)
+    progress = Progress(state, queues, runtime.store, console=console)
     started = clock.monotonic()
     for worker in workers:
         await worker.start()
