@@ -15,7 +15,7 @@ from tests.api_support import API_KEY, AUTH, SELLERS
 from tests.waiting import wait_for
 from wbsync.api.auth import COOKIE, new_session
 from wbsync.context import JobInfo, running_job
-from wbsync.emulator import Emulator
+from wbsync.emulator import Emulator, LimitSpec
 from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.queue import Outcome
@@ -27,12 +27,14 @@ from wbsync.store import Cabinet, NewCabinet
 from wbsync.store.runs import REASON_MAX_CHARS
 from wbsync.syncs import SYNCS
 from wbsync.throughput import HISTORY_MINUTES
+from wbsync.wb import methods
 
 pytest_plugins = ["tests.conftest_api"]
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 FINANCE = "rnp-finance-sync"
 BOOKING = "booking-slot-monitor"
+ACCEPTANCE = "tariffs.acceptance_coefficients"  # what the booking monitor polls
 MANY = 10_000
 READERS = 20
 
@@ -266,3 +268,52 @@ async def test_a_long_failure_reason_is_kept_cut_to_its_bound(
     await runs.failed(cabinet.id, FINANCE, reason="x" * (REASON_MAX_CHARS + 500), attempts=2)
     [record] = await runs.of_cabinets([cabinet.id])
     assert record.failure_reason == "x" * REASON_MAX_CHARS and record.failure_attempts == 2
+
+
+async def test_filters_find_a_method_wb_switched_off_and_a_limit_learned_from_wb(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
+) -> None:
+    off, strict, plain = [
+        await api_runtime.store.cabinets.add(name, api_emulator.token(seller), seller)
+        for name, seller in zip(("method-off", "strict-wb", "plain"), SELLERS, strict=False)
+    ]
+    # WB holds the acceptance coefficients to half the table (3 a minute, burst 3, not 6): the
+    # fourth call on a full bucket is answered 429, and the bucket learns WB's burst.
+    half = LimitSpec(period_s=60, limit=3, burst=3)
+    api_emulator.change_limits({ACCEPTANCE: half})
+    for _ in range(4):
+        await methods.acceptance_coefficients(api_runtime.client(strict))
+    assert api_emulator.counters.total("rate_limited") >= 1
+    # WB switches the method off: the booking monitor's run meets it and waits (delayed).
+    api_emulator.disable(ACCEPTANCE)
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(api_runtime, [BOOKING], concurrency=1, on_outcome=outcomes.append)
+    await worker.start()
+    try:
+        await api_runtime.queue(BOOKING).enqueue(str(off.id))
+        await wait_for(lambda: [o.outcome for o in outcomes] == ["deferred"])
+    finally:
+        await worker.close()
+
+    async def matched(state: str) -> list[int]:
+        return [c["cabinet"]["id"] for c in (await _status(api, state=state))["cabinets"]]
+
+    assert await matched("disabled-method") == [off.id]
+    assert await matched("learned-limit") == [strict.id]
+    assert plain.id in await matched("all")
+    html = (await api.get("/", params={"state": "learned-limit"}, headers=AUTH)).text
+    assert '<option value="learned-limit" selected>learned limit</option>' in html
+    assert '<option value="disabled-method">disabled method</option>' in html
+    assert "strict-wb" in html and "method-off" not in html
+
+    # A later success clears the mark: the method is on again and the job runs.
+    api_emulator.enable()
+    [worker] = build_workers(api_runtime, [BOOKING], concurrency=1, on_outcome=outcomes.append)
+    await worker.start()
+    try:
+        await api_runtime.queue(BOOKING).promote_delayed()
+        await wait_for(lambda: outcomes[-1].outcome == "completed")
+    finally:
+        await worker.close()
+    [overview] = [c for c in await api_runtime.store.runs.overview() if c.id == off.id]
+    assert overview.disabled_methods == 0

@@ -24,6 +24,12 @@ def learned_key(prefix: str, scope: BucketScope) -> str:
     return f"{prefix}:rl-learned:{{{scope.cabinet}:{scope.group}}}"
 
 
+def learned_index_key(prefix: str) -> str:
+    """The sorted set of the buckets with a learned limit (``<cabinet>:<group>``, scored by
+    when it expires, ms): the status finds them without scanning the keyspace."""
+    return f"{prefix}:{{rl-learned}}:index"
+
+
 def queue_prefix(prefix: str) -> str:
     """The prefix BullMQ puts before its queue keys (``<prefix>:q:<queue>:...``)."""
     return f"{prefix}:q"

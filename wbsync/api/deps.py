@@ -53,7 +53,12 @@ def status_query(
         str, Query(max_length=200, description="Part of a cabinet's name, its id, or a seller id.")
     ] = "",
     state: Annotated[
-        StateFilter, Query(description="Cabinets with a job in this state (idle: none).")
+        StateFilter,
+        Query(
+            description="Cabinets with a job in this state (idle: none); disabled-method: a sync "
+            "last met a method WB switched off; learned-limit: a bucket follows a stricter limit "
+            "learned from WB's replies."
+        ),
     ] = "all",
     sort: Annotated[
         SortOrder, Query(description="stuck: waiting longest for a success first.")

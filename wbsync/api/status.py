@@ -82,7 +82,16 @@ _YIELD_EVERY = 1000
 PAGE_CACHE = 64
 """Distinct queries whose result a reader keeps for the current index."""
 
-StateFilter = Literal["all", "failed", "deferred", "running", "waiting", "idle"]
+StateFilter = Literal[
+    "all",
+    "failed",
+    "deferred",
+    "running",
+    "waiting",
+    "idle",
+    "disabled-method",
+    "learned-limit",
+]
 SortOrder = Literal["stuck", "id", "name"]
 STATE_FILTERS: tuple[str, ...] = get_args(StateFilter)
 SORT_ORDERS: tuple[str, ...] = get_args(SortOrder)
@@ -207,6 +216,7 @@ class _Row:
     cabinet: CabinetOverview
     states: dict[str, str]  # queue -> its job's state, for queues with a stored job
     stuck_since_ms: float | None  # None: nothing pending or failed
+    learned: bool  # a bucket of its seller follows a limit learned from WB's replies
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +403,10 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states = await asyncio.gather(
-            runtime.store.runs.overview(), job_states(runtime.redis, queues)
+        overview, states, learned = await asyncio.gather(
+            runtime.store.runs.overview(),
+            job_states(runtime.redis, queues),
+            runtime.limiter.learned_cabinets(),
         )
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
@@ -406,7 +418,9 @@ class StatusReader:
                 await asyncio.sleep(0)  # let requests through while a large index is built
             key = str(cabinet.id)
             mine = {q: by_cabinet[key] for q, by_cabinet in states.items() if key in by_cabinet}
-            rows.append(_Row(cabinet, mine, _stuck_since(cabinet, mine)))
+            rows.append(
+                _Row(cabinet, mine, _stuck_since(cabinet, mine), cabinet.seller_id in learned)
+            )
         return _Index(rows=rows, queues=counts, built_at=clock.monotonic())
 
     async def _details(
@@ -490,6 +504,10 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
         ]
     if query.state == "idle":
         found = [r for r in found if not r.states]
+    elif query.state == "disabled-method":
+        found = [r for r in found if r.cabinet.disabled_methods]
+    elif query.state == "learned-limit":
+        found = [r for r in found if r.learned]
     elif query.state != "all":
         wanted = _FILTER_STATES[query.state]
         found = [r for r in found if any(s in wanted for s in r.states.values())]

@@ -14,6 +14,7 @@ from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
 from wbsync.runtime import Runtime
+from wbsync.store.runs import failure_reason
 from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, run_sync
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ async def _record_failure(
     runtime: Runtime, cabinet_id: int, sync: str, exc: Exception, attempts: int
 ) -> None:
     """Keep the failure's reason for the operator; a failing record never hides the failure."""
-    reason = f"{type(exc).__name__}: {exc}"
+    reason = failure_reason(exc)
     try:
         await runtime.store.runs.failed(cabinet_id, sync, reason=reason, attempts=attempts)
     except WbSyncError as record_exc:

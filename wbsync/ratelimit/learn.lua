@@ -14,9 +14,10 @@
   ARGV[5]  seen_burst    WB's burst; 0: unknown
   ARGV[6]  ttl_ms        how long the learned limit holds from now, > 0
 
-  Returns  {changed, interval_ms, burst}: changed 1 when the limit got stricter (0 when it
-           stayed, its TTL refreshed, or when WB is no stricter than the table: nothing
-           written); interval_ms (whole ms, rounded down) and burst now in force
+  Returns  {changed, interval_ms, burst, stored}: changed 1 when the limit got stricter (0 when
+           it stayed, its TTL refreshed, or when WB is no stricter than the table: nothing
+           written); interval_ms (whole ms, rounded down) and burst now in force; stored 1
+           when the learned limit was written (its TTL starts again), 0 when nothing was
 ]]
 
 local interval = tonumber(ARGV[1])
@@ -42,7 +43,7 @@ if seen_burst > 0 then
 end
 
 if new_interval <= interval and new_burst >= burst then
-  return {0, math.floor(interval), burst}
+  return {0, math.floor(interval), burst, 0}
 end
 local changed = 0
 if new_interval > current_interval or new_burst < current_burst then
@@ -50,4 +51,4 @@ if new_interval > current_interval or new_burst < current_burst then
 end
 redis.call('HSET', KEYS[1], 'interval_ms', string.format('%.3f', new_interval), 'burst', new_burst)
 redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(tonumber(ARGV[6]))))
-return {changed, math.floor(new_interval), new_burst}
+return {changed, math.floor(new_interval), new_burst, 1}

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from redis.asyncio.cluster import RedisCluster
 
@@ -112,6 +112,7 @@ class RateLimiter:
         self._learned_ttl_ms = learned_ttl_s * 1000.0 * time_scale
         self._script = redis.register_script(_BUCKET)
         self._learn = redis.register_script(_LEARN)
+        self._learned_index = keys.learned_index_key(prefix)
 
     @classmethod
     def for_settings(cls, redis: RedisClient, settings: Settings) -> RateLimiter:
@@ -202,7 +203,7 @@ class RateLimiter:
         stricter than the table: nothing is stored).
         """
         try:
-            changed, interval_ms, burst_now = await self._learn(
+            changed, interval_ms, burst_now, stored = await self._learn(
                 keys=[keys.learned_key(self._prefix, scope)],
                 args=[
                     repr(scope.limit.interval_ms * self._time_scale),
@@ -213,12 +214,36 @@ class RateLimiter:
                     repr(self._learned_ttl_ms),
                 ],
             )
+            if stored:
+                await self._index_learned(scope)
         except REDIS_ERRORS as exc:
             raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         if not changed:
             return None
         LEARNED_LIMITS.labels(scope.group).inc()
         return Learned(float(interval_ms), int(burst_now), int(self._learned_ttl_ms))
+
+    async def _index_learned(self, scope: BucketScope) -> None:
+        """List the bucket in the index of learned limits until its learned limit expires (a
+        separate key: in a cluster it lives in another slot than the learned limit), dropping
+        the entries that have expired."""
+        now = clock.now_ms()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(self._learned_index, {_member(scope): now + self._learned_ttl_ms})
+            pipe.zremrangebyscore(self._learned_index, "-inf", now)
+            await pipe.execute()
+
+    async def learned_cabinets(self) -> set[str]:
+        """The cabinets (WB seller ids, as in ``BucketScope.cabinet``) with a learned limit in
+        force for any of their buckets: one read of the index, however many buckets exist."""
+        try:
+            members = cast(
+                "list[str | bytes]",
+                await self._redis.zrangebyscore(self._learned_index, clock.now_ms(), "+inf"),
+            )
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
+        return {_text(m).rpartition(":")[0] for m in members}
 
     async def learned(self, scope: BucketScope) -> Learned | None:
         """The learned limit in force for the bucket, if any."""
@@ -247,7 +272,11 @@ class RateLimiter:
     async def forget(self, scope: BucketScope) -> bool:
         """Drop the bucket's learned limit (the table applies again); True if there was one."""
         try:
-            return bool(await self._redis.delete(keys.learned_key(self._prefix, scope)))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.delete(keys.learned_key(self._prefix, scope))
+                pipe.zrem(self._learned_index, _member(scope))
+                deleted, _ = await pipe.execute()
+            return bool(deleted)
         except REDIS_ERRORS as exc:
             raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
 
@@ -311,3 +340,12 @@ def _result(reply: int) -> TryResult:
     if reply >= 0:
         return TryResult(acquired=True, remaining=reply, wait_ms=0)
     return TryResult(acquired=False, remaining=0, wait_ms=-reply)
+
+
+def _member(scope: BucketScope) -> str:
+    """The bucket in the index of learned limits (group names hold no colon)."""
+    return f"{scope.cabinet}:{scope.group}"
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

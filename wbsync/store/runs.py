@@ -7,15 +7,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, or_, select
 
+from wbsync.errors import WbMethodDisabledError
 from wbsync.store.db import Database
 from wbsync.store.schema import cabinets, sync_runs, utcnow
 
-__all__ = ["REASON_MAX_CHARS", "CabinetOverview", "RunRecord", "RunRepository"]
+__all__ = ["REASON_MAX_CHARS", "CabinetOverview", "RunRecord", "RunRepository", "failure_reason"]
 
 REASON_MAX_CHARS = 1000
 """A failure reason is cut to this many characters (an exception message can be a whole body)."""
+
+
+def failure_reason(exc: BaseException) -> str:
+    """How a failure is kept: the error's type, then its message (the overview reads the type)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+# A run whose last outcome is this failure met a method WB has switched off.
+_DISABLED_METHOD = and_(
+    sync_runs.c.failure_reason.like(f"{WbMethodDisabledError.__name__}: %"),
+    or_(sync_runs.c.success_at.is_(None), sync_runs.c.failure_at > sync_runs.c.success_at),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +51,8 @@ class CabinetOverview:
 
     ``oldest_success`` is the earliest ``success_at`` over its syncs, and ``successes`` how
     many of its syncs ever succeeded (a sync that never did counts from ``created_at``).
+    ``disabled_methods``: how many of its syncs last met a method WB has switched off (their
+    last failure, later than their last success, was ``WbMethodDisabledError``).
     """
 
     id: int
@@ -47,6 +62,7 @@ class CabinetOverview:
     created_at: datetime
     oldest_success: datetime | None
     successes: int
+    disabled_methods: int
 
 
 class RunRepository:
@@ -103,6 +119,7 @@ class RunRepository:
                 sync_runs.c.cabinet_id,
                 func.min(sync_runs.c.success_at).label("oldest_success"),
                 func.count(sync_runs.c.success_at).label("successes"),
+                func.count(case((_DISABLED_METHOD, 1))).label("disabled_methods"),
             )
             .group_by(sync_runs.c.cabinet_id)
             .subquery()
@@ -116,6 +133,7 @@ class RunRepository:
                 cabinets.c.created_at,
                 runs.c.oldest_success,
                 func.coalesce(runs.c.successes, 0).label("successes"),
+                func.coalesce(runs.c.disabled_methods, 0).label("disabled_methods"),
             )
             .select_from(cabinets.outerjoin(runs, runs.c.cabinet_id == cabinets.c.id))
             .order_by(cabinets.c.id)
