@@ -2,10 +2,12 @@
 
 A status read has two parts:
 
-* The **index**: every cabinet (no token) with the state of its job in each queue and the
-  oldest of its syncs' last successes. It costs one database query and one Redis pipeline that
-  reads job ids only, and it is shared: concurrent reads wait for one build, and a build serves
-  every read for ``INDEX_TTL_S``. Search, filters, sorting and paging run on it in memory.
+* The **index**: every cabinet (no token) with the state of its job in each queue, the
+  oldest of its syncs' last successes, whether a sync last met a method WB switched off, and
+  whether its seller has a learned limit. It costs one database query, one Redis pipeline that
+  reads job ids only and one read of the learned limits' index, and it is shared: concurrent
+  reads wait for one build, and a build serves every read for ``INDEX_TTL_S``. Search,
+  filters, sorting and paging run on it in memory.
 * The **page**: the details of one page of cabinets only: their jobs' data (one pipeline), their
   last runs (one query) and their buckets (one pipeline of peeks).
 
