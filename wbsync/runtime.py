@@ -1,7 +1,9 @@
 """What one wbsync process shares: settings, Redis, the limiter, the database, HTTP, the queues.
 
-``open_runtime(settings)`` gives a started runtime and closes everything on exit, starting a
-private embedded Redis first when ``WBSYNC_REDIS_URL`` is not set.
+``open_runtime(settings)`` gives a started runtime and closes everything on exit. Without
+``WBSYNC_REDIS_URL`` it refuses to start (``ConfigError``) unless the caller asks for a private
+embedded Redis: jobs and buckets in it are discarded at exit and no other process can see them,
+so only the demo and an explicit ``--embedded-redis`` use one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import httpx
 
 from wbsync import keys, redis_bounds
 from wbsync.config import Settings
-from wbsync.errors import WbSyncError
+from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
 from wbsync.jobs.queue import SyncQueue
 from wbsync.ratelimit import RateLimiter
@@ -108,9 +110,20 @@ class Runtime:
         )
 
 
+NO_REDIS_URL = (
+    "WBSYNC_REDIS_URL is not set: set it to your Redis (e.g. redis://127.0.0.1:6379/0), or pass "
+    "--embedded-redis to try wbsync on a private Redis that is discarded at exit"
+)
+
+
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Runtime]:
-    """A started runtime on the configured Redis (or a private embedded one)."""
+async def open_runtime(
+    settings: Settings, *, migrate: bool = True, embedded_redis: bool = False
+) -> AsyncIterator[Runtime]:
+    """A started runtime on the configured Redis; with ``embedded_redis`` and none configured,
+    on a private embedded one (``ConfigError`` when neither)."""
+    if settings.redis_url is None and not embedded_redis:
+        raise ConfigError(NO_REDIS_URL)
     with resolve_redis_url(settings.redis_url) as url:
         runtime = Runtime(settings, redis_url=url)
         try:

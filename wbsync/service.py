@@ -99,10 +99,15 @@ async def active_cabinet_ids(runtime: Runtime) -> list[str]:
 
 
 async def run_service(
-    settings: Settings, *, queues: Sequence[str] | None = None, extra: Extra | None = None
+    settings: Settings,
+    *,
+    queues: Sequence[str] | None = None,
+    extra: Extra | None = None,
+    embedded_redis: bool = False,
 ) -> None:
     """Run workers and fan-out of ``queues`` (all by default) and ``extra`` (e.g. the HTTP API)
-    until SIGINT or SIGTERM."""
+    until SIGINT or SIGTERM; on a private Redis only with ``embedded_redis`` (see
+    ``open_runtime``)."""
     names = list(queues or SYNCS)
     unknown = set(names) - set(SYNCS)
     if unknown:
@@ -121,7 +126,7 @@ async def run_service(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
     try:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, embedded_redis=embedded_redis) as runtime:
             workers.extend(build_workers(runtime, names))
             await _serve(runtime, names, workers, stop, extra)
     finally:

@@ -87,15 +87,20 @@ def api_extra(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Extra:
 
 
 async def serve_api(
-    settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+    settings: Settings,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    embedded_redis: bool = False,
 ) -> None:
-    """``wbsync api``: the API alone, until SIGINT or SIGTERM."""
+    """``wbsync api``: the API alone, until SIGINT or SIGTERM; on a private Redis only with
+    ``embedded_redis`` (see ``open_runtime``)."""
     api_keys(settings)  # refuse to start before opening anything
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, embedded_redis=embedded_redis) as runtime:
         log.info("API on http://%s:%d", host, port)
         health = asyncio.create_task(watch_health(runtime, stop), name="health")
         try:

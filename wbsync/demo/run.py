@@ -157,7 +157,7 @@ async def run_demo(
     )
     async with running_emulator(config) as emu:
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, embedded_redis=True) as runtime:
             try:
                 return await _run(runtime, emu, cabinets, progress, timeout_s)
             finally:
