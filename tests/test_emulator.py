@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
@@ -12,7 +13,14 @@ import pytest
 
 from tests.waiting import wait_for
 from tests.wb_support import ANCHOR, SELLER_A, SELLER_B
-from wbsync.emulator import EmulatorConfig, FaultRule, LimitSpec, expected_rows, running_emulator
+from wbsync.emulator import (
+    EmulatorConfig,
+    FaultRule,
+    LimitSpec,
+    ReplyLatency,
+    expected_rows,
+    running_emulator,
+)
 from wbsync.emulator.buckets import Buckets
 from wbsync.emulator.server import Emulator
 from wbsync.emulator.wbdocs import Rate
@@ -331,3 +339,28 @@ def test_the_bucket_keeps_the_debt_of_early_requests() -> None:
     assert _arrivals(Buckets(grace_s=0.010), jitter) == [True] * 50
     # A request early by more than the grace is refused outright.
     assert _arrivals(Buckets(grace_s=0.010), [0.0, 45.0]) == [True, False]
+
+
+def test_reply_latency_is_a_seeded_long_tailed_draw() -> None:
+    latency = ReplyLatency(median_ms=150, sigma=0.6, max_ms=1000)
+    draws = [latency.draw_s(random.Random("x")) for _ in range(3)]
+    assert draws[0] == draws[1] == draws[2]  # the same seed, the same delay
+    rng = random.Random(1)
+    sample = sorted(latency.draw_s(rng) * 1000 for _ in range(20_000))
+    assert 140 < sample[len(sample) // 2] < 160  # the median
+    assert 2.0 < sample[int(len(sample) * 0.9)] / 150 < 2.4  # the tail: p90 ~2.2x the median
+    assert sample[-1] == 1000  # capped
+    assert ReplyLatency().draw_s(rng) == 0.0  # none by default
+
+
+async def test_every_reply_waits_out_the_configured_latency() -> None:
+    fixed = ReplyLatency(median_ms=120, sigma=0)
+    async with running_emulator(EmulatorConfig(anchor_date=ANCHOR, latency=fixed)) as emu:
+        async with httpx.AsyncClient(base_url=emu.base_url, timeout=10.0) as http:
+            headers = _auth(emu.token(SELLER_A))
+            started = time.monotonic()
+            reply = await http.get(
+                "/api/v2/list/goods/filter", params={"limit": 1}, headers=headers
+            )
+            assert reply.status_code == 200
+            assert time.monotonic() - started >= 0.12

@@ -11,7 +11,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wbsync.emulator.config import EmulatorConfig, FaultRule, LimitSpec, SellerSizes
+    from wbsync.emulator.config import (
+        EmulatorConfig,
+        FaultRule,
+        LimitSpec,
+        ReplyLatency,
+        SellerSizes,
+    )
     from wbsync.emulator.server import Emulator, running_emulator, serve
     from wbsync.emulator.state import expected_rows
 
@@ -20,6 +26,7 @@ _HOMES = {  # name: the module that defines it
     "EmulatorConfig": "config",
     "FaultRule": "config",
     "LimitSpec": "config",
+    "ReplyLatency": "config",
     "SellerSizes": "config",
     "expected_rows": "state",
     "running_emulator": "server",
@@ -31,6 +38,7 @@ __all__ = [
     "EmulatorConfig",
     "FaultRule",
     "LimitSpec",
+    "ReplyLatency",
     "SellerSizes",
     "expected_rows",
     "running_emulator",

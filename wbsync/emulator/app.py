@@ -199,6 +199,9 @@ def _method_route(state: EmulatorState, ep: Method) -> Route:
         outcome = await _serve(state, ep, request, rid)
         status = 0 if isinstance(outcome.response, _Dropped) else outcome.response.status_code
         state.counters.record(outcome.seller, ep.name, status, fault=outcome.fault, arrived=arrived)
+        delay_s = state.reply_delay_s()
+        if delay_s:
+            await asyncio.sleep(delay_s)  # the bucket counted the arrival; the reply comes later
         outcome.response.headers["X-Request-Id"] = rid
         return outcome.response
 

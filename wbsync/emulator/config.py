@@ -6,6 +6,8 @@ Unknown keys are errors.
 
 from __future__ import annotations
 
+import math
+import random
 from datetime import date
 from pathlib import Path
 from typing import Literal
@@ -24,6 +26,7 @@ __all__ = [
     "FaultRule",
     "LimitOverride",
     "LimitSpec",
+    "ReplyLatency",
     "SellerSizes",
 ]
 
@@ -97,6 +100,29 @@ class FaultRule(BaseModel):
     )
 
 
+class ReplyLatency(BaseModel):
+    """How long WB takes to answer a method: log-normal, in real milliseconds (never scaled).
+
+    Replies of a real API are not all alike: most come near a typical time, a few take many
+    times longer. A log-normal with median ``median_ms`` and shape ``sigma`` has that long tail
+    (sigma 0.6: p90 is 2.2x the median, p99 4x), capped at ``max_ms``. The emulator sleeps
+    without using its CPU, so thousands of replies can be in flight at once.
+    """
+
+    model_config = _STRICT
+
+    median_ms: float = Field(default=0.0, ge=0, description="Median delay; 0 = answer at once.")
+    sigma: float = Field(default=0.6, ge=0, le=3, description="Log-normal shape; 0 = constant.")
+    max_ms: float = Field(default=10_000.0, gt=0, description="No reply waits longer.")
+
+    def draw_s(self, rng: random.Random) -> float:
+        """One reply's delay in seconds."""
+        if self.median_ms <= 0:
+            return 0.0
+        delay_ms = self.median_ms * math.exp(self.sigma * rng.gauss(0.0, 1.0))
+        return min(delay_ms, self.max_ms) / 1000.0
+
+
 class EmulatorConfig(BaseModel):
     """All the emulator's knobs."""
 
@@ -130,6 +156,10 @@ class EmulatorConfig(BaseModel):
         ge=0,
         description="Real ms of refill a request may be early by (network jitter between the "
         "client's limiter and our bucket) before it is refused.",
+    )
+    latency: ReplyLatency = Field(
+        default_factory=ReplyLatency,
+        description="How long every WB method takes to answer (none by default).",
     )
     faults: list[FaultRule] = Field(default_factory=list)
     disabled: list[str] = Field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -150,6 +151,7 @@ class EmulatorState:
         self.buckets = Buckets(grace_s=config.grace_ms / 1000.0)
         self.faults = FaultPlan(list(config.faults), seed=config.seed)
         self.counters = Counters()
+        self._latency_rng = random.Random(f"latency:{config.seed}")
         #: Limits changed at run time (``/__emulator/limits``), by group; they win over the
         #: config's overrides and WB's table.
         self.limits: dict[str, LimitOverride] = {}
@@ -160,6 +162,10 @@ class EmulatorState:
         self._data: dict[str, SellerData] = {}
         self._sellers: dict[str, SellerState] = {}
         self.next_task_id = 1000
+
+    def reply_delay_s(self) -> float:
+        """How long the next reply waits (``config.latency``), from a seeded RNG."""
+        return self.config.latency.draw_s(self._latency_rng)
 
     def data(self, seller: str) -> SellerData:
         """The seller's generated data."""
