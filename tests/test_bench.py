@@ -112,3 +112,36 @@ async def test_status_reads_the_page_and_the_api_under_readers(redis_url: str) -
     assert result["page_requests"] == result["api_requests"] == 3
     assert result["errors_5xx"] == result["non_200"] == 0
     assert 0 < result["page_p50_ms"] <= result["page_p95_ms"]
+
+
+def test_scaleout_smallest_configuration_end_to_end(tmp_path: Path) -> None:
+    """Two cabinets, one `wbsync run` process, single Redis: every job done, nothing refused,
+    the figures present, the docs section and its plot written."""
+    reply = CliRunner().invoke(
+        app,
+        [
+            *("scaleout", "--cabinets", "2", "--processes", "1", "--redis", "single"),
+            *("--latency-ms", "20", "--json", "--write-docs", "--docs-dir", str(tmp_path)),
+        ],
+    )
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    [run] = result["runs"]
+    assert (run["redis"], run["processes"], run["jobs"]) == ("single", 1, 18)
+    assert run["completed_jobs"] == 18 and run["failed_jobs"] == 0
+    assert run["rate_limited"] == 0
+    assert run["requests"] >= run["pages"] > 18  # some syncs page, some pages take 2 requests
+    assert run["rows"] > 0 and run["pages_per_s"] > 0
+    assert 0 < run["lower_bound_s"] < run["makespan_s"]
+    assert run["redis_commands_per_page"] > 10  # BullMQ, the limiter, the job data: all counted
+    assert run["worker_cpu_s_per_1000_pages"] > 0 and 0 < run["machine_cpu_share"] <= 1
+    page = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert "scaleout" in page and "wbsync bench scaleout --cabinets 2" in page
+    assert (tmp_path / "bench-scaleout-2-c5.png").stat().st_size > 0
+
+
+def test_scaleout_refuses_a_bad_process_list() -> None:
+    reply = CliRunner().invoke(app, ["scaleout", "--processes", "1,two"])
+    assert reply.exit_code == 2
+    said = " ".join(reply.output.replace("│", " ").split())  # rich boxes and wraps the error
+    assert "'1,two' is not a comma-separated list of whole numbers" in said

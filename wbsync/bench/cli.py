@@ -278,6 +278,72 @@ def status_cmd(
     )
 
 
+@app.command("scaleout")
+def scaleout_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (x 9 syncs = jobs).")] = 1_000,
+    processes: Annotated[
+        str, typer.Option(help="`wbsync run` process counts to compare, comma-separated.")
+    ] = "1,2,4",
+    redis: Annotated[
+        str, typer.Option(help="single, cluster (3 masters; needs Redis >= 7) or both.")
+    ] = "single,cluster",
+    concurrency: Annotated[
+        int, typer.Option(help="Jobs per queue per process (WBSYNC_SYNC_QUEUE_CONCURRENCY).")
+    ] = 5,
+    latency_ms: Annotated[float, typer.Option(help="The emulator's median reply time.")] = 150.0,
+    latency_sigma: Annotated[
+        float, typer.Option(help="Log-normal shape of the reply time (the tail).")
+    ] = 0.6,
+    time_scale: Annotated[float, typer.Option(help="Multiplies WB's limits' periods.")] = 0.001,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            help="A PostgreSQL server URL (postgresql+asyncpg://...): each run gets a new "
+            "database on it, dropped after. Default: a new SQLite file per run."
+        ),
+    ] = None,
+    rounds: Annotated[int, typer.Option(help="Runs per configuration (ABBA); median.")] = 1,
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
+    """N cabinets, every sync, end to end on 1/2/4 processes, single Redis and a cluster."""
+    from wbsync.bench import scaleout
+
+    params = scaleout.Params(
+        cabinets=cabinets,
+        processes=_ints(processes, "--processes"),
+        redis=tuple(k.strip() for k in redis.split(",") if k.strip()),
+        concurrency=concurrency,
+        latency_ms=latency_ms,
+        latency_sigma=latency_sigma,
+        time_scale=time_scale,
+        postgres=postgres,
+        rounds=rounds,
+    )
+    _run_one(
+        ctx,
+        "scaleout",
+        lambda _url: scaleout.run(params),
+        private=True,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
+
+
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not a comma-separated list of whole numbers", param_hint=option
+        ) from None
+
+
 @app.command("all")
 def all_cmd(
     ctx: typer.Context,

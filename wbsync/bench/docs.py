@@ -15,7 +15,7 @@ from typing import Any
 from wbsync.bench import plots
 from wbsync.bench.common import rounded
 
-ORDER = ("slots", "limiter", "reschedule", "lateness", "scale", "status")
+ORDER = ("slots", "limiter", "reschedule", "lateness", "scale", "status", "scaleout")
 
 _HEADER = """# Benchmarks
 
@@ -356,6 +356,82 @@ def _status(r: dict[str, Any]) -> str:
     )
 
 
+def _scaleout(r: dict[str, Any]) -> str:
+    p = r["params"]
+    columns = [
+        "Redis, processes",
+        "makespan s",
+        "WB bound s",
+        "efficiency",
+        "pages/s",
+        "jobs/s",
+        "DB rows/s",
+        "requests",
+        "429s",
+        "failed jobs",
+        "worker CPU s / 1k pages",
+        "machine CPU busy",
+        "Redis cmds / page",
+        "Redis peak MB",
+    ]
+    rows = [
+        [
+            f"{x['redis']}, {x['processes']}",
+            x["makespan_s"],
+            x["lower_bound_s"],
+            x["efficiency"],
+            x["pages_per_s"],
+            x["jobs_per_s"],
+            x["db_rows_per_s"],
+            x["requests"],
+            x["rate_limited"],
+            x["failed_jobs"],
+            x["worker_cpu_s_per_1000_pages"],
+            f"{x['machine_cpu_share']:.0%}",
+            x["redis_commands_per_page"],
+            x["redis_memory_peak_bytes"] / 1e6,
+        ]
+        for x in r["runs"]
+    ]
+    clean = all(x["rate_limited"] == 0 and x["failed_jobs"] == 0 for x in r["runs"])
+    lines = [
+        f"{p['cabinets']:,} cabinets x 9 syncs, {p['concurrency']} job(s) per queue per process, "
+        f"the emulator answering after {p['latency_ms']:g} ms (median; log-normal, sigma "
+        f"{p['latency_sigma']:g}), time scale {p['time_scale']:g}, {r['database']}. Each run "
+        "starts its own Redis (a private server, or three cluster masters) and database; the "
+        "`wbsync run` processes start idle, and the clock runs from one fan-out pass to the "
+        "last job's recorded success. The WB bound is what WB's limits alone force (the "
+        "busiest bucket's requests beyond its burst, times its interval); efficiency is that "
+        "bound over the makespan, so a low figure means WB's limits were not what took the "
+        "time. CPU: the worker processes' own; machine CPU busy is the share of both cores "
+        "busy with anything (the emulator, Redis and the database included).",
+        "",
+        _table(columns, rows),
+        "",
+        f"Zero 429s and zero failed jobs in every run: {_check(clean)}.",
+    ]
+    for kind, ratios in r.get("speedup", {}).items():
+        text = ", ".join(f"{n} processes {v:.2f}x" for n, v in ratios.items() if n != "1")
+        lines.append(f"\n{kind}: pages/s over one process: {text}.")
+    cost = r.get("cluster_cost", {})
+    if cost:
+        text = ", ".join(f"{n} process(es) {v:.0%}" for n, v in cost.items())
+        worst = max(cost.values())
+        lines.append(
+            f"\nCluster cost against single Redis (share of pages/s lost): {text}; target "
+            f"<= 15 %: {_check(worst <= 0.15)}."
+        )
+    for kind, reason in r.get("skipped", {}).items():
+        lines.append(f"\n{kind} skipped: {reason}")
+    lines += ["", f"![scaleout]({scaleout_plot_name(r)})"]
+    return "\n".join(lines)
+
+
+def scaleout_plot_name(r: dict[str, Any]) -> str:
+    """The plot file of a scaleout run (one per cabinets x concurrency)."""
+    return f"bench-scaleout-{r['params']['cabinets']}-c{r['params']['concurrency']}.png"
+
+
 _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "slots": _slots,
     "limiter": _limiter,
@@ -363,6 +439,7 @@ _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "lateness": _lateness,
     "scale": _scale,
     "status": _status,
+    "scaleout": _scaleout,
 }
 _TITLES = {
     "slots": "slots: worker slots while windows are closed",
@@ -371,6 +448,7 @@ _TITLES = {
     "lateness": "lateness: how late deferred jobs resume",
     "scale": "scale: fan-out of many cabinets",
     "status": "status: the status page under concurrent readers",
+    "scaleout": "scaleout: every sync end to end on many processes and a Redis Cluster",
 }
 _PLOTS = {
     "slots": (plots.slots_plot, "bench-slots.png"),
@@ -392,6 +470,8 @@ def write_docs(results: dict[str, dict[str, Any]], *, docs_dir: Path, command: s
         merged[_store_key(name, result)] = entry
         if name == "slots" and "sweep" in result:
             merged["slots_sweep"] = entry  # kept until the next sweep: plain runs have none
+        if name == "scaleout":
+            plots.scaleout_plot(result, docs_dir / scaleout_plot_name(result))
         if name in _PLOTS:
             plot, file = _PLOTS[name]
             plot(merged.get("slots_sweep", result) if name == "slots" else result, docs_dir / file)
@@ -413,13 +493,22 @@ def write_docs(results: dict[str, dict[str, Any]], *, docs_dir: Path, command: s
 
 
 def _store_key(name: str, result: dict[str, Any]) -> str:
-    # Scale runs of different sizes are kept side by side: make bench runs a small one.
-    return f"{name}@{result['cabinets']}" if name == "scale" else name
+    # Runs of different sizes are kept side by side: make bench runs a small scale.
+    if name == "scale":
+        return f"{name}@{result['cabinets']}"
+    if name == "scaleout":
+        p = result["params"]
+        return f"{name}@{p['cabinets']}:{p['concurrency']}"
+    return name
 
 
-def _size_order(key: str) -> int:
-    return int(key.split("@", 1)[1]) if "@" in key else 0
+def _size_order(key: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in key.split("@", 1)[1].split(":")) if "@" in key else ()
 
 
 def _size_title(key: str) -> str:
-    return f" ({int(key.split('@', 1)[1]):,} cabinets)" if "@" in key else ""
+    if "@" not in key:
+        return ""
+    sizes = [int(n) for n in key.split("@", 1)[1].split(":")]
+    per_queue = f", {sizes[1]} per queue per process" if len(sizes) > 1 else ""
+    return f" ({sizes[0]:,} cabinets{per_queue})"

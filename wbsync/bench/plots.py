@@ -80,6 +80,39 @@ def lateness_plot(result: dict[str, Any], path: Path) -> bool:
     return _save(fig, path)
 
 
+def scaleout_plot(result: dict[str, Any], path: Path) -> bool:
+    """Pages/s against processes per Redis kind, and how busy the machine's cores were."""
+    runs = result.get("runs") or []
+    if not runs:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    busy = ax.twinx()
+    for kind, style in (("single", "o-"), ("cluster", "s--")):
+        mine = sorted((r for r in runs if r["redis"] == kind), key=lambda r: r["processes"])
+        if not mine:
+            continue
+        procs = [r["processes"] for r in mine]
+        ax.plot(procs, [r["pages_per_s"] for r in mine], style, label=f"{kind}: pages/s")
+        shares = [100 * r["machine_cpu_share"] for r in mine]
+        busy.plot(procs, shares, style, alpha=0.35, label=f"{kind}: machine CPU busy %")
+    ax.set_xlabel("wbsync run processes")
+    ax.set_xticks(sorted({r["processes"] for r in runs}))
+    ax.set_ylabel("pages per second")
+    ax.set_ylim(bottom=0)
+    busy.set_ylabel("machine CPU busy, % of all cores")
+    busy.set_ylim(0, 105)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = busy.get_legend_handles_labels()
+    ax.legend(handles + more, labels + more_labels, loc="lower right", fontsize=8)
+    p = result["params"]
+    ax.set_title(
+        f"scaleout: {p['cabinets']:,} cabinets, {p['concurrency']} per queue per process, "
+        f"{p['latency_ms']:g} ms replies"
+    )
+    ax.grid(True, alpha=0.3)
+    return _save(fig, path)
+
+
 def _save(fig: Any, path: Path) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -79,6 +79,13 @@ class EmulatorProcess:
             self._dir.cleanup()
             self._dir = None
 
+    @property
+    def pid(self) -> int:
+        """The emulator process's id (it must be running)."""
+        if self._proc is None:
+            raise ConfigError("the emulator process is not running")
+        return self._proc.pid
+
     async def counters(self) -> dict[str, Any]:
         """Requests, 429s and faults served, as the emulator reports them."""
         async with httpx.AsyncClient(base_url=self.base_url, timeout=10.0) as http:

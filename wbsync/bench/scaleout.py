@@ -1,0 +1,573 @@
+"""``scaleout``: N cabinets, every sync, end to end, on 1, 2 and 4 ``wbsync run`` processes,
+on a single Redis and on a 3-master Redis Cluster.
+
+Each run gets a fresh Redis (a private ``redis-server``, or an embedded 3-master cluster), a
+fresh database (a SQLite file, or a new database on the PostgreSQL server named by
+``--postgres``) holding N cabinets, and the same WB emulator (a child process, counters and
+buckets reset between runs) that answers every method after a log-normal delay (real time,
+150 ms median by default: WB's pages, not its windows, take the time at the default time scale
+0.001). The fan-out schedule is set far ahead so the processes start idle; once every process's
+workers are listening on every queue, the clock starts and one fan-out pass (the same
+``FanOut`` the leader runs) enqueues one job per (queue, cabinet). The run ends when every job
+has a success (or a final failure) recorded in ``sync_runs``.
+
+Measured per run: the makespan; the lower bound WB's limits put on it (the busiest
+(seller, limit group) bucket's requests beyond its burst, times its interval); efficiency (the
+bound over the makespan: far below 1 means WB's limits were not what bound the run); upstream
+requests and 429s (the emulator's counters); failed jobs; jobs, pages and stored rows per
+second (pages and rows from ``sync_runs``); the worker processes' CPU seconds per 1,000 pages
+(``/proc``); every process's CPU and the machine's busy share of its cores, to show where the
+CPU bound starts; Redis commands per page (``INFO commandstats`` summed over the nodes, Lua's
+inner commands included) and Redis memory (``used_memory`` summed over the nodes, peak of the
+run). Configurations run in ABBA order over ``rounds``; each configuration's figure is the
+median run by pages per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from wbsync import keys
+from wbsync.bench.common import rounds, table
+from wbsync.bench.upstream import EmulatorProcess
+from wbsync.clock import today
+from wbsync.config import Settings
+from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
+from wbsync.emulator.tokens import Kind
+from wbsync.emulator.wbdocs import METHODS
+from wbsync.errors import ConfigError, RedisUnavailableError
+from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.leader import FanOutLeases
+from wbsync.procs import stop_child
+from wbsync.redis_cluster import EmbeddedCluster
+from wbsync.redis_server import EmbeddedRedis
+from wbsync.runtime import Runtime
+from wbsync.store.cabinets import NewCabinet
+from wbsync.store.schema import sync_runs
+from wbsync.syncs import SYNCS
+
+REDIS_KINDS = ("single", "cluster")
+_SECRET_KEY = "wbsync-bench-scaleout-secret-key"
+_FAR_AHEAD_MS = 10**15  # the fan-out schedule's "not before" (year 33658): the bench fans out
+_FAILED_RETRY_REAL_S = 300.0
+_POLL_S = 0.25
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Params:
+    """What to run."""
+
+    cabinets: int = 1_000
+    processes: tuple[int, ...] = (1, 2, 4)
+    redis: tuple[str, ...] = REDIS_KINDS
+    latency_ms: float = 150.0
+    latency_sigma: float = 0.6
+    time_scale: float = 0.001
+    concurrency: int = 1
+    postgres: str | None = None
+    rounds: int = 1
+    timeout_s: float | None = None
+    grace_ms: float = 10.0
+    configs: list[tuple[str, int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.redis) - set(REDIS_KINDS)
+        if unknown:
+            raise ConfigError(f"unknown Redis kinds {sorted(unknown)}; use {REDIS_KINDS}")
+        if self.cabinets < 1 or min(self.processes, default=0) < 1 or self.rounds < 1:
+            raise ConfigError("cabinets, processes and rounds must be >= 1")
+        self.configs = [(kind, n) for kind in self.redis for n in self.processes]
+
+    def deadline_s(self) -> float:
+        """How long one run may take before it is called failed."""
+        return self.timeout_s or 120.0 + self.cabinets * len(SYNCS) * 0.1
+
+
+# --- the machine's and the processes' CPU (Linux /proc) -------------------------------------
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every core spent on anything but idling, since boot."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / _CLK_TCK
+
+
+# --- Redis: one server or a cluster, and the numbers read from every node --------------------
+
+
+@dataclass
+class _RedisUnderTest:
+    url: str
+    nodes: list[str]
+
+    async def totals(self) -> dict[str, Any]:
+        """Commands run (in all and by name), CPU seconds and used memory, summed over the
+        nodes."""
+        out: dict[str, Any] = {"commands": 0, "cpu_s": 0.0, "memory": 0, "by_name": {}}
+        for node in self.nodes:
+            client = Redis.from_url(node)
+            try:
+                stats = await client.info("commandstats")
+                cpu = await client.info("cpu")
+                memory = await client.info("memory")
+            finally:
+                await client.aclose()
+            for name, stat in stats.items():
+                if name.startswith("cmdstat_"):
+                    out["commands"] += int(stat["calls"])
+                    command = name.removeprefix("cmdstat_")
+                    out["by_name"][command] = out["by_name"].get(command, 0) + int(stat["calls"])
+            out["cpu_s"] += float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+            out["memory"] += int(memory["used_memory"])
+        return out
+
+    async def client_names(self) -> list[str]:
+        """The names of every client connected to any node."""
+        names = []
+        for node in self.nodes:
+            client = Redis.from_url(node, decode_responses=True)
+            try:
+                names += [c.get("name", "") for c in await client.client_list()]
+            finally:
+                await client.aclose()
+        return names
+
+
+@contextlib.contextmanager
+def _redis(kind: str) -> Iterator[_RedisUnderTest]:
+    if kind == "single":
+        with EmbeddedRedis() as server:
+            yield _RedisUnderTest(server.url, [server.url])
+        return
+    with EmbeddedCluster() as cluster:
+        nodes = [f"redis://127.0.0.1:{port}" for port in cluster.ports]
+        yield _RedisUnderTest(cluster.url, nodes)
+
+
+# --- the database: a fresh SQLite file or a fresh PostgreSQL database -----------------------
+
+
+@contextlib.asynccontextmanager
+async def _database(postgres: str | None, tmp: Path) -> AsyncIterator[str]:
+    name = f"wbsync_scaleout_{uuid.uuid4().hex[:10]}"
+    if postgres is None:
+        yield f"sqlite+aiosqlite:///{tmp / name}.db"
+        return
+    admin = create_async_engine(postgres, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield make_url(postgres).set(database=name).render_as_string(hide_password=False)
+        finally:
+            async with admin.connect() as conn:
+                await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+def _seller(i: int) -> str:
+    return str(uuid.UUID(int=i + 1, version=4))
+
+
+def _lower_bound_s(counters: dict[str, Any], time_scale: float) -> float:
+    """The busiest bucket's requests beyond its burst, times its interval (scaled seconds).
+
+    Requests WB refused count too: the emulator takes a token only for the ones it let through,
+    but every one of them had to wait its turn.
+    """
+    worst = 0.0
+    for methods in counters.get("sellers", {}).values():
+        per_group: dict[str, tuple[int, float, int]] = {}
+        for method, count in methods.items():
+            spec = METHODS.get(method)
+            rate = spec.rate(Kind.PERSONAL) if spec else None
+            if spec is None or rate is None:
+                continue
+            interval = rate.period_s / rate.limit * time_scale
+            done, _, burst = per_group.get(spec.group, (0, interval, rate.burst))
+            per_group[spec.group] = (done + int(count["requests"]), interval, burst)
+        for done, interval, burst in per_group.values():
+            worst = max(worst, max(0, done - burst) * interval)
+    return worst
+
+
+class _Run:
+    """One configuration: Redis kind, process count; everything it started, and its figures."""
+
+    def __init__(self, params: Params, emu: EmulatorProcess, redis: _RedisUnderTest) -> None:
+        self.params, self.emu, self.redis = params, emu, redis
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Any] = []
+
+    def settings(self, database_url: str) -> Settings:
+        return Settings(
+            redis_url=self.redis.url,
+            database_url=database_url,
+            secret_key=_SECRET_KEY,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
+            wb_base_url=self.emu.base_url,
+            time_scale=self.params.time_scale,
+            sync_queue_concurrency=self.params.concurrency,
+            # The leader looks for failed jobs every quarter of this, scaled: at time scale
+            # 0.001 WB's 300 s would be a look every 75 ms. Keep the real period (75 s).
+            failed_retry_s=_FAILED_RETRY_REAL_S / self.params.time_scale,
+            log_level="WARNING",
+        )
+
+    def _env(self, settings: Settings) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WBSYNC_")}
+        env.update(
+            WBSYNC_REDIS_URL=self.redis.url,
+            WBSYNC_DATABASE_URL=settings.database_url,
+            WBSYNC_SECRET_KEY=_SECRET_KEY,
+            WBSYNC_WB_BASE_URL=self.emu.base_url,
+            WBSYNC_TIME_SCALE=str(settings.time_scale),
+            WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
+            WBSYNC_FAILED_RETRY_S=str(settings.failed_retry_s),
+            WBSYNC_LOG_LEVEL="WARNING",
+        )
+        return env
+
+    def spawn(self, settings: Settings, count: int, tmp: Path) -> None:
+        env = self._env(settings)
+        for i in range(count):
+            log = open(tmp / f"run-{i}.log", "w+b")  # closed in stop()
+            self.logs.append(log)
+            # Popen returns at once (fork/exec); readiness is awaited below.
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "wbsync", "run"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    env=env,
+                    process_group=0,
+                )
+            )
+
+    def _died(self) -> str | None:
+        for proc, log in zip(self.procs, self.logs, strict=True):
+            if proc.poll() is not None:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-1500:]
+                return f"a `wbsync run` process exited with {proc.returncode}: {tail}"
+        return None
+
+    async def until_listening(self, queue_prefix: str, timeout_s: float = 120.0) -> None:
+        """Until every process's worker of every queue holds its blocking connection."""
+        wanted = {keys.bullmq_worker_connection_name(queue_prefix, q) for q in SYNCS}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            names = await self.redis.client_names()
+            if all(names.count(name) >= len(self.procs) for name in wanted):
+                return
+            died = self._died()
+            if died or time.monotonic() > deadline:
+                raise ConfigError(died or f"the workers did not start within {timeout_s:.0f} s")
+            await asyncio.sleep(_POLL_S)
+
+    def cpu_s(self) -> tuple[float, float]:
+        """CPU seconds so far of the worker processes, and of the emulator."""
+        workers = sum(_process_cpu_s(p.pid) for p in self.procs)
+        return workers, _process_cpu_s(self.emu.pid)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            stop_child(proc)
+        for log in self.logs:
+            log.close()
+
+
+async def _progress(settings: Settings, since: datetime) -> tuple[int, int, int, int]:
+    """(succeeded, failed for good, pages, rows) of the runs recorded since ``since``."""
+    from wbsync.store import Database
+
+    async with Database(settings.database_url) as db, db.connection() as conn:
+        ok = sync_runs.c.success_at >= since
+        failed = (sync_runs.c.failure_at >= since) & (
+            sync_runs.c.success_at.is_(None) | (sync_runs.c.success_at < since)
+        )
+        row = (
+            await conn.execute(
+                select(
+                    func.count().filter(ok),
+                    func.count().filter(failed),
+                    func.coalesce(func.sum(sync_runs.c.success_pages).filter(ok), 0),
+                    func.coalesce(func.sum(sync_runs.c.success_rows).filter(ok), 0),
+                )
+            )
+        ).one()
+    return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+
+async def _one_run(
+    params: Params, emu: EmulatorProcess, kind: str, processes: int, tmp: Path
+) -> dict[str, Any]:
+    jobs = params.cabinets * len(SYNCS)
+    with _redis(kind) as redis:
+        async with _database(params.postgres, tmp) as database_url:
+            run = _Run(params, emu, redis)
+            settings = run.settings(database_url)
+            runtime = await Runtime(settings, redis_url=redis.url).start()
+            try:
+                model = Emulator(emu.config)
+                await runtime.store.cabinets.add_many(
+                    [
+                        NewCabinet(f"scale-{i:06d}", model.token(_seller(i)), _seller(i))
+                        for i in range(params.cabinets)
+                    ]
+                )
+                leases = FanOutLeases(runtime.redis, prefix=settings.redis_prefix, lease_ms=15_000)
+                await leases.set_due_ms({q: _FAR_AHEAD_MS for q in SYNCS})
+                await emu.reset()
+                run.spawn(settings, processes, tmp)
+                try:
+                    await run.until_listening(runtime.queue_prefix)
+                    ids = [str(c.id) for c in await runtime.store.cabinets.list()]
+                    queues = {name: runtime.queue(name) for name in SYNCS}
+                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in SYNCS})
+                    figures = await _measured(run, redis, settings, fanout, jobs, params)
+                finally:
+                    run.stop()
+            finally:
+                await runtime.aclose()
+    counters = await emu.counters()
+    total = counters.get("total", {})
+    makespan = figures["makespan_s"]
+    pages, rows = figures["pages"], figures["rows"]
+    bound = _lower_bound_s(counters, params.time_scale)
+    return {
+        "redis": kind,
+        "processes": processes,
+        "jobs": jobs,
+        "makespan_s": makespan,
+        "lower_bound_s": bound,
+        "efficiency": bound / makespan if makespan else None,
+        "requests": int(total.get("requests", 0)),
+        "rate_limited": int(total.get("rate_limited", 0)),
+        "failed_jobs": figures["failed"],
+        "completed_jobs": figures["succeeded"],
+        "jobs_per_s": figures["succeeded"] / makespan,
+        "pages": pages,
+        "pages_per_s": pages / makespan,
+        "rows": rows,
+        "db_rows_per_s": rows / makespan,
+        "worker_cpu_s_per_1000_pages": figures["workers_cpu_s"] / pages * 1000 if pages else None,
+        "cpu_s": {
+            "workers": figures["workers_cpu_s"],
+            "emulator": figures["emulator_cpu_s"],
+            "redis": figures["redis_cpu_s"],
+            "machine": figures["machine_busy_s"],
+        },
+        "machine_cpu_share": figures["machine_busy_s"] / ((os.cpu_count() or 1) * makespan),
+        "redis_commands_per_page": figures["commands"] / pages if pages else None,
+        "redis_commands_per_page_by_name": {
+            name: calls / pages
+            for name, calls in sorted(figures["commands_by_name"].items(), key=lambda kv: -kv[1])
+            if pages and calls / pages >= 0.5
+        },
+        "redis_memory_peak_bytes": figures["memory_peak"],
+        "redis_bytes_per_cabinet": figures["memory_grown"] / params.cabinets,
+    }
+
+
+def _constant(ids: Sequence[str]) -> Any:
+    async def active() -> Sequence[str]:
+        return ids
+
+    return active
+
+
+async def _measured(
+    run: _Run,
+    redis: _RedisUnderTest,
+    settings: Settings,
+    fanout: FanOut,
+    jobs: int,
+    params: Params,
+) -> dict[str, Any]:
+    """Fan out and wait for every job; the figures between the two moments."""
+    before = await redis.totals()
+    workers_cpu, emulator_cpu = run.cpu_s()
+    machine = _machine_busy_s()
+    since = datetime.now(UTC)
+    started = time.perf_counter()
+    await fanout.run_once()
+    peak = before["memory"]
+    deadline = time.monotonic() + params.deadline_s()
+    while True:
+        succeeded, failed, pages, rows = await _progress(settings, since)
+        if succeeded + failed >= jobs:
+            break
+        died = run._died()
+        if died or time.monotonic() > deadline:
+            raise ConfigError(died or f"{succeeded + failed} of {jobs} jobs ended in time")
+        peak = max(peak, (await redis.totals())["memory"])
+        await asyncio.sleep(_POLL_S)
+    makespan = time.perf_counter() - started
+    machine = _machine_busy_s() - machine
+    workers_end, emulator_end = run.cpu_s()
+    after = await redis.totals()
+    return {
+        "makespan_s": makespan,
+        "succeeded": succeeded,
+        "failed": failed,
+        "pages": pages,
+        "rows": rows,
+        "workers_cpu_s": workers_end - workers_cpu,
+        "emulator_cpu_s": emulator_end - emulator_cpu,
+        "redis_cpu_s": after["cpu_s"] - before["cpu_s"],
+        "machine_busy_s": machine,
+        "commands": after["commands"] - before["commands"],
+        "commands_by_name": {
+            name: calls - before["by_name"].get(name, 0) for name, calls in after["by_name"].items()
+        },
+        "memory_peak": max(peak, after["memory"]),
+        "memory_grown": max(peak, after["memory"]) - before["memory"],
+    }
+
+
+# --- the whole benchmark -------------------------------------------------------------------
+
+
+async def run(params: Params | None = None) -> dict[str, Any]:
+    """Every configuration ``rounds`` times; the median run of each, and the ratios."""
+    params = params or Params()
+    skipped: dict[str, str] = {}
+    if "cluster" in params.redis:
+        try:
+            with EmbeddedCluster():
+                pass
+        except RedisUnavailableError as exc:
+            skipped["cluster"] = str(exc)
+    configs = [c for c in params.configs if c[0] not in skipped]
+    emulator = EmulatorConfig(
+        time_scale=params.time_scale,
+        anchor_date=today(),
+        grace_ms=params.grace_ms,
+        latency=ReplyLatency(median_ms=params.latency_ms, sigma=params.latency_sigma),
+    )
+    samples: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
+    with tempfile.TemporaryDirectory(prefix="wbsync-scaleout-") as tmp:
+        async with EmulatorProcess(emulator) as emu:
+            for _, (kind, processes) in rounds(configs, params.rounds):
+                samples[(kind, processes)].append(
+                    await _one_run(params, emu, kind, processes, Path(tmp))
+                )
+    runs = [_median_run(samples[c]) for c in configs]
+    return {
+        "params": {k: v for k, v in asdict(params).items() if k not in ("configs", "postgres")},
+        "database": "postgresql" if params.postgres else "sqlite",
+        "skipped": skipped,
+        "runs": runs,
+        "speedup": _speedups(runs),
+        "cluster_cost": _cluster_cost(runs),
+    }
+
+
+def _median_run(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    ordered = sorted(samples, key=lambda r: r["pages_per_s"])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["rounds_pages_per_s"] = [r["pages_per_s"] for r in samples]
+    return chosen
+
+
+def _speedups(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per Redis kind: pages/s of N processes over pages/s of one."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in REDIS_KINDS:
+        base = next((r for r in runs if r["redis"] == kind and r["processes"] == 1), None)
+        if base is None:
+            continue
+        out[kind] = {
+            str(r["processes"]): r["pages_per_s"] / base["pages_per_s"]
+            for r in runs
+            if r["redis"] == kind
+        }
+    return out
+
+
+def _cluster_cost(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per process count: the share of single-node pages/s the cluster loses."""
+    single = {r["processes"]: r["pages_per_s"] for r in runs if r["redis"] == "single"}
+    return {
+        str(r["processes"]): 1 - r["pages_per_s"] / single[r["processes"]]
+        for r in runs
+        if r["redis"] == "cluster" and r["processes"] in single
+    }
+
+
+def tables(result: dict[str, Any]) -> list[Any]:
+    """The figures, one row per configuration."""
+    columns = [
+        "redis, processes",
+        "makespan s",
+        "bound s",
+        "pages/s",
+        "jobs/s",
+        "rows/s",
+        "requests",
+        "429s",
+        "failed",
+        "CPU s/1k pages",
+        "machine CPU",
+        "cmds/page",
+        "Redis MB",
+    ]
+    rows = [
+        [
+            f"{r['redis']}, {r['processes']}",
+            r["makespan_s"],
+            r["lower_bound_s"],
+            r["pages_per_s"],
+            r["jobs_per_s"],
+            r["db_rows_per_s"],
+            r["requests"],
+            r["rate_limited"],
+            r["failed_jobs"],
+            r["worker_cpu_s_per_1000_pages"],
+            f"{r['machine_cpu_share']:.0%}",
+            r["redis_commands_per_page"],
+            r["redis_memory_peak_bytes"] / 1e6,
+        ]
+        for r in result["runs"]
+    ]
+    p = result["params"]
+    title = (
+        f"scaleout: {p['cabinets']:,} cabinets x {len(SYNCS)} syncs, reply latency "
+        f"{p['latency_ms']:g} ms median, time scale {p['time_scale']:g}, {result['database']}"
+    )
+    return [table(title, columns, rows)]
