@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from redis.asyncio import Redis
 
 from tests.conftest_store import DatabaseFactory
@@ -21,7 +21,6 @@ from wbsync import clock, keys
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
-from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import SyncQueue
@@ -99,10 +98,10 @@ def test_queue_concurrency_per_queue_with_a_default_and_clear_errors() -> None:
     settings = Settings(queue_concurrency={FINANCE: 12}, sync_queue_concurrency=3)
     assert queue_concurrency(settings, FINANCE) == 12
     assert queue_concurrency(settings, "catalog-sync") == 3
-    with pytest.raises(ConfigError, match=r"unknown queues \['finance'\]"):
-        queue_concurrency(Settings(queue_concurrency={"finance": 2}), FINANCE)
-    with pytest.raises(ConfigError, match="must be >= 1"):
-        queue_concurrency(Settings(queue_concurrency={FINANCE: 0}), FINANCE)
+    with pytest.raises(ValidationError, match=r"unknown queue\(s\) \['finance'\]"):
+        Settings(queue_concurrency={"finance": 2})
+    with pytest.raises(ValidationError, match=f"{FINANCE}: give each queue 1 job at once"):
+        Settings(queue_concurrency={FINANCE: 0})
 
 
 SCALE = 0.005  # WB's minute is 300 ms

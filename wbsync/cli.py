@@ -28,7 +28,7 @@ from wbsync.logs import configure_logging
 
 if TYPE_CHECKING:
     from wbsync.config import Settings
-    from wbsync.store import Store
+    from wbsync.store import Database, Store
     from wbsync.store.db import Migration
 
 T = TypeVar("T")
@@ -131,11 +131,11 @@ def run(
     embedded_redis: EmbeddedRedisOpt = False,
 ) -> None:
     """Run the workers of the sync queues and the fan-out until SIGINT/SIGTERM."""
+    settings = _settings()  # a bad setting is refused before the heavy imports
     from wbsync.api import api_extra
     from wbsync.api.auth import api_keys
     from wbsync.service import run_service
 
-    settings = _settings()
     configure_logging(settings.log_level)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     extra = None
@@ -153,10 +153,10 @@ def api(
     embedded_redis: EmbeddedRedisOpt = False,
 ) -> None:
     """Serve the HTTP API, /metrics and the status page (needs WBSYNC_API_KEYS)."""
+    settings = _settings()  # a bad setting is refused before the heavy imports
     from wbsync.api import serve_api
     from wbsync.api.auth import api_keys
 
-    settings = _settings()
     configure_logging(settings.log_level)
     api_keys(settings)  # refuse before anything is started
     embedded = _embedded_redis(settings, embedded_redis)
@@ -182,10 +182,9 @@ def settings_cmd(
 def migrate() -> None:
     """Create or upgrade the database schema to the latest version (waits for another
     process's migration of the same database instead of racing it)."""
-    from wbsync.store import Database
 
     async def go() -> Migration:
-        async with Database(_settings().database_url) as db:
+        async with _database() as db:
             return await db.migrate()
 
     typer.echo(str(_run(go)))
@@ -505,14 +504,26 @@ def secrets_rotate() -> None:
 
 
 @asynccontextmanager
+async def _database() -> AsyncIterator[Database]:
+    """The configured database, started (``ConfigError`` when it cannot be reached)."""
+    from wbsync.store import Database
+
+    db = Database(_settings().database_url)
+    try:
+        await db.start_configured()
+        yield db
+    finally:
+        await db.aclose()
+
+
+@asynccontextmanager
 async def _store(*, verify: bool = True) -> AsyncIterator[Store]:
     """A Store on the configured database, migrated to the latest schema, its key verified."""
-    from wbsync.store import Database, Store
+    from wbsync.store import Store
 
-    settings = _settings()
-    async with Database(settings.database_url) as db:
+    async with _database() as db:
         await db.migrate()
-        store = Store(db, secret_key=settings.secret_key_value())
+        store = Store(db, secret_key=_settings().secret_key_value())
         if verify:
             await store.cabinets.verify_key()
         yield store

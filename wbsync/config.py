@@ -58,6 +58,8 @@ def parse_limit_overrides(value: object) -> dict[str, dict[TokenType, LimitOverr
         value = json.loads(value) if value.strip() else {}
     if not isinstance(value, Mapping):
         raise ValueError('expected a JSON object: {"<limit group>": {"period_s": ..., ...}}')
+    if not value:  # the default: no need to load the endpoint table to check it
+        return {}
     # The table lives with the endpoints, which import this module: read it at call time.
     from wbsync.wb.endpoints import group_token_types
 
@@ -104,7 +106,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         description="Redis to use: redis://host:port/db, or a cluster by its seed nodes, "
-        "redis+cluster://host1:port1,host2:port2; unset = start a private embedded redis-server.",
+        "redis+cluster://host1:port1,host2:port2; unset = run and api refuse to start (unless "
+        "given --embedded-redis); the demo starts a private embedded redis-server.",
     )
     redis_prefix: str = Field(
         default="wbsync", description="Every Redis key wbsync writes starts with this prefix."
@@ -269,6 +272,35 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
+    @field_validator("redis_url")
+    @classmethod
+    def _a_redis_url(cls, url: str | None) -> str | None:
+        if not url:  # an empty variable is an unset one
+            return None
+        from wbsync.redis_client import url_problem  # imports redis: only when a URL is set
+
+        problem = url_problem(url)
+        if problem:
+            raise ValueError(problem)
+        return url
+
+    @field_validator("queue_concurrency", "fanout_intervals_s")
+    @classmethod
+    def _per_known_queue(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if not values:  # the default: no need to load the syncs (slow) to check it
+            return values
+        # Imported here: the syncs import the endpoint table, which imports this module.
+        from wbsync.syncs import SYNCS
+
+        unknown = sorted(set(values) - set(SYNCS))
+        if unknown:
+            raise ValueError(f"unknown queue(s) {unknown}; queues: {', '.join(SYNCS)}")
+        not_positive = sorted(queue for queue, value in values.items() if value <= 0)
+        if not_positive:
+            least = "1 job at once" if info.field_name == "queue_concurrency" else "above 0 s"
+            raise ValueError(f"{', '.join(not_positive)}: give each queue {least}")
+        return values
+
     @field_validator("api_keys")
     @classmethod
     def _long_enough(cls, keys: list[SecretStr]) -> list[SecretStr]:
@@ -325,7 +357,7 @@ class Settings(BaseSettings):
             ):
                 shown = "**********" if not isinstance(value, list) else f"[{len(value)} set]"
             elif isinstance(value, str):
-                shown = _without_password(value)
+                shown = without_password(value)
             elif value is None:
                 shown = "(unset)"
             else:
@@ -335,10 +367,10 @@ class Settings(BaseSettings):
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
-            yield name, _without_password(value) if isinstance(value, str) else value
+            yield name, without_password(value) if isinstance(value, str) else value
 
 
-def _without_password(value: str) -> str:
+def without_password(value: str) -> str:
     """``value`` with the password of a URL (``scheme://user:password@host``) masked."""
     if "://" not in value or "@" not in value:
         return value

@@ -57,4 +57,6 @@ def configure_logging(level: str = "INFO", *, stream: Any = None) -> logging.Han
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Alembic's INFO lines narrate each migration step; wbsync.store.db logs the outcome once.
+    logging.getLogger("alembic").setLevel(max(root.level, logging.WARNING))
     return handler

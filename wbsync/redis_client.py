@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -70,11 +70,56 @@ def parse_cluster_url(url: str) -> ClusterSeeds:
         host, colon, port = seed.strip().rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(
-                f"WBSYNC_REDIS_URL: cluster seed {seed.strip()!r} is not host:port "
-                f"(expected {_EXAMPLE})"
+                f"cluster seed {seed.strip()!r} is not host:port (expected {_EXAMPLE})"
             )
         nodes.append((host.strip("[]"), int(port)))
     return ClusterSeeds(tuple(nodes), username, password, _CLUSTER_SCHEMES[scheme.lower()])
+
+
+_SERVER_SCHEMES = ("redis", "rediss", "unix")
+_FORMS = (
+    "write redis://host:6379/0 (rediss:// for TLS, unix:///path/to/redis.sock, or "
+    f"{_EXAMPLE} for a cluster)"
+)
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with a Redis URL and how to write it, or None when it will do.
+
+    The words never repeat the URL's password (nor its user or host). redis-py would take a
+    database number that is not a number for database 0, and a bad scheme only at the first
+    command, with a traceback.
+    """
+    if is_cluster(url):
+        try:
+            parse_cluster_url(url)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme.lower() not in _SERVER_SCHEMES:
+        return f"not a Redis URL: {_FORMS}"
+    parts = urlsplit(url)
+    if scheme.lower() == "unix":
+        return None if parts.path else f"no socket path: {_FORMS}"
+    if not _port_ok(parts):
+        return f"the port is not a number from 1 to 65535: {_FORMS}"
+    if not parts.hostname:
+        return f"no host: {_FORMS}"
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        return (
+            f"the database number {database!r} is not a number: end the URL with /0, or another "
+            "database the server has (0-15 unless its `databases` setting says more)"
+        )
+    return None
+
+
+def _port_ok(parts: SplitResult) -> bool:
+    try:
+        return parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        return False
 
 
 def connect(url: str, *, decode_responses: bool = True, **options: Any) -> RedisClient:
@@ -121,4 +166,5 @@ __all__ = [
     "is_cluster",
     "parse_cluster_url",
     "run_scripts",
+    "url_problem",
 ]

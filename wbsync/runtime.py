@@ -14,11 +14,12 @@ from contextlib import asynccontextmanager
 import httpx
 
 from wbsync import keys, redis_bounds
-from wbsync.config import Settings
+from wbsync.config import Settings, without_password
 from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
 from wbsync.jobs.queue import SyncQueue
 from wbsync.ratelimit import RateLimiter
+from wbsync.redis_client import REDIS_ERRORS
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
@@ -58,16 +59,29 @@ class Runtime:
         return keys.queue_prefix(self.settings.redis_prefix)
 
     async def start(self, *, migrate: bool = True) -> Runtime:
-        """Connect the database (migrating it to the latest schema), verify the secret key
-        against the stored tokens (``ConfigError``), and check Redis."""
+        """Check Redis, connect the database (migrating it to the latest schema) and verify
+        the secret key against the stored tokens. Each failure is a ``ConfigError`` saying what
+        to fix: the process did not start. Redis goes first: it writes nothing, so a refused
+        start leaves no fresh database behind."""
         if self._closed:
             raise WbSyncError("a closed Runtime cannot be started again")
-        await self.database.start()
+        await self._check_redis()
+        await self.database.start_configured()
         if migrate:
             await self.database.migrate()
         await self.store.cabinets.verify_key()  # a missing or wrong key stops the start here
-        await self.redis.ping()
         return self
+
+    async def _check_redis(self) -> None:
+        try:
+            await self.redis.ping()
+        except REDIS_ERRORS as exc:
+            raise ConfigError(
+                f"WBSYNC_REDIS_URL: Redis at {without_password(self.redis_url)} did not answer "
+                f"({type(exc).__name__}: {exc}); start Redis there or fix the URL (host, port, "
+                "password, and a database number the server has: 0-15 unless its `databases` "
+                "setting says more)"
+            ) from None
 
     async def aclose(self) -> None:
         """Close every connection this runtime opened."""

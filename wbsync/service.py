@@ -37,12 +37,6 @@ Extra = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
 
 def fanout_intervals(settings: Settings) -> dict[str, float]:
     """Each queue's fan-out interval in seconds: the sync's default or the setting, scaled."""
-    unknown = set(settings.fanout_intervals_s) - set(SYNCS)
-    if unknown:
-        raise ConfigError(
-            f"WBSYNC_FANOUT_INTERVALS_S names unknown queues {sorted(unknown)}; "
-            f"queues: {', '.join(SYNCS)}"
-        )
     return {
         name: settings.fanout_intervals_s.get(name, sync.interval_s) * settings.time_scale
         for name, sync in SYNCS.items()

@@ -182,7 +182,10 @@ class EmulatorConfig(BaseModel):
         try:
             data = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot read emulator config {path}: {exc.strerror}") from None
+            raise ConfigError(
+                f"cannot read emulator config {path}: {exc.strerror}; give --config a readable "
+                "JSON file (its fields: docs/emulator.md)"
+            ) from None
         try:
             base = cls.model_validate_json(data)
             return cls.model_validate(base.model_dump() | overrides) if overrides else base
@@ -191,7 +194,10 @@ class EmulatorConfig(BaseModel):
                 f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
                 for err in exc.errors()
             )
-            raise ConfigError(f"invalid emulator config {path}: {problems}") from None
+            raise ConfigError(
+                f"invalid emulator config {path}: {problems}; fix the file (its fields: "
+                "docs/emulator.md)"
+            ) from None
 
     def sizes_for(self, seller_id: str) -> SellerSizes:
         """The data sizes of ``seller_id``."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from wbsync import clock
 from wbsync.config import Settings
-from wbsync.errors import ConfigError, MalformedJobError, RateLimitDeferred, WbSyncError
+from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
@@ -88,15 +88,6 @@ async def _record_failure(
 def queue_concurrency(settings: Settings, queue: str) -> int:
     """Jobs ``queue``'s worker runs at once: its entry in WBSYNC_QUEUE_CONCURRENCY, else the
     default for every queue."""
-    unknown = set(settings.queue_concurrency) - set(SYNCS)
-    if unknown:
-        raise ConfigError(
-            f"WBSYNC_QUEUE_CONCURRENCY names unknown queues {sorted(unknown)}; "
-            f"queues: {', '.join(SYNCS)}"
-        )
-    bad = {q: n for q, n in settings.queue_concurrency.items() if n < 1}
-    if bad:
-        raise ConfigError(f"WBSYNC_QUEUE_CONCURRENCY: each value must be >= 1, got {bad}")
     return settings.queue_concurrency.get(queue, settings.sync_queue_concurrency)
 
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib.resources import files
+from pathlib import Path
 from typing import Any, TypeVar
 
 from alembic import command
@@ -174,6 +175,7 @@ class Database:
             raise StoreError(f"{self!r} was closed; create a new Database")
         if self._engine is not None:
             return
+        self._check_sqlite_directory()
         # SQLite has one writer at a time; a second connection waiting for the lock sleeps in
         # SQLite's busy handler in steps of up to 100 ms. One connection per process queues
         # writers in asyncio instead, handing over at once (other processes still wait).
@@ -197,7 +199,33 @@ class Database:
             self._engine = None
             await engine.dispose()
             raise
-        log.info("database %s started", self._safe_url)
+        log.debug("database %s started", self._safe_url)
+
+    def _check_sqlite_directory(self) -> None:
+        """Refuse a SQLite file whose directory is missing before connecting: aiosqlite's
+        failed connect leaves its worker thread racing the closing event loop, which prints a
+        traceback as the process exits."""
+        path = make_url(self._url).database
+        if self._dialect != "sqlite" or not path or path.startswith(("file:", ":memory:")):
+            return
+        directory = Path(path).parent
+        if not directory.is_dir():
+            raise StoreUnavailableError(
+                f"database {self._safe_url}: unable to open database file: no directory "
+                f"{str(directory)!r}"
+            )
+
+    async def start_configured(self) -> None:
+        """``start`` for a process starting up: a database it cannot reach, open or log in to
+        is a ``ConfigError`` (the process did not start) saying what to check."""
+        try:
+            await self.start()
+        except StoreError as exc:
+            raise ConfigError(
+                f"WBSYNC_DATABASE_URL: {exc}; start the database or fix the URL (the host, port, "
+                "user, password and database name; for SQLite, a file in a directory that "
+                "exists and is writable)"
+            ) from None
 
     async def aclose(self) -> None:
         """Dispose of the connection pool; the object cannot be reused afterwards."""
@@ -267,7 +295,9 @@ class Database:
 
         async with self._sqlite_migration_lock(lock_timeout_s):
             done = await self.run_sync(upgrade)
-        log.info("database %s: %s", self._safe_url, done)
+        # No news is DEBUG: a start-up that fails next (a wrong secret key) says one line only.
+        level = logging.DEBUG if done.action == "current" else logging.INFO
+        log.log(level, "database %s: %s", self._safe_url, done)
         return done
 
     def _lock_timed_out(self, timeout_s: float) -> StoreError:
