@@ -132,14 +132,15 @@ def run(
 ) -> None:
     """Run the workers of the sync queues and the fan-out until SIGINT/SIGTERM."""
     settings = _settings()  # a bad setting is refused before the heavy imports
-    from wbsync.api import api_extra
-    from wbsync.api.auth import api_keys
     from wbsync.service import run_service
 
     configure_logging(settings.log_level)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     extra = None
-    if with_api:
+    if with_api:  # the web stack is loaded only when served
+        from wbsync.api import api_extra
+        from wbsync.api.auth import api_keys
+
         api_keys(settings)  # refuse before any worker starts
         extra = api_extra(host=host, port=port)
     embedded = _embedded_redis(settings, embedded_redis)
