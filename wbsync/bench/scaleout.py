@@ -333,6 +333,26 @@ async def _progress(settings: Settings, since: datetime) -> tuple[int, int, int,
     return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
 
+async def _per_sync(settings: Settings, since: datetime, cabinets: int) -> dict[str, Any]:
+    """Pages and rows a cabinet's run of each sync took (from ``sync_runs``)."""
+    from wbsync.store import Database
+
+    async with Database(settings.database_url) as db, db.connection() as conn:
+        rows = await conn.execute(
+            select(
+                sync_runs.c.sync,
+                func.sum(sync_runs.c.success_pages),
+                func.sum(sync_runs.c.success_rows),
+            )
+            .where(sync_runs.c.success_at >= since)
+            .group_by(sync_runs.c.sync)
+        )
+        return {
+            sync: {"pages": int(pages) / cabinets, "rows": int(stored) / cabinets}
+            for sync, pages, stored in rows
+        }
+
+
 async def _one_run(
     params: Params, emu: EmulatorProcess, kind: str, processes: int, tmp: Path
 ) -> dict[str, Any]:
@@ -401,6 +421,7 @@ async def _one_run(
         },
         "redis_memory_peak_bytes": figures["memory_peak"],
         "redis_bytes_per_cabinet": figures["memory_grown"] / params.cabinets,
+        "per_cabinet_by_sync": figures["per_sync"],
     }
 
 
@@ -443,6 +464,7 @@ async def _measured(
     after = await redis.totals()
     return {
         "makespan_s": makespan,
+        "per_sync": await _per_sync(settings, since, params.cabinets),
         "succeeded": succeeded,
         "failed": failed,
         "pages": pages,
