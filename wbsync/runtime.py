@@ -60,9 +60,10 @@ class Runtime:
 
     async def start(self, *, migrate: bool = True) -> Runtime:
         """Check Redis, connect the database (migrating it to the latest schema) and verify
-        the secret key against the stored tokens. Each failure is a ``ConfigError`` saying what
-        to fix: the process did not start. Redis goes first: it writes nothing, so a refused
-        start leaves no fresh database behind."""
+        the secret key against the stored tokens. A Redis or database that does not answer and
+        a missing or wrong key are ``ConfigError``s saying what to fix: the process did not
+        start. Redis goes first: it writes nothing, so a refused start leaves no fresh database
+        behind."""
         if self._closed:
             raise WbSyncError("a closed Runtime cannot be started again")
         await self._check_redis()
