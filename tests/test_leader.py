@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.fanout import FanOut
-from wbsync.jobs.leader import FanOutLeases
+from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.workers import queue_concurrency
 from wbsync.metrics import sample
@@ -238,3 +238,47 @@ async def _events(redis: Redis, prefix: str, event: str) -> int:
     stream = f"{keys.queue_prefix(prefix)}:{keys.bullmq_queue_name(FINANCE)}:events"
     entries: list[tuple[str, dict[str, str]]] = await redis.xrange(stream)  # type: ignore[assignment]
     return sum(1 for _, fields in entries if fields.get("event") == event)
+
+
+async def test_a_follower_polls_the_lease_at_its_pace_past_the_failed_job_look_up(
+    redis_url: str, redis: Redis, prefix: str
+) -> None:
+    """A process that leads nothing still waits a poll between lease checks once the time
+    for looking at failed jobs has passed (it used to spin on the lease from then on)."""
+    queue = SyncQueue("qfollow", redis_url=redis_url, prefix=f"{prefix}:q")
+
+    async def no_cabinets() -> list[str]:
+        return []
+
+    look_every_s = 0.05  # failed jobs are looked at every quarter of failed_retry_s
+    follower = FanOut(
+        {"qfollow": queue}, no_cabinets, {"qfollow": 3600.0}, failed_retry_s=4 * look_every_s
+    )
+    await redis.set(keys.fanout_lease_key(prefix, "qfollow"), "another process", px=60_000)
+    lease = _CountingLeases(redis, prefix=prefix, lease_ms=3000, owner="b")  # a poll a second
+    stop = asyncio.Event()
+    running = asyncio.create_task(follower.run(stop, lease))
+    try:
+        started = clock.monotonic()
+        await asyncio.sleep(10 * look_every_s)  # the time under test: ten look-up periods
+        elapsed = clock.monotonic() - started
+    finally:
+        stop.set()
+        await running
+        await queue.close()
+    assert lease.held == []  # it never led
+    # One check at the start, then one a poll; a spinning loop makes thousands.
+    assert 1 <= lease.holds <= 2 + elapsed / lease.poll_s, lease.holds
+
+
+class _CountingLeases(FanOutLeases):
+    """The real leases, counting how often the fan-out checks them."""
+
+    holds = 0
+    held: list[str] = []
+
+    async def hold(self, queues: Sequence[str]) -> Held:
+        self.holds += 1
+        result = await super().hold(queues)
+        self.held = [*self.held, *result.queues]
+        return result

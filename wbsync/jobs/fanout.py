@@ -110,15 +110,18 @@ class FanOut:
         try:
             while not stop.is_set():
                 timeout = leases.poll_s
+                leading = False
                 try:
                     held = await leases.hold(names)
+                    leading = bool(held.queues)
                     timeout = min(timeout, await self._fan_out_due(held, leases))
-                    if held.queues and look_at <= clock.monotonic():
+                    if leading and look_at <= clock.monotonic():
                         look_at = clock.monotonic() + look_every
                         await self.retry_failed(held.queues)
                 except WbSyncError as exc:  # Redis or the database hiccuped: try next poll
                     log.warning("fan-out failed: %s", exc)
-                timeout = min(timeout, max(0.0, look_at - clock.monotonic()))
+                if leading:  # a follower waits for the lease only: it looks at no failed jobs
+                    timeout = min(timeout, max(0.0, look_at - clock.monotonic()))
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=timeout)
                 except TimeoutError:
