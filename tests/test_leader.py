@@ -274,11 +274,13 @@ async def test_a_follower_polls_the_lease_at_its_pace_past_the_failed_job_look_u
 class _CountingLeases(FanOutLeases):
     """The real leases, counting how often the fan-out checks them."""
 
-    holds = 0
-    held: list[str] = []
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.holds = 0
+        self.held: list[str] = []
 
     async def hold(self, queues: Sequence[str]) -> Held:
         self.holds += 1
         result = await super().hold(queues)
-        self.held = [*self.held, *result.queues]
+        self.held += result.queues
         return result
