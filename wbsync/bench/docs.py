@@ -416,7 +416,6 @@ def _scaleout(r: dict[str, Any]) -> str:
     for kind, ratios in r.get("speedup", {}).items():
         text = ", ".join(f"{n} processes {v:.2f}x" for n, v in ratios.items() if n != "1")
         lines.append(f"\n{kind}: pages/s over one process: {text}.")
-    for kind, ratios in r.get("speedup", {}).items():
         if "4" not in ratios:
             continue
         four = next(x for x in r["runs"] if x["redis"] == kind and x["processes"] == 4)

@@ -35,11 +35,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
@@ -54,12 +55,13 @@ from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError, RedisUnavailableError
-from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.procs import stop_child
 from wbsync.redis_cluster import EmbeddedCluster
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.runtime import Runtime
+from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
 from wbsync.syncs import SYNCS
@@ -87,7 +89,6 @@ class Params:
     rounds: int = 1
     timeout_s: float | None = None
     grace_ms: float = 10.0
-    configs: list[tuple[str, int]] = field(init=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.redis) - set(REDIS_KINDS)
@@ -95,7 +96,11 @@ class Params:
             raise ConfigError(f"unknown Redis kinds {sorted(unknown)}; use {REDIS_KINDS}")
         if self.cabinets < 1 or min(self.processes, default=0) < 1 or self.rounds < 1:
             raise ConfigError("cabinets, processes and rounds must be >= 1")
-        self.configs = [(kind, n) for kind in self.redis for n in self.processes]
+
+    @property
+    def configs(self) -> list[tuple[str, int]]:
+        """Every (Redis kind, process count) to run."""
+        return [(kind, n) for kind in self.redis for n in self.processes]
 
     def deadline_s(self) -> float:
         """How long one run may take before it is called failed."""
@@ -128,26 +133,40 @@ class _RedisUnderTest:
     url: str
     nodes: list[str]
 
-    async def totals(self) -> dict[str, Any]:
-        """Commands run (in all and by name), CPU seconds and used memory, summed over the
-        nodes."""
-        out: dict[str, Any] = {"commands": 0, "cpu_s": 0.0, "memory": 0, "by_name": {}}
+    async def _info(self, section: str) -> list[dict[str, Any]]:
+        """One ``INFO`` section of every node."""
+        out = []
         for node in self.nodes:
             client = Redis.from_url(node)
             try:
-                stats = await client.info("commandstats")
-                cpu = await client.info("cpu")
-                memory = await client.info("memory")
+                out.append(await client.info(section))
             finally:
                 await client.aclose()
+        return out
+
+    async def memory(self) -> int:
+        """``used_memory`` summed over the nodes."""
+        return sum(int(info["used_memory"]) for info in await self._info("memory"))
+
+    async def totals(self) -> dict[str, Any]:
+        """Commands run (in all and by name), CPU seconds and used memory, summed over the
+        nodes."""
+        by_name: dict[str, int] = {}
+        for stats in await self._info("commandstats"):
             for name, stat in stats.items():
                 if name.startswith("cmdstat_"):
-                    out["commands"] += int(stat["calls"])
                     command = name.removeprefix("cmdstat_")
-                    out["by_name"][command] = out["by_name"].get(command, 0) + int(stat["calls"])
-            out["cpu_s"] += float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-            out["memory"] += int(memory["used_memory"])
-        return out
+                    by_name[command] = by_name.get(command, 0) + int(stat["calls"])
+        cpu = sum(
+            float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+            for info in await self._info("cpu")
+        )
+        return {
+            "commands": sum(by_name.values()),
+            "by_name": by_name,
+            "cpu_s": cpu,
+            "memory": await self.memory(),
+        }
 
     async def client_names(self) -> list[str]:
         """The names of every client connected to any node."""
@@ -235,7 +254,7 @@ class _Run:
         return Settings(
             redis_url=self.redis.url,
             database_url=database_url,
-            secret_key=_SECRET_KEY,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
+            secret_key=SecretStr(_SECRET_KEY),
             wb_base_url=self.emu.base_url,
             time_scale=self.params.time_scale,
             sync_queue_concurrency=self.params.concurrency,
@@ -275,7 +294,7 @@ class _Run:
                 )
             )
 
-    def _died(self) -> str | None:
+    def died(self) -> str | None:
         for proc, log in zip(self.procs, self.logs, strict=True):
             if proc.poll() is not None:
                 log.seek(0)
@@ -291,7 +310,7 @@ class _Run:
             names = await self.redis.client_names()
             if all(names.count(name) >= len(self.procs) for name in wanted):
                 return
-            died = self._died()
+            died = self.died()
             if died or time.monotonic() > deadline:
                 raise ConfigError(died or f"the workers did not start within {timeout_s:.0f} s")
             await asyncio.sleep(_POLL_S)
@@ -311,11 +330,9 @@ class _Run:
             log.close()
 
 
-async def _progress(settings: Settings, since: datetime) -> tuple[int, int, int, int]:
+async def _progress(database: Database, since: datetime) -> tuple[int, int, int, int]:
     """(succeeded, failed for good, pages, rows) of the runs recorded since ``since``."""
-    from wbsync.store import Database
-
-    async with Database(settings.database_url) as db, db.connection() as conn:
+    async with database.connection() as conn:
         ok = sync_runs.c.success_at >= since
         failed = (sync_runs.c.failure_at >= since) & (
             sync_runs.c.success_at.is_(None) | (sync_runs.c.success_at < since)
@@ -333,11 +350,9 @@ async def _progress(settings: Settings, since: datetime) -> tuple[int, int, int,
     return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
 
-async def _per_sync(settings: Settings, since: datetime, cabinets: int) -> dict[str, Any]:
+async def _per_sync(database: Database, since: datetime, cabinets: int) -> dict[str, Any]:
     """Pages and rows a cabinet's run of each sync took (from ``sync_runs``)."""
-    from wbsync.store import Database
-
-    async with Database(settings.database_url) as db, db.connection() as conn:
+    async with database.connection() as conn:
         rows = await conn.execute(
             select(
                 sync_runs.c.sync,
@@ -379,7 +394,7 @@ async def _one_run(
                     ids = [str(c.id) for c in await runtime.store.cabinets.list()]
                     queues = {name: runtime.queue(name) for name in SYNCS}
                     fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in SYNCS})
-                    figures = await _measured(run, redis, settings, fanout, jobs, params)
+                    figures = await _measured(run, redis, runtime.database, fanout, jobs, params)
                 finally:
                     run.stop()
             finally:
@@ -425,7 +440,9 @@ async def _one_run(
     }
 
 
-def _constant(ids: Sequence[str]) -> Any:
+def _constant(ids: Sequence[str]) -> ActiveCabinets:
+    """The fan-out's source of active cabinets: the ones the run added, read once."""
+
     async def active() -> Sequence[str]:
         return ids
 
@@ -435,7 +452,7 @@ def _constant(ids: Sequence[str]) -> Any:
 async def _measured(
     run: _Run,
     redis: _RedisUnderTest,
-    settings: Settings,
+    database: Database,
     fanout: FanOut,
     jobs: int,
     params: Params,
@@ -450,13 +467,13 @@ async def _measured(
     peak = before["memory"]
     deadline = time.monotonic() + params.deadline_s()
     while True:
-        succeeded, failed, pages, rows = await _progress(settings, since)
+        succeeded, failed, pages, rows = await _progress(database, since)
         if succeeded + failed >= jobs:
             break
-        died = run._died()
+        died = run.died()
         if died or time.monotonic() > deadline:
             raise ConfigError(died or f"{succeeded + failed} of {jobs} jobs ended in time")
-        peak = max(peak, (await redis.totals())["memory"])
+        peak = max(peak, await redis.memory())
         await asyncio.sleep(_POLL_S)
     makespan = time.perf_counter() - started
     machine = _machine_busy_s() - machine
@@ -464,7 +481,7 @@ async def _measured(
     after = await redis.totals()
     return {
         "makespan_s": makespan,
-        "per_sync": await _per_sync(settings, since, params.cabinets),
+        "per_sync": await _per_sync(database, since, params.cabinets),
         "succeeded": succeeded,
         "failed": failed,
         "pages": pages,
@@ -511,7 +528,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
                 )
     runs = [_median_run(samples[c]) for c in configs]
     return {
-        "params": {k: v for k, v in asdict(params).items() if k not in ("configs", "postgres")},
+        "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
         "skipped": skipped,
         "runs": runs,
