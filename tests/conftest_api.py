@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from tests.api_support import API_KEY, SCALE, SECRET, SELLERS
 from tests.conftest_store import DatabaseFactory
+from tests.runtimes import runtime_starter
 from wbsync import clock
 from wbsync.api import create_app
 from wbsync.config import Settings
@@ -54,13 +55,8 @@ async def api_runtime(
         wb_base_url=api_emulator.base_url,
         time_scale=SCALE,
     )
-    runtime = await Runtime(settings, redis_url=redis_url).start()  # migrates the new database
-    try:
-        yield runtime
-    finally:
-        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
-            await runtime.redis.delete(key)
-        await runtime.aclose()
+    async with runtime_starter(redis_url, prefix) as start:  # migrates the new database
+        yield await start(settings)
 
 
 @pytest.fixture

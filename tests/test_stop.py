@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from tests.runtimes import runtime_starter
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -52,13 +53,8 @@ async def runtime(
         wb_base_url=emulator.base_url,
         time_scale=SCALE,
     )
-    runtime = await Runtime(settings, redis_url=redis_url).start()
-    try:
-        yield runtime
-    finally:
-        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
-            await runtime.redis.delete(key)
-        await runtime.aclose()
+    async with runtime_starter(redis_url, prefix) as start:
+        yield await start(settings)
 
 
 async def _counts(runtime: Runtime) -> dict[str, int]:

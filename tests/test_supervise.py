@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from sqlalchemy import text
 
 from tests.conftest_store import DatabaseFactory
+from tests.runtimes import runtime_starter
 from tests.waiting import wait_for
 from wbsync.config import Settings
 from wbsync.jobs.fanout import FanOut
@@ -32,13 +33,8 @@ async def runtime(
         secret_key=SecretStr("supervise-test-secret"),
         database_url=await database_factory.new_url("sqlite"),
     )
-    runtime = await Runtime(settings, redis_url=redis_url).start()
-    try:
-        yield runtime
-    finally:
-        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
-            await runtime.redis.delete(key)
-        await runtime.aclose()
+    async with runtime_starter(redis_url, prefix) as start:
+        yield await start(settings)
 
 
 async def _set_created_at(runtime: Runtime, value: str) -> None:
