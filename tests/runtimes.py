@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
+from pydantic import SecretStr
+
+from tests.conftest_store import TEST_SECRET_KEY
 from wbsync.config import Settings
 from wbsync.runtime import Runtime
 
 StartRuntime = Callable[[Settings], Awaitable[Runtime]]
+MakeRuntime = Callable[..., Awaitable[Runtime]]
 
 
 @asynccontextmanager
@@ -28,3 +33,25 @@ async def runtime_starter(redis_url: str, prefix: str) -> AsyncIterator[StartRun
             async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
                 await runtime.redis.delete(key)
             await runtime.aclose()
+
+
+@asynccontextmanager
+async def runtime_maker(
+    redis_url: str, prefix: str, database_url: str, wb_base_url: str, **defaults: Any
+) -> AsyncIterator[MakeRuntime]:
+    """``make(**settings)`` starts a Runtime on the test's Redis prefix, database and emulator
+    (the test secret key), ``defaults`` and ``settings`` on top; all cleaned up on exit."""
+    async with runtime_starter(redis_url, prefix) as start:
+
+        async def make(**extra: Any) -> Runtime:
+            settings = Settings(
+                redis_url=redis_url,
+                redis_prefix=prefix,
+                database_url=database_url,
+                secret_key=SecretStr(TEST_SECRET_KEY),
+                wb_base_url=wb_base_url,
+                **{**defaults, **extra},
+            )
+            return await start(settings)
+
+        yield make

@@ -15,10 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
-from tests.runtimes import runtime_starter
+from tests.conftest_store import DatabaseFactory
+from tests.runtimes import runtime_maker
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -32,7 +31,6 @@ from wbsync.wb.client import WbClient
 
 SCALE = 0.005
 # The session's migrated databases are shared: every test that uses them uses one key.
-SECRET = TEST_SECRET_KEY
 METHOD = "tariffs.acceptance_coefficients"
 PATH = "/api/tariffs/v1/acceptance/coefficients"
 SELLERS = ["0000000d-0000-4000-8000-00000000000a", "0000000d-0000-4000-8000-00000000000b"]
@@ -51,21 +49,14 @@ async def runtime_factory(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
     database_url = await database_factory.migrated_url("sqlite")
-    async with runtime_starter(redis_url, prefix) as start:
-
-        async def make(**extra: Any) -> Runtime:
-            settings = Settings(
-                redis_url=redis_url,
-                redis_prefix=prefix,
-                database_url=database_url,
-                secret_key=SecretStr(SECRET),
-                wb_base_url=emulator.base_url,
-                time_scale=SCALE,
-                disabled_retry_s=RETRY_S,
-                **extra,
-            )
-            return await start(settings)
-
+    async with runtime_maker(
+        redis_url,
+        prefix,
+        database_url,
+        emulator.base_url,
+        time_scale=SCALE,
+        disabled_retry_s=RETRY_S,
+    ) as make:
         yield make
 
 

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 
 from tests.conftest_store import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFactory
-from tests.runtimes import runtime_starter
+from tests.runtimes import runtime_maker
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -66,20 +66,9 @@ async def runtime_factory(
 ) -> AsyncIterator[Callable[..., Any]]:
     # A database of this test's own: the key-check row binds a database to one secret key.
     database_url = await database_factory.new_url("sqlite")
-    async with runtime_starter(redis_url, prefix) as start:
-
-        async def make(**extra: Any) -> Runtime:
-            settings = Settings(
-                redis_url=redis_url,
-                redis_prefix=prefix,
-                database_url=database_url,
-                secret_key=SecretStr(SECRET),
-                wb_base_url=emulator.base_url,
-                time_scale=SCALE,
-                **extra,
-            )
-            return await start(settings)
-
+    async with runtime_maker(
+        redis_url, prefix, database_url, emulator.base_url, time_scale=SCALE
+    ) as make:
         yield make
 
 

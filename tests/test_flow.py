@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 from rich.console import Console
 
 from tests.conftest_store import TEST_SECRET_KEY, DatabaseFactory
-from tests.runtimes import runtime_starter
+from tests.runtimes import runtime_maker
 from tests.waiting import wait_for
 from wbsync import clock, keys
 from wbsync.config import Settings
@@ -65,29 +64,13 @@ async def database_url(db_backend: str, database_factory: DatabaseFactory) -> st
     return url
 
 
-def settings_for(
-    redis_url: str, prefix: str, database_url: str, emu: Emulator, **extra: Any
-) -> Settings:
-    return Settings(
-        redis_url=redis_url,
-        redis_prefix=prefix,
-        database_url=database_url,
-        secret_key=SecretStr(SECRET),
-        wb_base_url=emu.base_url,
-        time_scale=SCALE,
-        **extra,
-    )
-
-
 @pytest.fixture
 async def runtime_factory(
     redis_url: str, prefix: str, database_url: str, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
-    async with runtime_starter(redis_url, prefix) as start:
-
-        async def make(**extra: Any) -> Runtime:
-            return await start(settings_for(redis_url, prefix, database_url, emulator, **extra))
-
+    async with runtime_maker(
+        redis_url, prefix, database_url, emulator.base_url, time_scale=SCALE
+    ) as make:
         yield make
 
 
