@@ -81,7 +81,8 @@ async def _register(runtime: Runtime, emu: Emulator, cabinets: int) -> dict[int,
 
 
 def _lower_bound_s(emu: Emulator, time_scale: float) -> float:
-    """The longest (requests - burst) x interval over every (seller, limit group) bucket."""
+    """The longest (requests - burst) x interval over every (seller, limit group) bucket, less
+    the emulator's grace (given once: it keeps the debt of an early request)."""
     requests: Counter[tuple[str, str]] = Counter()
     limits = {}
     for seller, methods in emu.counters.snapshot()["sellers"].items():
@@ -93,7 +94,7 @@ def _lower_bound_s(emu: Emulator, time_scale: float) -> float:
     for (_, group), n in requests.items():
         limit = limits[group]
         bound = max(bound, max(0, n - limit.burst) * limit.interval_ms / 1000 * time_scale)
-    return bound
+    return max(0.0, bound - emu.config.grace_ms / 1000)
 
 
 async def _summary(
