@@ -1,24 +1,23 @@
 """The status page, served by uvicorn on loopback and driven in headless Chromium.
 
-The browser is driven over the DevTools protocol (``tests/cdp.py``): it types a search, picks a
-filter, clicks Retry, and reads the page as a person would see it. With UPDATE_SCREENSHOT=1
+The browser is driven by Playwright (``tests/browser.py``): it types a search, picks a filter,
+clicks Retry, and reads the page as a person would see it. With UPDATE_SCREENSHOT=1
 the run also writes the README's docs/status-page.png.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from playwright.async_api import Page, expect
 
 from tests.api_support import API_KEY, SELLERS
-from tests.cdp import BROWSER, Tab, browser_tab
+from tests.browser import BROWSER, browser_page
 from tests.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
 from wbsync.emulator import Emulator
@@ -105,19 +104,25 @@ async def _scene(runtime: Runtime, emulator: Emulator, add_cabinet: AddCabinet) 
     return [north, south, east, broke]
 
 
-async def _text(tab: Tab, selector: str) -> str:
-    return str(await tab.run(f"document.querySelector({json.dumps(selector)})?.innerText ?? ''"))
+async def _text(page: Page, selector: str) -> str:
+    return await page.inner_text(selector)
 
 
-async def _submit(tab: Tab, fields: dict[str, str]) -> None:
+async def _names(page: Page) -> list[str]:
+    return await page.locator("table.cabinets td.name").all_inner_texts()
+
+
+async def _submit(page: Page, fields: dict[str, str]) -> None:
     """Fill the search form as a person would and click Search; wait for the new page."""
-    script = "".join(
-        f"document.querySelector('form.search [name={name}]').value = {json.dumps(value)};"
-        for name, value in fields.items()
-    )
-    await tab.run(script + "document.querySelector('form.search button').click(); true")
+    for name, value in fields.items():
+        field = page.locator(f"form.search [name={name}]")
+        if await field.evaluate("element => element.tagName") == "SELECT":
+            await field.select_option(value)
+        else:
+            await field.fill(value)
     wanted = [f"{k}={v}" for k, v in fields.items() if v]
-    await tab.loaded(lambda href: all(w in href for w in wanted))
+    async with page.expect_navigation(url=lambda url: all(w in url for w in wanted)):
+        await page.click("form.search button")
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no Chromium binary (apt-get install chromium)")
@@ -127,61 +132,53 @@ async def test_the_page_in_chromium_searches_filters_and_retries(
     api_runtime: Runtime,
     api_emulator: Emulator,
     add_cabinet: AddCabinet,
-    tmp_path: Path,
 ) -> None:
     *_, broke = await _scene(api_runtime, api_emulator, add_cabinet)
     total = FILLERS + 4
-    async with browser_tab(tmp_path / "profile") as tab:
-        await tab.goto(f"{served}/?key={API_KEY}")  # a cookie, then / without the key
-        assert await tab.run("location.pathname + location.search") == "/"
+    async with browser_page() as page:
+        await page.goto(f"{served}/?key={API_KEY}")  # a cookie, then / without the key
+        assert await page.evaluate("location.pathname + location.search") == "/"
         # Reloads paused (the page's checkbox), so a reload never races the clicks below.
-        await tab.run("sessionStorage.setItem('wbsync-pause', '1'); true")
-        await tab.goto(f"{served}/")
-        assert await tab.run("document.getElementById('pause').checked")
-        assert f"{total} of {total} cabinets match · page 1 of 21" in await _text(tab, "#paging")
+        await page.evaluate("sessionStorage.setItem('wbsync-pause', '1')")
+        await page.goto(f"{served}/")
+        assert await page.is_checked("#pause")
+        assert f"{total} of {total} cabinets match · page 1 of 21" in await _text(page, "#paging")
         # Stuck first: the four cabinets with pending or failed jobs lead the list.
-        first = await tab.run(
-            "[...document.querySelectorAll('table.cabinets td.name')].slice(0, 4)"
-            ".map(td => td.innerText)"
-        )
+        first = (await _names(page))[:4]
         assert sorted(first) == ["east", "north", "south", "west-no-finance"]
-        waiting = await _text(tab, "table.waiting-jobs")
+        waiting = await _text(page, "table.waiting-jobs")
         for line in ("north (#", "south (#", "finance.detailed_report", "statistics.orders"):
             assert line in waiting
-        failed = await _text(tab, "table.failed-jobs")
+        failed = await _text(page, "table.failed-jobs")
         assert "west-no-finance" in failed and "lacks category 'finance'" in failed
         # Times are the viewer's local ones; the UTC time stays on hover.
-        assert await tab.run(
-            "document.querySelector('table.waiting-jobs time').title.endsWith('UTC')"
-        )
-        await wait_for(lambda: tab.run("!!document.querySelector('#throughput svg')"))
-        assert "catalog-sync: 2 pages" in await _text(tab, "#throughput")
+        title = await page.locator("table.waiting-jobs time").first.get_attribute("title")
+        assert title is not None and title.endswith("UTC")
+        await page.wait_for_selector("#throughput svg")
+        assert "catalog-sync: 2 pages" in await _text(page, "#throughput")
         if os.environ.get("UPDATE_SCREENSHOT") == "1":  # the README's picture, on demand only
-            await tab.goto(f"{served}/?per_page=8")
-            await wait_for(lambda: tab.run("!!document.querySelector('#throughput svg')"))
-            await tab.screenshot(SCREENSHOT)
+            await page.goto(f"{served}/?per_page=8")
+            await page.wait_for_selector("#throughput svg")
+            await page.screenshot(path=SCREENSHOT, full_page=True)
 
-        await _submit(tab, {"q": "north"})
-        names = await tab.run(
-            "[...document.querySelectorAll('table.cabinets td.name')].map(td => td.innerText)"
-        )
-        assert names == ["north"]
-        assert "1 of 1004 cabinets match" in await _text(tab, "#paging")
+        await _submit(page, {"q": "north"})
+        assert await _names(page) == ["north"]
+        assert "1 of 1004 cabinets match" in await _text(page, "#paging")
         assert "rnp-finance-sync: delayed on finance.detailed_report" in await _text(
-            tab, "table.cabinets"
+            page, "table.cabinets"
         )
 
-        await _submit(tab, {"q": "", "state": "failed"})
-        assert "1 of 1004 cabinets match" in await _text(tab, "#paging")
-        assert await tab.run("document.querySelectorAll('button.retry').length") == 1
-        await tab.run("document.querySelector('button.retry').click(); true")
+        await _submit(page, {"q": "", "state": "failed"})
+        assert "1 of 1004 cabinets match" in await _text(page, "#paging")
+        assert await page.locator("button.retry").count() == 1
+        await page.click("button.retry")
 
         async def retried() -> bool:
             view = await api_runtime.queue(FINANCE).job(str(broke.id))
             return view is not None and view.state == "waiting"
 
         await wait_for(retried)
-        await tab.loaded(lambda href: "state=failed" in href)  # back to the same view
-        assert "0 of 1004 cabinets match" in await _text(tab, "#paging")
-        dom: Any = await tab.run("document.documentElement.outerHTML")
-        assert API_KEY not in dom
+        # The page reloads the same view once the retry is taken.
+        await expect(page.locator("#paging")).to_contain_text("0 of 1004 cabinets match")
+        assert "state=failed" in page.url
+        assert API_KEY not in await page.content()
