@@ -2,7 +2,7 @@
 
 The browser is driven by Playwright (``tests/browser.py``): it types a search, picks a filter,
 clicks Retry, and reads the page as a person would see it. With UPDATE_SCREENSHOT=1
-the run also writes the README's docs/status-page.png.
+the run also writes docs/status-page.png.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ async def test_the_page_in_chromium_searches_filters_and_retries(
         assert title is not None and title.endswith("UTC")
         await page.wait_for_selector("#throughput svg")
         assert "catalog-sync: 2 pages" in await _text(page, "#throughput")
-        if os.environ.get("UPDATE_SCREENSHOT") == "1":  # the README's picture, on demand only
+        if os.environ.get("UPDATE_SCREENSHOT") == "1":  # docs/api.md's picture, on demand only
             await page.goto(f"{served}/?per_page=8")
             await page.wait_for_selector("#throughput svg")
             await page.screenshot(path=SCREENSHOT, full_page=True)

@@ -167,8 +167,17 @@ def api(
 @app.command("settings")
 def settings_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+    markdown: Annotated[
+        bool,
+        typer.Option("--markdown", help="Print the settings reference (docs/settings.md)."),
+    ] = False,
 ) -> None:
     """Every setting with its current value (secrets masked) and what it means."""
+    if markdown:
+        from wbsync.settings_doc import settings_markdown
+
+        typer.echo(settings_markdown(), nl=False)
+        return
     rows = _settings().described()
     if as_json:
         typer.echo(json.dumps({name: value for name, value, _ in rows}, indent=1))

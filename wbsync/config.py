@@ -1,6 +1,7 @@
 """Settings, read once from the environment (``WBSYNC_*``) into one typed object.
 
-Every setting, its default and its meaning is listed in the README; this module is the source.
+Every setting's default and meaning is declared here; docs/settings.md is generated from it
+(``wbsync settings --markdown``).
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ class Settings(BaseSettings):
     fanout_intervals_s: dict[str, float] = Field(
         default_factory=dict,
         description='Fan-out interval per queue, JSON: {"rnp-finance-sync": 3600}; unset queues '
-        "keep their defaults (see the README). Scaled by time_scale.",
+        "keep their defaults (docs/design.md, The queues). Scaled by time_scale.",
     )
     sync_lookback_days: int = Field(
         default=30, ge=1, description="How far back a first pull of a report starts."
@@ -401,7 +402,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return problems
 
 
-_SETTINGS_TABLE = "see the README's settings table"
+_SETTINGS_TABLE = "see docs/settings.md"
 _JSON_FIELD = re.compile(r'field "(\w+)"')
 
 

@@ -1,6 +1,6 @@
 """The shared limiter: ``try_acquire`` (one Lua pass) and ``acquire`` (the wait policy on top).
 
-Policy of ``acquire`` (see the README's "Rate limits" section):
+Policy of ``acquire`` (see docs/design.md):
 
 ==============================  =========================  ===================================
 situation                       wait <= threshold          wait > threshold
