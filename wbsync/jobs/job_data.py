@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from importlib import resources
 from typing import Any
 
 from wbsync.errors import JobLockLostError, QueueError
+from wbsync.lua import lua_script
 from wbsync.redis_client import REDIS_ERRORS, RedisClient
 
 __all__ = ["JobDataWriter", "encode"]
 
-_SCRIPT = resources.files("wbsync.jobs").joinpath("job_data.lua").read_text(encoding="utf-8")
+_SCRIPT = lua_script("wbsync.jobs", "job_data.lua")
 
 
 def encode(data: Mapping[str, Any]) -> str:

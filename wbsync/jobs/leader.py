@@ -16,17 +16,17 @@ import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from wbsync import keys
 from wbsync.errors import RedisUnavailableError
+from wbsync.lua import lua_script
 from wbsync.metrics import FANOUT_LEADER
 from wbsync.redis_client import REDIS_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
 
-_SCRIPT = resources.files("wbsync.jobs").joinpath("lease.lua").read_text(encoding="utf-8")
+_SCRIPT = lua_script("wbsync.jobs", "lease.lua")
 
 
 def owner_id() -> str:

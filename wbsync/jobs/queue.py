@@ -31,7 +31,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, NoReturn
 
 import bullmq
@@ -41,6 +40,7 @@ from wbsync.context import JobInfo, correlation, running_job
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter, encode
+from wbsync.lua import lua_script
 from wbsync.metrics import JOB_DURATION
 from wbsync.redis_client import REDIS_ERRORS, RedisClient
 
@@ -113,7 +113,7 @@ _STATE_LISTS = (("active", "active"), ("wait", "waiting"), ("paused", "waiting")
 _STATE_ZSETS = (("prioritized", "prioritized"), ("delayed", "delayed"), ("failed", "failed"))
 # BullMQ writes attempts made as "atm" (older versions: "attemptsMade").
 _JOB_FIELDS = ("data", "atm", "attemptsMade", "failedReason", "timestamp", "finishedOn")
-_STATES_SCRIPT = resources.files("wbsync.jobs").joinpath("states.lua").read_text(encoding="utf-8")
+_STATES_SCRIPT = lua_script("wbsync.jobs", "states.lua")
 
 
 class _Deferred(Exception):

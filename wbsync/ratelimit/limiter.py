@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, cast
 
 from redis.asyncio.cluster import RedisCluster
@@ -27,6 +26,7 @@ from redis.asyncio.cluster import RedisCluster
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
+from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.scope import BucketScope, Limit
 from wbsync.redis_client import REDIS_ERRORS, RedisClient, run_scripts
@@ -34,9 +34,8 @@ from wbsync.redis_client import REDIS_ERRORS, RedisClient, run_scripts
 if TYPE_CHECKING:
     from wbsync.config import Settings
 
-_SCRIPTS = resources.files("wbsync.ratelimit")
-_BUCKET = _SCRIPTS.joinpath("bucket.lua").read_text(encoding="utf-8")
-_LEARN = _SCRIPTS.joinpath("learn.lua").read_text(encoding="utf-8")
+_BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
+_LEARN = lua_script("wbsync.ratelimit", "learn.lua")
 
 
 @dataclass(frozen=True, slots=True)
