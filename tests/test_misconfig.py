@@ -113,7 +113,7 @@ CASES = [
     Case(
         "a bad number in a setting",
         RUN,
-        ("WBSYNC_TIME_SCALE: Input should be a valid number", "settings table"),
+        ("WBSYNC_TIME_SCALE: Input should be a valid number", "see docs/settings.md"),
         {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_TIME_SCALE": "fast"},
     ),
     Case(
