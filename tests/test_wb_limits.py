@@ -7,10 +7,12 @@ changing a limit in a release would; the client keeps its table, and learns from
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from tests.test_wb_client_processes import _kill, _result, _spawn
@@ -204,7 +206,7 @@ async def test_a_429_with_wbs_headers_teaches_wbs_interval(prefix: str, redis: R
 
 
 async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_the_ttl(
-    prefix: str, redis: Redis
+    prefix: str, redis: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Finance: the table's 1 per 60 s is 300 ms at 0.005; WB moves to 1 per 90 s (450 ms).
     config = EmulatorConfig(time_scale=0.005, anchor_date=ANCHOR, grace_ms=100)
@@ -212,6 +214,7 @@ async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_t
     ttl = {"learned_limit_ttl_s": 240.0}  # 1.2 s here
     settings = Settings(time_scale=0.005, redis_prefix=prefix)
     limiter = RateLimiter.for_settings(redis, settings)
+    learned_before = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
     async with running_emulator(config) as emu:
         scope = WbClient("a", emu.token(SELLER_A), limiter, settings=settings).scope(
             FINANCE_DETAILED_REPORT
@@ -219,13 +222,17 @@ async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_t
         assert await _calls(emu, redis, prefix, finance, 3, **ttl) == [[200] * 3]
         before = emu.counters.total("rate_limited")
         emu.change_limits({FINANCE_DETAILED_REPORT.group: LimitSpec(period_s=90, limit=1, burst=1)})
-        assert await _calls(emu, redis, prefix, finance, 4, **ttl) == [[200] * 4]
+        with caplog.at_level(logging.WARNING, logger="wbsync.wb.feedback"):
+            assert await _calls(emu, redis, prefix, finance, 4, **ttl) == [[200] * 4]
         refused = emu.counters.total("rate_limited") - before
-        learned = await limiter.learned(scope)
 
         async def expired() -> bool:
             return await limiter.learned(scope) is None
 
         await wait_for(expired, 30)
-    assert before == 0 and 1 <= refused <= 2
-    assert learned is not None and learned.interval_ms >= 440
+    # One 429 our timing could explain teaches nothing; its repeat does, then no more.
+    assert before == 0 and 2 <= refused <= 3
+    learned = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
+    assert learned >= learned_before + 1
+    intervals = [r.args[2] for r in caplog.records if "stricter than the table" in r.getMessage()]
+    assert intervals and all(float(i) >= 440 for i in intervals)  # type: ignore[arg-type]
