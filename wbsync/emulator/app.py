@@ -96,6 +96,15 @@ def _rate_limited(
     return resp
 
 
+def _override(resp: Response, rule: FaultRule) -> None:
+    """Set the rule's headers on its reply; one given as "" is removed."""
+    for name, value in rule.headers.items():
+        if value:
+            resp.headers[name] = value
+        elif name in resp.headers:
+            del resp.headers[name]
+
+
 def _limiter_id(seller: str, group: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"wb-limiter:{seller}:{group}"))
 
@@ -213,7 +222,7 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
     if early is not None:
         retry = early.retry_s * state.config.time_scale
         resp = _rate_limited(state, rid, retry, retry, limit.burst, _limiter_id(seller, "global"))
-        resp.headers.update(early.headers)
+        _override(resp, early)
         return _Outcome(resp, seller, early.kind)
     decision: BucketDecision = state.buckets.take(seller, ep.group, scaled)
     if not decision.allowed:
@@ -231,7 +240,7 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
     resp = await _after_bucket(state, call, late, rid)
     resp.headers["X-Ratelimit-Remaining"] = str(decision.remaining)
     if late is not None:
-        resp.headers.update(late.headers)
+        _override(resp, late)
     return _Outcome(resp, seller, late.kind if late else None)
 
 

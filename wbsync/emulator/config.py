@@ -113,7 +113,8 @@ class FaultRule(BaseModel):
         default=60.0, gt=0, description="WB seconds a rate_limit fault asks to wait (scaled)."
     )
     headers: dict[str, str] = Field(
-        default_factory=dict, description="Headers set on the fault's reply, as given."
+        default_factory=dict,
+        description='Headers set on the fault\'s reply, as given; one given as "" is removed.',
     )
 
     @field_validator("status")
