@@ -160,7 +160,7 @@ async def test_every_status_wb_documents_is_passed_on_deleted_campaigns_included
 ) -> None:
     # WB's statuses filter takes -1 (deleted) beside 4, 7, 8, 9 and 11.
     cabinet = await add_cabinet()
-    params = [("status", "-1"), ("status", "9")]
+    params = httpx.QueryParams([("status", "-1"), ("status", "9")])
     reply = await api.get(_path(cabinet, "adverts"), params=params, headers=AUTH)
     assert reply.status_code == 200, reply.text
     every = api_emulator.expected(SELLERS[0], "promotion.adverts")
