@@ -14,6 +14,12 @@ a whole interval of ours after the previous one, so WB's interval is about ours 
 less however much later than its token the previous request reached WB, plus however much
 later this one did. The latter is at most this request's round trip, which is added: the
 estimate errs long (a little slower until the learned limit expires), not short (another 429).
+
+A 429 is evidence only when our own timing cannot explain it: a smaller burst, a
+(Reset - Retry) / (B - 1) or a Retry longer than our interval by ``EVIDENCE_MARGIN``. A Retry
+within our interval is what a request reaching WB early looks like (a busy event loop, a healed
+network delivering requests together); it teaches only when another follows within
+``LEARN_REPEAT_INTERVALS`` of our intervals. Wait headers are bounded (``RateHeaders``).
 """
 
 from __future__ import annotations
