@@ -208,6 +208,7 @@ class WbClient:
         return RateHeaders.of(
             response,
             method=ep.name,
+            cabinet=self.cabinet,
             period_s=scope.limit.period_s * scale,
             max_wait_s=self._settings.wb_rate_wait_max_s * scale,
         )

@@ -107,6 +107,7 @@ class RateHeaders:
         response: httpx.Response,
         *,
         method: str = "?",
+        cabinet: str = "?",
         period_s: float = 0.0,
         max_wait_s: float = math.inf,
     ) -> RateHeaders:
@@ -125,8 +126,9 @@ class RateHeaders:
             if seconds is None or seconds > max_wait_s:
                 rejected.append(header)
                 log.warning(
-                    "%s: WB's %s header %r is not a wait within %g s; using the bucket's "
-                    "own period (%g s) instead",
+                    "cabinet %s: %s: WB's %s header %r is not a wait within %g s; using the "
+                    "bucket's own period (%g s) instead",
+                    cabinet,
                     method,
                     header,
                     raw[:40],
