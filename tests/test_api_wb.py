@@ -124,3 +124,45 @@ async def test_a_deferral_reaching_a_request_is_a_logged_bug_and_500(
         )
     assert reply.status_code == 500 and reply.json()["status"] == 500
     assert any("bug: RateLimitDeferred" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("what", "params", "field", "allowed"),
+    [
+        ("adverts", {"status": "5"}, "query.status.0", "-1, 4, 7, 8, 9 or 11"),
+        ("adverts", {"status": "abc"}, "query.status.0", "-1, 4, 7, 8, 9 or 11"),
+        ("adverts", {"payment_type": "cpx"}, "query.payment_type", "^(cpm|cpc)$"),
+        ("goods", {"limit": "1001"}, "query.limit", "1000"),
+        ("goods", {"offset": "-1"}, "query.offset", "0"),
+        ("acceptance-coefficients", {"warehouse_id": "0"}, "query.warehouse_id.0", "1"),
+    ],
+)
+async def test_input_outside_wbs_documented_values_is_422_and_sends_nothing(
+    api: httpx.AsyncClient,
+    api_emulator: Emulator,
+    add_cabinet: AddCabinet,
+    what: str,
+    params: dict[str, str],
+    field: str,
+    allowed: str,
+) -> None:
+    cabinet = await add_cabinet()
+    reply = await api.get(_path(cabinet, what), params=params, headers=AUTH)
+    assert reply.status_code == 422, reply.text
+    assert reply.headers["content-type"] == "application/problem+json"
+    [error] = reply.json()["errors"]
+    assert error["field"] == field and allowed in error["message"], error
+    assert api_emulator.counters.total() == 0
+
+
+async def test_every_status_wb_documents_is_passed_on_deleted_campaigns_included(
+    api: httpx.AsyncClient, api_emulator: Emulator, add_cabinet: AddCabinet
+) -> None:
+    # WB's statuses filter takes -1 (deleted) beside 4, 7, 8, 9 and 11.
+    cabinet = await add_cabinet()
+    params = httpx.QueryParams([("status", "-1"), ("status", "9")])
+    reply = await api.get(_path(cabinet, "adverts"), params=params, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    every = api_emulator.expected(SELLERS[0], "promotion.adverts")
+    assert reply.json()["rows"] == [c for c in every if c["status"] in (-1, 9)]
+    assert api_emulator.counters.total("requests") == 1

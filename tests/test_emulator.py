@@ -76,6 +76,9 @@ async def test_bad_tokens_get_401_problem(
     assert body["title"] == "unauthorized" and body["detail"].startswith("token problem; ")
     assert body["requestId"] == resp.headers["X-Request-Id"]
     assert emulator.counters.total(seller=SELLER_A) == 0
+    # WB: every status but 429 says what is left; a token naming no seller spends nothing, so
+    # the finance method's whole burst.
+    assert resp.headers["X-Ratelimit-Remaining"] == "1"
 
 
 async def test_wrong_category_gets_401_and_disallowed_type_403(

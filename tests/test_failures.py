@@ -25,8 +25,13 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
-from wbsync.errors import FailureBudgetExhausted, JobLockLostError, WbServerError
-from wbsync.jobs.failures import FailureBudget, backoff_ms
+from wbsync.errors import (
+    FailureBudgetExhausted,
+    JobLockLostError,
+    WbBadResponseError,
+    WbServerError,
+)
+from wbsync.jobs.failures import FailureBudget, FailurePolicy, backoff_ms
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
@@ -145,6 +150,91 @@ async def test_a_method_that_always_fails_costs_exactly_the_budget_then_fails_th
     assert f"status={status}" in job.failed_reason
     assert f"{budget} upstream failures" in job.failed_reason
     assert sample("wbsync_job_failure_budget_exhausted_total", queue=queue) == exhausted + 1
+
+
+def _requests(emulator: Emulator, method: str) -> int:
+    return sum(1 for e in emulator.counters.journal if e["method"] == method)
+
+
+@pytest.mark.parametrize("kind", ["redirect", "error_body"])
+async def test_a_reply_of_the_wrong_shape_costs_exactly_the_budget_and_fails_once(
+    runtime_factory: Callable[..., Any],
+    emulator: Emulator,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+) -> None:
+    # A 307, or a 200 whose body is WB's error object instead of the report's list.
+    runtime: Runtime = await runtime_factory()
+    budget = runtime.settings.job_failure_budget
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    emulator.set_faults([FaultRule(kind=kind, method="finance.detailed_report")])  # type: ignore[arg-type]
+
+    with caplog.at_level(logging.ERROR, logger="wbsync.jobs.failures"):
+        outcomes = await _run_until_gone(runtime, "rnp-finance-sync", cabinet.id)
+
+    assert emulator.counters.total("requests") == budget == 8
+    assert outcomes[-1] == "failed" and outcomes.count("failed") == 1
+    ended = [r for r in caplog.records if "failed for good" in r.getMessage()]
+    assert len(ended) == 1 and ended[0].exc_info is None
+    job = await runtime.queue("rnp-finance-sync").job(str(cabinet.id))
+    assert job is not None and job.state == "failed" and job.attempts_made <= 1
+    assert f"{budget} upstream failures" in (job.failed_reason or "")
+
+
+@pytest.mark.parametrize("kind", ["redirect", "error_body"])
+async def test_a_bid_update_wb_did_not_apply_is_never_recorded_as_sent(
+    runtime_factory: Callable[..., Any], emulator: Emulator, kind: str
+) -> None:
+    runtime: Runtime = await runtime_factory(job_failure_budget=3)
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    bids_before = dict(emulator.state.seller(SELLER).bids)
+    assert bids_before
+    emulator.set_faults([FaultRule(kind=kind, method="promotion.set_bids")])  # type: ignore[arg-type]
+
+    outcomes = await _run_until_gone(runtime, "autobidder-sync", cabinet.id)
+
+    assert outcomes[-1] == "failed" and outcomes.count("failed") == 1
+    assert "completed" not in outcomes
+    assert await runtime.store.ledger.sent_bids(cabinet.id, limit=10_000) == []
+    # Each try sent one batch WB did not apply: the budget's worth of them, no more.
+    assert _requests(emulator, "promotion.set_bids") == 3
+    assert dict(emulator.state.seller(SELLER).bids) == bids_before
+
+
+async def test_an_unusable_reply_found_outside_the_client_ends_the_job_at_its_budget(
+    redis_url: str, prefix: str
+) -> None:
+    # A sync that finds a reply unusable itself (the client never reported it): the policy
+    # counts it, and the failure that reaches the budget ends the job at once, not through
+    # BullMQ's attempts.
+    queue = SyncQueue("shape", redis_url=redis_url, prefix=f"{prefix}:q")
+    policy = FailurePolicy(budget=3, retry_ms=1, retry_max_ms=1)
+    runs: list[int] = []
+    outcomes: list[Outcome] = []
+
+    async def process(job: JobHandle) -> None:
+        runs.append(job.attempts_made)
+        raise WbBadResponseError("expected a list of objects at body", method="m", status=200)
+
+    worker = SyncWorker(
+        "shape",
+        policy.wrap(process),
+        redis_url=redis_url,
+        prefix=f"{prefix}:q",
+        on_outcome=outcomes.append,
+    )
+    await worker.start()
+    try:
+        await queue.enqueue("c1")
+        await wait_for(lambda: _not_live(queue, "c1"))
+        job = await queue.job("c1")
+    finally:
+        await worker.close()
+        await queue.close()
+    assert job is not None and job.state == "failed"
+    assert "3 upstream failures" in (job.failed_reason or "")
+    assert len(runs) == 3 and set(runs) == {0}  # one attempt, three tries
+    assert [o.outcome for o in outcomes].count("failed") == 1
 
 
 async def test_a_new_run_after_a_failed_one_starts_over_and_uploads_the_new_targets(

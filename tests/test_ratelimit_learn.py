@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -9,11 +10,15 @@ from redis.asyncio import Redis
 
 from tests.conftest import LimiterFactory
 from tests.waiting import wait_for
+from tests.wb_support import ANCHOR, SELLER_A
 from wbsync import keys
 from wbsync.config import Settings
+from wbsync.emulator import EmulatorConfig, running_emulator
 from wbsync.errors import RateLimitExceeded
 from wbsync.metrics import sample
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.wb.client import WbClient
+from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 
@@ -145,3 +150,61 @@ async def test_for_settings_wires_every_limiter_setting(redis: Redis, prefix: st
     assert limiter.refill_margin_ms(second) == pytest.approx(5.0)  # 10 % of 50 ms
     assert await limiter.learn(minute, burst=0, seen_ms=60_000.0) is not None
     assert 0 < await redis.pttl(keys.learned_key(prefix, minute)) <= 1000  # 2 s x 0.5
+
+
+@pytest.mark.parametrize("wait_ms", [1e12, 1e308, math.inf])
+async def test_no_penalty_pushes_a_bucket_past_the_maximum(
+    limiter_factory: LimiterFactory, redis: Redis, prefix: str, wait_ms: float
+) -> None:
+    # An hour of WB time at scale 0.001 is 3.6 s: the furthest anything may push a bucket.
+    limiter = limiter_factory(time_scale=0.001, max_wait_s=3600.0)
+    bucket = scope(FINANCE, group="penalty-max")
+    await limiter.penalize(bucket, wait_ms)
+    assert 3500 <= (await limiter.peek(bucket)).wait_ms <= 3600
+    assert 0 < await redis.pttl(keys.bucket_key(prefix, bucket)) <= 3600
+
+
+@pytest.mark.parametrize(("seen_ms", "extra_ms"), [(1e15, 0.0), (0.0, math.inf)])
+async def test_no_learned_interval_passes_the_maximum(
+    limiter_factory: LimiterFactory, seen_ms: float, extra_ms: float
+) -> None:
+    limiter = limiter_factory(time_scale=0.001, max_wait_s=3600.0)
+    bucket = scope(FINANCE, group="learn-max")
+    learned = await limiter.learn(bucket, seen_ms=seen_ms, extra_ms=extra_ms)
+    assert learned is not None and learned.interval_ms == 3600
+    assert (await limiter.try_acquire(bucket)).acquired
+    assert (await limiter.try_acquire(bucket)).wait_ms <= 3600 + limiter.refill_margin_ms(bucket)
+
+
+async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
+    redis: Redis, prefix: str
+) -> None:
+    # WB at the table's limit: finance's minute is 600 ms at 0.01. Our bucket forgetting its
+    # last token (as a request delivered early would) sends one request too soon: WB's Retry
+    # is within our own interval, which our timing explains.
+    config = EmulatorConfig(time_scale=0.01, anchor_date=ANCHOR)
+    settings = Settings(time_scale=0.01, redis_prefix=prefix)
+    learned_before = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
+    async with running_emulator(config) as emu:
+        settings = settings.model_copy(update={"wb_base_url": emu.base_url})
+        limiter = RateLimiter.for_settings(redis, settings)
+        async with WbClient("a", emu.token(SELLER_A), limiter, settings=settings) as client:
+            bucket = client.scope(FINANCE_DETAILED_REPORT)
+            body = {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}
+
+            async def early_call() -> None:
+                await redis.delete(keys.bucket_key(prefix, bucket))
+                assert (await client.call(FINANCE_DETAILED_REPORT, json=body)).status == 200
+
+            await client.call(FINANCE_DETAILED_REPORT, json=body)
+            await early_call()
+            single = await limiter.learned(bucket)
+            await client.call(FINANCE_DETAILED_REPORT, json=body)
+            await early_call()  # the same again, within ten intervals
+            repeated = await limiter.learned(bucket)
+        statuses = [e["status"] for e in emu.counters.journal]
+    assert statuses == [200, 429, 200, 200, 429, 200]
+    assert single is None
+    assert repeated is not None and repeated.interval_ms > 600
+    learned = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
+    assert learned == learned_before + 1

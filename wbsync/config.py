@@ -161,6 +161,34 @@ class Settings(BaseSettings):
         description="How long a limit learned from WB's replies (stricter than the table) "
         "holds before the table applies again (scaled).",
     )
+    wb_rate_wait_max_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="The longest wait WB's rate-limit headers (X-Ratelimit-Retry, Retry-After, "
+        "X-Ratelimit-Reset) may impose on a bucket, and the longest interval a learned limit "
+        "may have (scaled; WB's longest published period is an hour). A header past it, "
+        "non-numeric, negative or infinite is logged and replaced by the bucket's own period.",
+    )
+    wb_request_deadline_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="The most one HTTP exchange with WB may take, connect to last body byte "
+        "(real seconds, not scaled), on top of the 60 s per-read timeout; past it the exchange "
+        "is a transport failure (retried, spends the job's failure budget).",
+    )
+    wb_max_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="The largest reply body read from WB (bytes, decoded); a larger one is "
+        "abandoned at that size as an unusable reply naming the method and the size.",
+    )
+    wb_finance_page_rows: int = Field(
+        default=10_000,
+        ge=1,
+        le=100_000,
+        description="Rows asked for per page of the finance detail report (WB allows up to "
+        "100,000, ~2 KB of JSON each); 10,000 keeps a page near 21 MB.",
+    )
     limit_overrides: dict[str, dict[TokenType, LimitOverride]] = Field(
         default_factory=dict,
         description="Limits that replace the table's, by limit group, JSON: {\"finance.detailed_"

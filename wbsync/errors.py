@@ -20,6 +20,7 @@
     │   ├── WbServerError            5xx
     │   ├── WbTransportError         timeout, reset, refused
     │   ├── WbBadResponseError       unparseable or schema-violating body, unexpected status
+    │   │   └── WbBodyTooLargeError  a reply body past the configured maximum (not read on)
     │   └── FailureBudgetExhausted   a job spent its budget of upstream failures; names the last
     ├── StoreError                   the database refused or lost an operation
     │   ├── StoreUnavailableError    the database could not be reached (down, restarting, locked)
@@ -63,6 +64,7 @@ __all__ = [
     "WbApiError",
     "WbAuthError",
     "WbBadResponseError",
+    "WbBodyTooLargeError",
     "WbMethodDisabledError",
     "WbPaymentRequiredError",
     "WbPermissionError",
@@ -181,6 +183,15 @@ class WbTransportError(WbApiError):
 
 class WbBadResponseError(WbApiError):
     """WB answered with a body that cannot be parsed or breaks the method's schema."""
+
+
+class WbBodyTooLargeError(WbBadResponseError):
+    """WB's reply body passed ``max_bytes``; reading stopped after ``read_bytes``."""
+
+    def __init__(self, message: str, *, read_bytes: int, max_bytes: int, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.read_bytes = read_bytes
+        self.max_bytes = max_bytes
 
 
 class FailureBudgetExhausted(WbApiError):

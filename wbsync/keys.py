@@ -24,6 +24,12 @@ def learned_key(prefix: str, scope: BucketScope) -> str:
     return f"{prefix}:rl-learned:{{{scope.cabinet}:{scope.group}}}"
 
 
+def learn_evidence_key(prefix: str, scope: BucketScope) -> str:
+    """The key marking a recent 429 on one bucket that did not prove WB stricter on its own
+    (same hash tag): a second one while it lives does."""
+    return f"{prefix}:rl-429:{{{scope.cabinet}:{scope.group}}}"
+
+
 def learned_index_key(prefix: str) -> str:
     """The sorted set of the buckets with a learned limit (``<cabinet>:<group>``, scored by
     when it expires, ms): the status finds them without scanning the keyspace."""

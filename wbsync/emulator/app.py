@@ -52,6 +52,32 @@ class _Dropped(Response):
         await send({"type": "http.response.body", "body": b'{"', "more_body": True})
 
 
+class _Trickled(Response):
+    """A whole reply sent one byte every ``delay_s``: each read gets a byte in time, so only a
+    deadline on the whole exchange ends it."""
+
+    def __init__(self, inner: Response, delay_s: float) -> None:
+        super().__init__(bytes(inner.body), status_code=inner.status_code)
+        self.raw_headers = list(inner.raw_headers)
+        self._delay_s = delay_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        body = bytes(self.body)
+        for i in range(len(body)):
+            await asyncio.sleep(self._delay_s)
+            more = i + 1 < len(body)
+            await send({"type": "http.response.body", "body": body[i : i + 1], "more_body": more})
+        if not body:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+#: Where a redirect fault points: WB's seller portal, which is no API.
+REDIRECT_TO = "https://seller.wildberries.ru/login"
+
+
 @dataclass(slots=True)
 class _Outcome:
     response: Response
@@ -70,6 +96,15 @@ def _rate_limited(
     return resp
 
 
+def _override(resp: Response, rule: FaultRule) -> None:
+    """Set the rule's headers on its reply; one given as "" is removed."""
+    for name, value in rule.headers.items():
+        if value:
+            resp.headers[name] = value
+        elif name in resp.headers:
+            del resp.headers[name]
+
+
 def _limiter_id(seller: str, group: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"wb-limiter:{seller}:{group}"))
 
@@ -81,11 +116,17 @@ DISABLED_DETAIL = (
 )
 
 
-def _with_remaining(state: EmulatorState, ep: Method, token: EmuToken, resp: Response) -> Response:
-    """WB: every reply but a 429 says what is left, a refusal of a known seller too."""
-    rate = state.limit_for(ep.name, token.kind) or state.limit_for(ep.name, Kind.PERSONAL)
+def _with_remaining(
+    state: EmulatorState, ep: Method, token: EmuToken | None, resp: Response
+) -> Response:
+    """WB: every reply but a 429 says what is left, a refusal too. A request without a valid
+    token names no seller: it is answered from the bucket of no seller (which no request
+    spends, so it shows the method's whole burst)."""
+    kind = token.kind if token is not None else Kind.PERSONAL
+    rate = state.limit_for(ep.name, kind) or state.limit_for(ep.name, Kind.PERSONAL)
     if rate is not None:
-        left = state.buckets.remaining(token.seller, ep.group, rate.scaled(state.config.time_scale))
+        seller = token.seller if token is not None else UNKNOWN_SELLER
+        left = state.buckets.remaining(seller, ep.group, rate.scaled(state.config.time_scale))
         resp.headers["X-Ratelimit-Remaining"] = str(left)
     return resp
 
@@ -139,10 +180,17 @@ async def _after_bucket(
         return _Dropped()
     if rule is not None and rule.kind == "malformed":
         return Response(b'{"data": [{"broken"', media_type="application/json")
+    if rule is not None and rule.kind == "redirect":
+        status = rule.status if 300 <= rule.status < 400 else 307
+        return Response(status_code=status, headers={"Location": REDIRECT_TO})
+    if rule is not None and rule.kind == "error_body":
+        # The shape WB's content and prices APIs answer errors in, here with a 200.
+        error = {"data": None, "error": True, "errorText": "emulated fault", "requestId": rid}
+        return json_reply(error)
     if rule is not None and rule.kind == "slow":
         await asyncio.sleep(rule.delay_ms / 1000.0)
     try:
-        return await HANDLERS[call.method](call)
+        reply = await HANDLERS[call.method](call)
     except BadRequest as exc:
         body = {
             "title": exc.title,
@@ -152,15 +200,17 @@ async def _after_bucket(
             "status": 400,
         }
         return json_reply(body, status=400)
+    if rule is not None and rule.kind == "trickle":
+        return _Trickled(reply, rule.delay_ms / 1000.0)
+    return reply
 
 
 async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -> _Outcome:
     token = _authorise(state, ep, request, rid)
     if isinstance(token, tuple):
         refusal, known = token
-        if known is None:
-            return _Outcome(refusal)
-        return _Outcome(_with_remaining(state, ep, known, refusal), known.seller)
+        seller = known.seller if known is not None else UNKNOWN_SELLER
+        return _Outcome(_with_remaining(state, ep, known, refusal), seller)
     seller = token.seller
     if ep.name in state.disabled:
         off = problem(404, "method is disabled", DISABLED_DETAIL, rid)
@@ -172,6 +222,7 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
     if early is not None:
         retry = early.retry_s * state.config.time_scale
         resp = _rate_limited(state, rid, retry, retry, limit.burst, _limiter_id(seller, "global"))
+        _override(resp, early)
         return _Outcome(resp, seller, early.kind)
     decision: BucketDecision = state.buckets.take(seller, ep.group, scaled)
     if not decision.allowed:
@@ -188,6 +239,8 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
     call = Call(request=request, method=ep.name, seller_id=seller, state=state)
     resp = await _after_bucket(state, call, late, rid)
     resp.headers["X-Ratelimit-Remaining"] = str(decision.remaining)
+    if late is not None:
+        _override(resp, late)
     return _Outcome(resp, seller, late.kind if late else None)
 
 

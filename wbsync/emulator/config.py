@@ -76,14 +76,21 @@ class LimitSpec(BaseModel):
 #: A group's replacement limit: one for every token type, or one per type.
 LimitOverride = LimitSpec | dict[Kind, LimitSpec]
 
-FaultKind = Literal["error", "slow", "drop", "malformed", "rate_limit"]
+FaultKind = Literal[
+    "error", "slow", "drop", "malformed", "rate_limit", "redirect", "error_body", "trickle"
+]
 
 
 class FaultRule(BaseModel):
     """One injected fault: which requests it hits, how often, and what it does.
 
     ``count`` makes it hit the next N matching requests (then it is spent); otherwise ``share``
-    is the probability per matching request, drawn from the emulator's seeded RNG.
+    is the probability per matching request, drawn from the emulator's seeded RNG. Kinds:
+    ``error`` (a 5xx), ``slow`` (the reply waits ``delay_ms``), ``drop`` (a body cut short),
+    ``malformed`` (a body that is not JSON), ``rate_limit`` (a 429 before the bucket),
+    ``redirect`` (a 3xx with a Location, nothing applied), ``error_body`` (a 200 whose body is
+    an error object, nothing applied), ``trickle`` (the real reply, one byte every
+    ``delay_ms``). ``headers`` replace the fault reply's headers (a hostile gateway).
     """
 
     model_config = _STRICT
@@ -93,11 +100,29 @@ class FaultRule(BaseModel):
     seller: str | None = Field(default=None, description="Only this seller id; None = any.")
     share: float = Field(default=1.0, ge=0.0, le=1.0)
     count: int | None = Field(default=None, ge=1)
-    status: int = Field(default=500, ge=500, le=599, description="Status of an error fault.")
-    delay_ms: float = Field(default=1000.0, ge=0, description="Real ms a slow reply waits.")
+    status: int = Field(
+        default=500,
+        ge=300,
+        le=599,
+        description="Status of an error fault (5xx) or a redirect (3xx; 500 = 307).",
+    )
+    delay_ms: float = Field(
+        default=1000.0, ge=0, description="Real ms a slow reply waits, or between trickled bytes."
+    )
     retry_s: float = Field(
         default=60.0, gt=0, description="WB seconds a rate_limit fault asks to wait (scaled)."
     )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description='Headers set on the fault\'s reply, as given; one given as "" is removed.',
+    )
+
+    @field_validator("status")
+    @classmethod
+    def _error_or_redirect(cls, status: int) -> int:
+        if 400 <= status < 500:
+            raise ValueError("status: 3xx for a redirect, 5xx for an error")
+        return status
 
 
 class ReplyLatency(BaseModel):

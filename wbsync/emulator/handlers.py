@@ -143,12 +143,16 @@ def _statistics(kind: str) -> Handler:
     return handler
 
 
+#: WB's documented campaign statuses, the values its ``statuses`` filter takes (-1: deleted).
+ADVERT_STATUSES = frozenset({-1, 4, 7, 8, 9, 11})
+
+
 async def adverts(call: Call) -> Response:
     """Campaign list filtered by ids, statuses and payment type."""
     ids = set(_ids(call.query("ids"), "ids", 50))
-    statuses = (
-        set(_ids(call.query("statuses"), "statuses", 10**6)) if call.query("statuses") else set()
-    )
+    statuses = {_int(s, "statuses", lo=-1) for s in (call.query("statuses") or "").split(",") if s}
+    if statuses - ADVERT_STATUSES:
+        raise BadRequest(f"statuses: each one of {sorted(ADVERT_STATUSES)}")
     payment = call.query("payment_type")
     rows = [
         c

@@ -141,13 +141,15 @@ class FailurePolicy:
             with counting_upstream_failures(budget.spend):
                 return await processor(job)
         except FailureBudgetExhausted as exc:
-            FAILURE_BUDGET_EXHAUSTED.labels(job.queue).inc()
-            log.error("job %s failed for good: %s", job.id, exc)
-            raise JobFailedForGood(str(exc)) from exc
+            raise _failed_for_good(job, exc) from exc
         except JobLockLostError:
             raise
         except _UPSTREAM as exc:
-            budget.spend(exc)  # an unusable reply found outside the client counts here
+            try:
+                budget.spend(exc)  # an unusable reply found outside the client counts here
+            except FailureBudgetExhausted as spent:
+                # Raised inside this handler, it would escape the one above: end it here.
+                raise _failed_for_good(job, spent) from exc
             wait = backoff_ms(budget.spent, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
             await self._retry_later(job, "upstream", wait, f"{exc} (failure {budget.spent})")
         except _INFRASTRUCTURE as exc:
@@ -196,6 +198,13 @@ class FailurePolicy:
                     "job %s: deferral failed (%s); trying again in %.0f ms", job.id, exc, pause_ms
                 )
                 await clock.sleep_ms(pause_ms)
+
+
+def _failed_for_good(job: JobHandle, exc: FailureBudgetExhausted) -> JobFailedForGood:
+    """The job's end once its budget is spent: one ERROR line, the metric, no more attempts."""
+    FAILURE_BUDGET_EXHAUSTED.labels(job.queue).inc()
+    log.error("job %s failed for good: %s", job.id, exc)
+    return JobFailedForGood(str(exc))
 
 
 @dataclass(slots=True)

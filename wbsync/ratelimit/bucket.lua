@@ -16,6 +16,8 @@
   ARGV[5]  margin_ms     added to each token's interval (table or learned), >= 0
   ARGV[6]  level         >= 0: hold no more than this many tokens (WB showed fewer left than
                          we had); -1: no level
+  ARGV[7]  max_wait_ms   the furthest a penalty may push the next token, and the longest a
+                         learned interval may be (ms), > 0
 
   Returns  one integer (one number is the cheapest reply to parse)
     >= 0   acquired (for cost 0: a token is there now); the whole tokens left after this pass
@@ -33,10 +35,14 @@ local burst = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local penalty = tonumber(ARGV[4])
 local level = tonumber(ARGV[6])
+local max_wait = tonumber(ARGV[7])
+if penalty > max_wait then
+  penalty = max_wait
+end
 
 local learned = redis.call('HMGET', KEYS[2], 'interval_ms', 'burst')
 if learned[1] then
-  interval = math.max(interval, tonumber(learned[1]))
+  interval = math.max(interval, math.min(tonumber(learned[1]), max_wait))
   burst = math.max(1, math.min(burst, tonumber(learned[2])))
   cost = math.min(cost, burst)
 end

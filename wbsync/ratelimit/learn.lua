@@ -13,6 +13,8 @@
                          this (ms); 0: unknown
   ARGV[5]  seen_burst    WB's burst; 0: unknown
   ARGV[6]  ttl_ms        how long the learned limit holds from now, > 0
+  ARGV[7]  max_ms        the longest interval a learned limit may have (ms), > 0: evidence
+                         past it (a hostile header) is cut to it
 
   Returns  {changed, interval_ms, burst, stored}: changed 1 when the limit got stricter (0 when
            it stayed, its TTL refreshed, or when WB is no stricter than the table: nothing
@@ -25,6 +27,7 @@ local burst = tonumber(ARGV[2])
 local seen = tonumber(ARGV[3])
 local extra = tonumber(ARGV[4])
 local seen_burst = tonumber(ARGV[5])
+local max_interval = math.max(interval, tonumber(ARGV[7]))
 
 local current_interval, current_burst = interval, burst
 local stored = redis.call('HMGET', KEYS[1], 'interval_ms', 'burst')
@@ -37,6 +40,7 @@ local new_interval = math.max(current_interval, seen)
 if extra > 0 then
   new_interval = math.max(new_interval, current_interval + extra)
 end
+new_interval = math.min(new_interval, max_interval)
 local new_burst = current_burst
 if seen_burst > 0 then
   new_burst = math.min(current_burst, seen_burst)

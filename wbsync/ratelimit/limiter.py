@@ -12,11 +12,14 @@ no context (HTTP paths)         sleep while the total wait stays under the ceili
 
 A bucket follows the table's limit unless WB's replies showed a stricter one: ``learn`` stores
 that learned limit beside the bucket (``learn.lua``), every pass of ``bucket.lua`` applies it in
-the same round trip, and it expires after ``learned_ttl_s`` (scaled).
+the same round trip, and it expires after ``learned_ttl_s`` (scaled). Nothing WB says pushes a
+bucket further than ``max_wait_s`` (scaled): a penalty is cut to it and a learned interval never
+exceeds it, here and in the Lua scripts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -96,11 +99,14 @@ class RateLimiter:
         refill_margin_ratio: float = 0.0,
         refill_margin_cap_ms: float = 25.0,
         learned_ttl_s: float = 3600.0,
+        max_wait_s: float = 3600.0,
     ) -> None:
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
         if learned_ttl_s <= 0:
             raise ValueError(f"learned_ttl_s must be > 0, got {learned_ttl_s}")
+        if not 0 < max_wait_s < math.inf:
+            raise ValueError(f"max_wait_s must be > 0 and finite, got {max_wait_s}")
         self._redis = redis
         self._prefix = prefix
         self._time_scale = time_scale
@@ -109,6 +115,7 @@ class RateLimiter:
         self._refill_margin_ratio = refill_margin_ratio
         self._refill_margin_cap_ms = refill_margin_cap_ms
         self._learned_ttl_ms = learned_ttl_s * 1000.0 * time_scale
+        self._max_wait_ms = max_wait_s * 1000.0 * time_scale
         self._script = redis.register_script(_BUCKET)
         self._learn = redis.register_script(_LEARN)
         self._learned_index = keys.learned_index_key(prefix)
@@ -125,12 +132,18 @@ class RateLimiter:
             refill_margin_ratio=settings.limiter_refill_margin_ratio,
             refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
             learned_ttl_s=settings.learned_limit_ttl_s,
+            max_wait_s=settings.wb_rate_wait_max_s,
         )
 
     @property
     def time_scale(self) -> float:
         """The factor every WB period is multiplied by."""
         return self._time_scale
+
+    @property
+    def max_wait_ms(self) -> float:
+        """The furthest (real ms) a penalty or a learned interval may push a bucket."""
+        return self._max_wait_ms
 
     def ceiling_ms(self, scope: BucketScope) -> float:
         """The longest total wait ``acquire`` sleeps outside a deferral context."""
@@ -183,9 +196,10 @@ class RateLimiter:
         return out
 
     async def penalize(self, scope: BucketScope, wait_ms: float) -> None:
-        """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone."""
+        """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone
+        (at most ``max_wait_ms``; NaN or <= 0 changes nothing)."""
         if wait_ms > 0:
-            await self._pass(scope, cost=0, penalty_ms=wait_ms)
+            await self._pass(scope, cost=0, penalty_ms=min(wait_ms, self._max_wait_ms))
 
     async def level(self, scope: BucketScope, tokens: int) -> None:
         """Hold no more than ``tokens`` tokens now (WB showed its bucket emptier than ours)."""
@@ -207,10 +221,11 @@ class RateLimiter:
                 args=[
                     repr(scope.limit.interval_ms * self._time_scale),
                     scope.limit.burst,
-                    repr(float(seen_ms)),
-                    repr(float(extra_ms)),
+                    repr(self._bounded(seen_ms)),
+                    repr(self._bounded(extra_ms)),
                     int(burst),
                     repr(self._learned_ttl_ms),
+                    repr(self._max_wait_ms),
                 ],
             )
             if stored:
@@ -221,6 +236,23 @@ class RateLimiter:
             return None
         LEARNED_LIMITS.labels(scope.group).inc()
         return Learned(float(interval_ms), int(burst_now), int(self._learned_ttl_ms))
+
+    async def seen_again(self, scope: BucketScope, *, window_ms: float) -> bool:
+        """Note a 429 on the bucket; True when another was noted within ``window_ms`` before
+        (that one's note is then used up), False when this is the first."""
+        key = keys.learn_evidence_key(self._prefix, scope)
+        try:
+            first = await self._redis.set(key, 1, nx=True, px=max(1, math.ceil(window_ms)))
+            if first:
+                return False
+            await self._redis.delete(key)
+        except REDIS_ERRORS as exc:
+            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
+        return True
+
+    def _bounded(self, ms: float) -> float:
+        """``ms`` within 0..max_wait_ms (NaN: 0), so no header reaches Lua as inf or nan."""
+        return min(float(ms), self._max_wait_ms) if ms > 0 else 0.0
 
     async def _index_learned(self, scope: BucketScope) -> None:
         """List the bucket in the index of learned limits until its learned limit expires (a
@@ -312,6 +344,7 @@ class RateLimiter:
             repr(float(penalty_ms)),
             repr(self.refill_margin_ms(scope)),
             level,
+            repr(self._max_wait_ms),
         ]
 
     async def _pass(

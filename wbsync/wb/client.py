@@ -9,10 +9,16 @@ signal, like ``RateLimitExceeded``, passes through untouched. Transport errors a
 retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
 to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
 this call and its deferrals. The token never appears in a log line, an exception or a repr.
+
+Bounds of one HTTP exchange: it must finish, last body byte included, within
+``wb_request_deadline_s`` (a reply trickling past it is a transport failure), and its body is
+read as a stream and abandoned past ``wb_max_body_bytes``. Only a 2xx is an answer: a 3xx is an
+unusable reply (httpx follows no redirects, and a redirected write was not applied).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -28,6 +34,7 @@ from wbsync.errors import (
     WbApiError,
     WbAuthError,
     WbBadResponseError,
+    WbBodyTooLargeError,
     WbMethodDisabledError,
     WbPaymentRequiredError,
     WbPermissionError,
@@ -77,9 +84,9 @@ def _request_id(response: httpx.Response, body: Any = None) -> str | None:
     return None
 
 
-def _json_or_none(response: httpx.Response) -> Any:
+def _json_or_none(content: bytes) -> Any:
     try:
-        return response.json()
+        return json.loads(content)
     except ValueError:
         return None
 
@@ -121,6 +128,11 @@ class WbClient:
 
     def __repr__(self) -> str:
         return f"WbClient(cabinet={self.cabinet!r}, token={self._token!r})"
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this client follows (page sizes, bounds, base URLs)."""
+        return self._settings
 
     @property
     def token(self) -> WbToken:
@@ -167,25 +179,39 @@ class WbClient:
         while True:
             acquired = await self._limiter.acquire(scope)
             sent = clock.monotonic()
-            response = await self._send(http, ep, params, json, failures)
-            if response is None:
+            answer = await self._send(http, ep, params, json, failures)
+            if answer is None:
                 failures += 1
                 await self._backoff(ep, failures, "transport error")
                 continue
+            response, content = answer
             count_upstream(ep.section.value, str(response.status_code))
+            headers = self._rate_headers(ep, scope, response)
             if response.status_code == 429:
                 limited += 1
-                await self._on_429(ep, scope, response, limited, sent)
+                await self._on_429(ep, scope, response, content, headers, limited, sent)
                 continue
-            await self._feedback.on_reply(scope, RateHeaders.of(response), acquired)
+            await self._feedback.on_reply(scope, headers, acquired)
             if response.status_code >= 500:
                 failures += 1
-                error = _server_error(ep, response)
+                error = _server_error(ep, response, content)
                 report_upstream_failure(error)
                 self._check_budget(failures, error)
                 await self._backoff(ep, failures, f"status {response.status_code}")
                 continue
-            return self._reply(ep, response)
+            return self._reply(ep, response, content)
+
+    def _rate_headers(
+        self, ep: Endpoint, scope: BucketScope, response: httpx.Response
+    ) -> RateHeaders:
+        scale = self._settings.time_scale
+        return RateHeaders.of(
+            response,
+            method=ep.name,
+            cabinet=self.cabinet,
+            period_s=scope.limit.period_s * scale,
+            max_wait_s=self._settings.wb_rate_wait_max_s * scale,
+        )
 
     async def _send(
         self,
@@ -194,19 +220,29 @@ class WbClient:
         params: dict[str, Any] | None,
         body: Any,
         failures: int,
-    ) -> httpx.Response | None:
-        """One HTTP exchange; None after a transport error that the budget still covers."""
+    ) -> tuple[httpx.Response, bytes] | None:
+        """One HTTP exchange within the deadline: the reply and its body; None after a
+        transport error (or the deadline) that the budget still covers."""
         headers = {
             "Authorization": self._token.authorization(),
             "User-Agent": f"wbsync/{__version__}",
         }
+        deadline_s = self._settings.wb_request_deadline_s
         try:
-            return await http.request(
-                ep.method, self._url(ep), params=params, json=body, headers=headers
-            )
-        except httpx.TransportError as exc:
+            # httpx's timeout is per read: a reply trickling a byte at a time never trips it.
+            async with asyncio.timeout(deadline_s):
+                async with http.stream(
+                    ep.method, self._url(ep), params=params, json=body, headers=headers
+                ) as response:
+                    return response, await self._body(ep, response)
+        except (httpx.TransportError, TimeoutError) as exc:
             count_upstream(ep.section.value, "transport")
-            error = WbTransportError(f"no answer from WB: {type(exc).__name__}", method=ep.name)
+            why = (
+                f"no whole answer from WB within {deadline_s:g} s (WBSYNC_WB_REQUEST_DEADLINE_S)"
+                if isinstance(exc, TimeoutError)
+                else f"no answer from WB: {type(exc).__name__}"
+            )
+            error = WbTransportError(why, method=ep.name)
             report_upstream_failure(error)
             self._check_budget(failures + 1, error)
             return None
@@ -217,6 +253,33 @@ class WbClient:
             )
             report_upstream_failure(bad)
             raise bad from None
+
+    async def _body(self, ep: Endpoint, response: httpx.Response) -> bytes:
+        """The reply's body, read no further than ``wb_max_body_bytes`` (decoded)."""
+        most = self._settings.wb_max_body_bytes
+        declared = response.headers.get("Content-Length", "")
+        size = 0
+        chunks: list[bytes] = []
+        if not (declared.isdigit() and int(declared) > most):
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > most:
+                    break
+                chunks.append(chunk)
+            else:
+                return b"".join(chunks)
+        too_large = WbBodyTooLargeError(
+            f"WB's reply is larger than WBSYNC_WB_MAX_BODY_BYTES ({most} bytes; "
+            f"{declared or 'no'} declared, stopped after reading {size}): ask for smaller "
+            "pages or raise the maximum",
+            read_bytes=size,
+            max_bytes=most,
+            method=ep.name,
+            status=response.status_code,
+            request_id=_request_id(response),
+        )
+        report_upstream_failure(too_large)
+        raise too_large
 
     def _url(self, ep: Endpoint) -> str:
         # Test tokens work only on WB's sandbox hosts (check_token refused sections without one).
@@ -242,16 +305,23 @@ class WbClient:
         await clock.sleep_ms(delay_s * 1000.0)
 
     async def _on_429(
-        self, ep: Endpoint, scope: BucketScope, response: httpx.Response, limited: int, sent: float
+        self,
+        ep: Endpoint,
+        scope: BucketScope,
+        response: httpx.Response,
+        content: bytes,
+        headers: RateHeaders,
+        limited: int,
+        sent: float,
     ) -> None:
-        wait_ms = rate_limit_wait_ms(response, scope.limit, self._settings.time_scale)
+        wait_ms = rate_limit_wait_ms(headers, scope.limit, self._settings.time_scale)
         round_trip_ms = (clock.monotonic() - sent) * 1000.0
-        await self._feedback.on_429(scope, RateHeaders.of(response), round_trip_ms)
+        await self._feedback.on_429(scope, headers, round_trip_ms)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
         await self._limiter.penalize(scope, wait_ms)
         if self._throughput is not None:
             await self._throughput.rate_limited()
-        rid = _request_id(response, _json_or_none(response))
+        rid = _request_id(response, _json_or_none(content))
         log.info(
             "cabinet %s: %s got 429 (request %s), bucket %s pushed %d ms",
             self.cabinet,
@@ -269,10 +339,10 @@ class WbClient:
                 request_id=rid,
             )
 
-    def _reply(self, ep: Endpoint, response: httpx.Response) -> WbReply:
+    def _reply(self, ep: Endpoint, response: httpx.Response, content: bytes) -> WbReply:
         status = response.status_code
         if status >= 400:
-            body = _json_or_none(response)
+            body = _json_or_none(content)
             detail = body.get("detail") or body.get("title") if isinstance(body, dict) else None
             error = _ERRORS.get(status, WbRequestError)
             raise error(
@@ -281,10 +351,20 @@ class WbClient:
                 status=status,
                 request_id=_request_id(response, body),
             )
+        if not 200 <= status < 300:
+            # A redirect is no answer: WB documents none, and a write sent there was not applied.
+            bad = WbBadResponseError(
+                f"WB answered {status} {response.reason_phrase} instead of a result",
+                method=ep.name,
+                status=status,
+                request_id=_request_id(response, _json_or_none(content)),
+            )
+            report_upstream_failure(bad)
+            raise bad
         data: Any = None
-        if status != 204 and response.content:
+        if status != 204 and content:
             try:
-                data = json.loads(response.content)
+                data = json.loads(content)
             except ValueError:
                 bad = WbBadResponseError(
                     "WB answered a body that is not JSON",
@@ -303,8 +383,8 @@ class WbClient:
         )
 
 
-def _server_error(ep: Endpoint, response: httpx.Response) -> WbServerError:
-    rid = _request_id(response, _json_or_none(response))
+def _server_error(ep: Endpoint, response: httpx.Response, content: bytes) -> WbServerError:
+    rid = _request_id(response, _json_or_none(content))
     return WbServerError(
         "WB failed to answer", method=ep.name, status=response.status_code, request_id=rid
     )

@@ -14,6 +14,12 @@ a whole interval of ours after the previous one, so WB's interval is about ours 
 less however much later than its token the previous request reached WB, plus however much
 later this one did. The latter is at most this request's round trip, which is added: the
 estimate errs long (a little slower until the learned limit expires), not short (another 429).
+
+A 429 is evidence only when our own timing cannot explain it: a smaller burst, a
+(Reset - Retry) / (B - 1) or a Retry longer than our interval by ``EVIDENCE_MARGIN``. A Retry
+within our interval is what a request reaching WB early looks like (a busy event loop, a healed
+network delivering requests together); it teaches only when another follows within
+``LEARN_REPEAT_INTERVALS`` of our intervals. Wait headers are bounded (``RateHeaders``).
 """
 
 from __future__ import annotations
@@ -21,18 +27,31 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import httpx
 
+from wbsync import clock
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
 
-__all__ = ["Feedback", "RateHeaders"]
+__all__ = ["EVIDENCE_MARGIN", "LEARN_REPEAT_INTERVALS", "Feedback", "RateHeaders"]
 
 log = logging.getLogger(__name__)
 
 # WB's Remaining is whole tokens, ours too; a bucket refilling between the two readings or a
 # request counted a moment apart makes them differ by one without either bucket being wrong.
 _ROUNDING = 1
+
+#: A 429 proves WB stricter on its own only when its headers show a wait longer than our own
+#: bucket's interval by this share: shorter ones are what our timing explains (a request that
+#: reached WB early: a busy loop, a healed network delivering requests together).
+EVIDENCE_MARGIN = 0.1
+#: A 429 our timing could explain teaches nothing alone; a second one within this many of the
+#: bucket's (scaled) intervals does: jitter does not repeat, a stricter WB does.
+LEARN_REPEAT_INTERVALS = 10
+
+#: The headers that tell how long to wait, in the order they are read.
+WAIT_HEADERS = ("X-Ratelimit-Retry", "Retry-After", "X-Ratelimit-Reset")
 
 
 def _number(value: str | None) -> float | None:
@@ -45,28 +64,92 @@ def _number(value: str | None) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
+def _wait_s(header: str, value: str) -> float | None:
+    """Seconds a wait header asks for; None when it is not a usable number (or date)."""
+    number = _number(value.strip())
+    if number is None and header == "Retry-After" and not _is_number_like(value):
+        try:  # RFC 9110: Retry-After may be an HTTP date
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - clock.now_ms() / 1000.0)
+    return number
+
+
+def _is_number_like(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class RateHeaders:
-    """WB's rate-limit headers of one reply (seconds are real, of the scaled world)."""
+    """WB's rate-limit headers of one reply (seconds are real, of the scaled world).
+
+    Every wait is within ``max_wait_s``: a wait header past it, non-numeric, negative, NaN or
+    infinite is replaced by the bucket's own period and named in ``rejected`` (one WARNING per
+    reply, naming the method and the header). A reply with a rejected header teaches nothing.
+    """
 
     remaining: int | None
     limit: int | None
     retry_s: float | None
     reset_s: float | None
+    rejected: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, response: httpx.Response) -> RateHeaders:
-        """Read the headers; a missing or unreadable one is None."""
+    def of(
+        cls,
+        response: httpx.Response,
+        *,
+        method: str = "?",
+        cabinet: str = "?",
+        period_s: float = 0.0,
+        max_wait_s: float = math.inf,
+    ) -> RateHeaders:
+        """Read the headers; a missing one is None, an unusable wait header is ``period_s``."""
         h = response.headers
         remaining = _number(h.get("X-Ratelimit-Remaining"))
         limit = _number(h.get("X-Ratelimit-Limit"))
-        retry = _number(h.get("X-Ratelimit-Retry"))
+        waits: dict[str, float | None] = {}
+        rejected: list[str] = []
+        for header in WAIT_HEADERS:
+            raw = h.get(header)
+            if raw is None:
+                waits[header] = None
+                continue
+            seconds = _wait_s(header, raw)
+            if seconds is None or seconds > max_wait_s:
+                rejected.append(header)
+                log.warning(
+                    "cabinet %s: %s: WB's %s header %r is not a wait within %g s; using the "
+                    "bucket's own period (%g s) instead",
+                    cabinet,
+                    method,
+                    header,
+                    raw[:40],
+                    max_wait_s,
+                    period_s,
+                )
+                seconds = period_s
+            waits[header] = seconds
+        retry = waits["X-Ratelimit-Retry"]
         return cls(
-            remaining=int(remaining) if remaining is not None else None,
-            limit=int(limit) if limit is not None and limit >= 1 else None,
-            retry_s=retry if retry is not None else _number(h.get("Retry-After")),
-            reset_s=_number(h.get("X-Ratelimit-Reset")),
+            remaining=int(remaining) if remaining is not None and remaining < 2**31 else None,
+            limit=int(limit) if limit is not None and 1 <= limit < 2**31 else None,
+            retry_s=retry if retry is not None else waits["Retry-After"],
+            reset_s=waits["X-Ratelimit-Reset"],
+            rejected=tuple(rejected),
         )
+
+    @property
+    def wait_s(self) -> float | None:
+        """How long a 429 asks to wait: Retry (or Retry-After), else Reset; None if neither."""
+        return self.retry_s if self.retry_s is not None else self.reset_s
 
 
 class Feedback:
@@ -77,8 +160,11 @@ class Feedback:
         self._cabinet = cabinet
 
     async def on_429(self, scope: BucketScope, headers: RateHeaders, round_trip_ms: float) -> None:
-        """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket is
-        stricter than ours, learn it."""
+        """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket may be
+        stricter than ours; learn it when the headers prove it or the 429 repeats."""
+        if headers.rejected:
+            return  # headers we could not read are no evidence of anything
+        interval_s = scope.limit.interval_ms * self._limiter.time_scale / 1000.0
         burst = headers.limit or scope.limit.burst
         retry, reset = headers.retry_s or 0.0, headers.reset_s or 0.0
         seen_s = extra_s = 0.0
@@ -86,6 +172,23 @@ class Feedback:
             seen_s = (reset - retry) / (burst - 1) if reset > retry else 0.0
         else:
             seen_s, extra_s = reset, retry + round_trip_ms / 1000.0
+        # (Reset - Retry) / (burst - 1) and a smaller burst do not depend on when the request
+        # arrived; a Retry within our own interval does (a request that reached WB early).
+        proven = (
+            (headers.limit is not None and headers.limit < scope.limit.burst)
+            or (burst > 1 and seen_s > interval_s * (1 + EVIDENCE_MARGIN))
+            or retry > interval_s * (1 + EVIDENCE_MARGIN)
+        )
+        window_ms = LEARN_REPEAT_INTERVALS * interval_s * 1000.0
+        if not proven and not await self._limiter.seen_again(scope, window_ms=window_ms):
+            log.info(
+                "cabinet %s: a 429 on %s our timing may explain; learning only if it repeats "
+                "within %.0f ms",
+                self._cabinet,
+                scope.group,
+                window_ms,
+            )
+            return
         learned = await self._limiter.learn(
             scope, seen_ms=seen_s * 1000.0, extra_ms=extra_s * 1000.0, burst=headers.limit or 0
         )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from wbsync.context import report_upstream_failure
 from wbsync.errors import WbBadResponseError
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient, WbReply
@@ -43,6 +44,27 @@ class Page:
     cursor: Any
 
 
+def _bad_reply(reply: WbReply, ep: eps.Endpoint, what: str) -> WbBadResponseError:
+    """An unusable reply, already counted against the running job's failure budget (so the
+    budget stops the job from inside it, like any other upstream failure)."""
+    error = WbBadResponseError(
+        f"{what}{_error_object(reply.data)}",
+        method=ep.name,
+        status=reply.status,
+        request_id=reply.request_id,
+    )
+    report_upstream_failure(error)
+    return error
+
+
+def _error_object(data: Any) -> str:
+    """WB's words when a 2xx body is an error object (``title``/``detail``/``errorText``)."""
+    if not isinstance(data, dict):
+        return ""
+    words = data.get("detail") or data.get("errorText") or data.get("title")
+    return f"; WB said: {str(words)[:200]}" if words else ""
+
+
 def _rows(reply: WbReply, ep: eps.Endpoint, *path: str) -> list[Row]:
     data = reply.data
     for key in path:
@@ -50,13 +72,7 @@ def _rows(reply: WbReply, ep: eps.Endpoint, *path: str) -> list[Row]:
     if data is None and reply.status == 204:
         return []
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        where = ".".join(path) or "body"
-        raise WbBadResponseError(
-            f"expected a list of objects at {where}",
-            method=ep.name,
-            status=reply.status,
-            request_id=reply.request_id,
-        )
+        raise _bad_reply(reply, ep, f"expected a list of objects at {'.'.join(path) or 'body'}")
     return data
 
 
@@ -71,11 +87,16 @@ async def finance_detailed_report(
     date_from: date,
     date_to: date,
     rrd_id: int = 0,
-    limit: int = 100_000,
+    limit: int | None = None,
     period: str = "weekly",
 ) -> AsyncIterator[Page]:
-    """Finance detail rows after ``rrd_id``; the cursor is the last row's rrdId; ends on 204."""
+    """Finance detail rows after ``rrd_id``; the cursor is the last row's rrdId; ends on 204.
+
+    ``limit`` rows a page, by default ``wb_finance_page_rows``: WB allows 100,000 (~200 MB of
+    JSON), which no worker should parse at once.
+    """
     ep = eps.FINANCE_DETAILED_REPORT
+    limit = limit or client.settings.wb_finance_page_rows
     while True:
         body = {
             "dateFrom": date_from.isoformat(),
@@ -187,9 +208,16 @@ async def get_bids(client: WbClient, items: Sequence[tuple[int, int]]) -> AsyncI
 
 
 async def set_bids(client: WbClient, bids: Sequence[Row]) -> None:
-    """Set search-cluster bids (``advert_id``, ``nm_id``, ``norm_query``, ``bid``), 100 a call."""
+    """Set search-cluster bids (``advert_id``, ``nm_id``, ``norm_query``, ``bid``), 100 a call.
+
+    Returns only when WB applied every batch: its documented answer is a 2xx with no body; a
+    body that is an error object (or anything else) is an unusable reply, never a success.
+    """
+    ep = eps.PROMOTION_SET_BIDS
     for batch in _batches(list(bids), 100):
-        await client.call(eps.PROMOTION_SET_BIDS, json={"bids": list(batch)})
+        reply = await client.call(ep, json={"bids": list(batch)})
+        if reply.data is not None and reply.data != {}:
+            raise _bad_reply(reply, ep, "expected no body from a bid update")
 
 
 async def funnel_history(
@@ -268,12 +296,7 @@ async def upload_prices(client: WbClient, items: Sequence[Row]) -> int:
     reply = await client.call(ep, json={"data": list(items)})
     data = reply.data.get("data") if isinstance(reply.data, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("id"), int):
-        raise WbBadResponseError(
-            "upload reply has no task id",
-            method=ep.name,
-            status=reply.status,
-            request_id=reply.request_id,
-        )
+        raise _bad_reply(reply, ep, "upload reply has no task id")
     task_id: int = data["id"]
     return task_id
 

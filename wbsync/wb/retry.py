@@ -2,8 +2,9 @@
 
 - Transport errors and 5xx: retried with capped exponential backoff and jitter, within a fixed
   attempt budget per call (``attempts`` counts every try, the first included).
-- 429: not a failure of the request but a window; the wait comes from WB's headers and is
-  pushed into the shared bucket. It has its own budget (``rate_limit_attempts``).
+- 429: not a failure of the request but a window; the wait comes from WB's headers (each at
+  most ``wb_rate_wait_max_s``, see ``feedback.RateHeaders``) and is pushed into the shared
+  bucket. It has its own budget (``rate_limit_attempts``).
 - Any other 4xx: never retried.
 - ``RateLimitDeferred`` / ``RateLimitExceeded`` from the limiter are not WB errors and are
   never caught here.
@@ -17,9 +18,8 @@ import math
 import random
 from dataclasses import dataclass
 
-import httpx
-
 from wbsync.ratelimit.scope import Limit
+from wbsync.wb.feedback import RateHeaders
 
 __all__ = ["RetryPolicy", "rate_limit_wait_ms"]
 
@@ -47,24 +47,14 @@ class RetryPolicy:
         return ceiling * (1.0 - self.jitter * rng.random()) * time_scale
 
 
-def _seconds(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def rate_limit_wait_ms(response: httpx.Response, limit: Limit, time_scale: float) -> int:
+def rate_limit_wait_ms(headers: RateHeaders, limit: Limit, time_scale: float) -> int:
     """How long a 429 tells every process to wait, in real ms (already in the scaled world).
 
-    ``X-Ratelimit-Retry``, else ``Retry-After`` (seconds), else ``X-Ratelimit-Reset``, else one
-    period of the bucket (scaled).
+    ``X-Ratelimit-Retry``, else ``Retry-After`` (seconds or an HTTP date), else
+    ``X-Ratelimit-Reset``, else one period of the bucket (scaled). ``RateHeaders`` has already
+    replaced a value past the ceiling (or not a number) by that period, so this is finite.
     """
-    for header in ("X-Ratelimit-Retry", "Retry-After", "X-Ratelimit-Reset"):
-        seconds = _seconds(response.headers.get(header))
-        if seconds is not None and seconds > 0:
-            return max(1, math.ceil(seconds * 1000.0))
+    seconds = headers.wait_s
+    if seconds is not None and seconds > 0:
+        return max(1, math.ceil(seconds * 1000.0))
     return max(1, math.ceil(limit.period_s * time_scale * 1000.0))
