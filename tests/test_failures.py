@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 
 from tests.conftest_store import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFactory
+from tests.proxy import Proxy
 from tests.runtimes import runtime_maker
 from tests.waiting import wait_for
 from wbsync import clock
@@ -358,47 +359,13 @@ async def _infra_retries(queue: SyncQueue, ids: list[int], at_least: int) -> boo
     return any(j is not None and j.data.get("infra_retries", 0) >= at_least for j in jobs)
 
 
+async def _each_infra_retried(queue: SyncQueue, ids: list[int], at_least: int) -> bool:
+    jobs = [await queue.job(str(i)) for i in ids]
+    return all(j is not None and j.data.get("infra_retries", 0) >= at_least for j in jobs)
+
+
 async def _all_gone(queue: SyncQueue, ids: list[int]) -> bool:
     return all([await queue.job(str(i)) is None for i in ids])
-
-
-class _Proxy:
-    """A TCP relay to PostgreSQL that can be cut (listener closed, every connection reset) and
-    restored on the same port: the database "goes away" without touching the server."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._target = (host, port)
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def cut(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        await self._server.wait_closed()
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self._target)
-        self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except OSError:
-                pass
-            finally:
-                dst.transport.abort()
-                self._writers.discard(dst)
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
 async def test_a_database_outage_delays_jobs_without_spending_budget_or_attempts(
@@ -409,7 +376,7 @@ async def test_a_database_outage_delays_jobs_without_spending_budget_or_attempts
     url = make_url(await database_factory.new_url("postgresql"))
     async with Database(url.render_as_string(hide_password=False)) as db:
         await db.migrate()
-    proxy = _Proxy(url.host or "127.0.0.1", url.port or 5432)
+    proxy = Proxy(url.host or "127.0.0.1", url.port or 5432)
     await proxy.start()
     settings = Settings(
         redis_url=redis_url,
@@ -452,6 +419,55 @@ async def test_a_database_outage_delays_jobs_without_spending_budget_or_attempts
         await proxy.cut()
     assert sample("wbsync_job_retries_total", queue=name, reason="infrastructure") >= retried + 8
     # No attempt was spent (a failed attempt is a "failed" outcome even when retried).
+    assert [o.outcome for o in outcomes].count("completed") == len(ids)
+    assert "failed" not in [o.outcome for o in outcomes]
+
+
+async def test_a_database_refusing_connections_costs_the_jobs_no_attempt(
+    redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
+) -> None:
+    """PostgreSQL refusing new connections (ALLOW_CONNECTIONS false, its backends terminated)
+    answers 55000 or 57P01 as a plain DBAPIError: an infrastructure failure, no attempt spent."""
+    if not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"set {POSTGRES_ENV} to make a real PostgreSQL refuse connections")
+    url = await database_factory.new_url("postgresql")
+    name = make_url(url).database
+    async with runtime_maker(
+        redis_url, prefix, url, emulator.base_url, time_scale=SCALE, job_attempts=1
+    ) as make:
+        runtime: Runtime = await make()
+        sellers = [f"0000000{i}-0000-4000-8000-00000000000e" for i in range(1, 4)]
+        queue_name = "rnp-finance-sync"
+        outcomes: list[Outcome] = []
+        [worker] = build_workers(runtime, [queue_name], concurrency=3, on_outcome=outcomes.append)
+        queue = runtime.queue(queue_name)
+        ids = [
+            (await runtime.store.cabinets.add(_name(), emulator.token(s), s)).id for s in sellers
+        ]
+        try:
+            # The pooled connections are terminated, and no new one is accepted, before the
+            # jobs run: each meets the refusal at its first query, whatever the machine's speed.
+            await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            await database_factory.admin(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+            )
+            await worker.start()
+            await queue.enqueue_many([str(i) for i in ids])
+            # Refused until every job has backed off 6 times (5 ms doubling: about 0.3 s).
+            await wait_for(lambda: _each_infra_retried(queue, ids, 6))
+            await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            await wait_for(lambda: _all_gone(queue, ids))
+        finally:
+            await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            await worker.close()
+        spec = DATASETS["finance_report"]
+        for cabinet_id, seller in zip(ids, sellers, strict=True):
+            stored = await runtime.store.fetch("finance_report", cabinet_id)
+            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            expected = rows["finance_report"]
+            assert {spec.row_key(r): r for r in stored} == {spec.row_key(r): r for r in expected}
+    # One attempt a job: a refusal that spent it would have failed the job.
     assert [o.outcome for o in outcomes].count("completed") == len(ids)
     assert "failed" not in [o.outcome for o in outcomes]
 

@@ -105,19 +105,47 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
 
+#: SQLSTATEs (or their two-character classes) with which PostgreSQL says "not now": the server
+#: cannot take the connection or the statement at the moment, and the same work can succeed
+#: later. A failover shows as these (and as refused or reset connections).
+_UNAVAILABLE_SQLSTATES = frozenset(
+    {
+        "08",  # connection_exception: the connection failed or was lost
+        "53300",  # too_many_connections (server-wide, per role or per database)
+        "55000",  # object_not_in_prerequisite_state: the database has ALLOW_CONNECTIONS false
+        "57P01",  # admin_shutdown: pg_terminate_backend, or a fast shutdown
+        "57P02",  # crash_shutdown: another backend crashed, the server restarts
+        "57P03",  # cannot_connect_now: starting up, shutting down, in recovery
+        "57P04",  # database_dropped
+        "57P05",  # idle_session_timeout
+    }
+)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """PostgreSQL's SQLSTATE of ``exc``: asyncpg's error (SQLAlchemy keeps it as ``orig``)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    state = getattr(orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
 def _unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not be reached or is busy, not that it refused.
 
     Connection refused or reset, a dropped connection, a pool timeout, SQLite's "database is
-    locked": waiting and trying again can succeed. A refused statement (a constraint, a missing
-    table) is not retried.
+    locked", and every SQLSTATE of ``_UNAVAILABLE_SQLSTATES`` (asyncpg reports most of them as a
+    plain ``DBAPIError``): waiting and trying again can succeed. A refused statement (a
+    constraint, a missing table, a wrong password) is not retried.
     """
     if isinstance(exc, (OSError, TimeoutError, PoolTimeoutError, DisconnectionError)):
+        return True
+    state = _sqlstate(exc)
+    if state is not None and {state, state[:2]} & _UNAVAILABLE_SQLSTATES:
         return True
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated or isinstance(exc, InterfaceError):
             return True
-        if isinstance(exc, OperationalError):
+        if isinstance(exc, OperationalError) and state is None:
             return not str(exc.orig).startswith("no such")  # SQLite's missing table or column
     return False
 
