@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 from redis.asyncio import Redis
+from sqlalchemy import update
 from sqlalchemy.engine import make_url
 
 from tests.conftest_store import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFactory
@@ -30,7 +31,7 @@ from wbsync.errors import FailureBudgetExhausted, JobLockLostError, WbServerErro
 from wbsync.jobs.failures import FailureBudget, backoff_ms
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
+from wbsync.jobs.queue import JobHandle, JobView, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
@@ -39,6 +40,7 @@ from wbsync.runtime import Runtime
 from wbsync.store.datasets import DATASETS
 from wbsync.store.db import Database
 from wbsync.store.ledger import PriceTarget
+from wbsync.store.schema import sync_cursors
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
@@ -247,6 +249,80 @@ async def test_the_autobidder_killed_mid_apply_moves_every_bid_exactly_once(
         for r in await store.fetch("bids", cabinet.id)
     }
     assert {k: stored[k] for k in wanted} == wanted
+
+
+@pytest.mark.parametrize(
+    ("queue_name", "cursor", "said"),
+    [
+        ("rnp-finance-sync", {"rrdId": "abc"}, "cursor field rrdId must be an integer, got 'abc'"),
+        ("rnp-finance-sync", "abc", "cursor must be a JSON object, got 'abc'"),
+        ("rnp-sections-sync", {"phase": 7}, "cursor field phase must be 'orders' or 'sales'"),
+    ],
+)
+@pytest.mark.parametrize("kept_in", ["job", "cursors table"])
+async def test_a_cursor_wbsync_did_not_write_fails_the_job_once_before_any_request(
+    runtime_factory: Callable[..., Any],
+    emulator: Emulator,
+    queue_name: str,
+    cursor: Any,
+    said: str,
+    kept_in: str,
+) -> None:
+    runtime: Runtime = await runtime_factory()
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    if kept_in == "cursors table":  # a hand edit of the row the last run saved
+        await runtime.store.cursors.save(cabinet.id, queue_name, {})
+        async with runtime.database.transaction() as conn:
+            row = sync_cursors.c.cabinet_id == cabinet.id
+            await conn.execute(update(sync_cursors).where(row).values(cursor=cursor))
+    sent = emulator.counters.total(seller=SELLER)
+    data = {"cursor": cursor} if kept_in == "job" else None
+    job = await _run_once(runtime, queue_name, cabinet.id, data)
+    assert job.state == "failed"
+    assert job.failed_reason is not None and job.failed_reason.startswith(f"{queue_name}: {said}")
+    assert job.attempts_made == 1  # at once: none of the attempts left was spent on it
+    assert emulator.counters.total(seller=SELLER) == sent  # not followed: nothing asked of WB
+    [run] = await runtime.store.runs.of_cabinets([cabinet.id])
+    assert run.sync == queue_name and run.failure_reason is not None
+    assert said in run.failure_reason
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"failures": "many"}, "job data 'failures' must be an integer >= 0"),
+        ({"pages": -1}, "job data 'pages' must be an integer >= 0"),
+        ({"deferrals": 1.5}, "job data 'deferrals' must be an integer >= 0"),
+    ],
+)
+async def test_a_job_whose_counts_are_not_counts_fails_once_before_any_request(
+    runtime_factory: Callable[..., Any], emulator: Emulator, data: dict[str, Any], said: str
+) -> None:
+    runtime: Runtime = await runtime_factory()
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    sent = emulator.counters.total(seller=SELLER)
+    job = await _run_once(runtime, "rnp-finance-sync", cabinet.id, data)
+    assert job.state == "failed" and job.failed_reason is not None
+    assert job.failed_reason.startswith(said)
+    assert job.attempts_made == 1
+    assert emulator.counters.total(seller=SELLER) == sent
+
+
+async def _run_once(
+    runtime: Runtime, queue_name: str, cabinet_id: int, data: dict[str, Any] | None
+) -> JobView:
+    """Add the cabinet's job with ``data`` and run the queue's worker until the job is done."""
+    queue = runtime.queue(queue_name)
+    [worker] = build_workers(runtime, [queue_name], concurrency=1)
+    await worker.start()
+    try:
+        await queue.enqueue(str(cabinet_id), data)
+        await wait_for(lambda: _not_live(queue, str(cabinet_id)))
+    finally:
+        await worker.close()
+    job = await queue.job(str(cabinet_id))
+    assert job is not None
+    return job
 
 
 async def test_a_worker_whose_lock_was_taken_over_cannot_write_the_job(
