@@ -39,20 +39,20 @@ class Proxy:
         await self._server.wait_closed()
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
         except OSError:
             writer.transport.abort()
-            self._tasks.discard(task)
             return
         self._writers |= {writer, up_writer}
-        try:
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-        finally:
-            self._tasks.discard(task)
+        pipes = [
+            asyncio.ensure_future(self._pipe(reader, up_writer)),
+            asyncio.ensure_future(self._pipe(up_reader, writer)),
+        ]
+        self._tasks.update(pipes)
+        # Cut pipes end this handler normally: asyncio reports a handler that was cancelled.
+        await asyncio.gather(*pipes, return_exceptions=True)
+        self._tasks.difference_update(pipes)
 
     async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         """Copy ``src`` to ``dst``, each chunk sent ``latency_s`` after it arrived."""

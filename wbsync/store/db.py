@@ -181,6 +181,7 @@ class Database:
         self._dialect = _SUPPORTED_DRIVERS[driver]
         self._echo = echo
         self._engine: AsyncEngine | None = None
+        self._probe_engine: AsyncEngine | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -208,26 +209,38 @@ class Database:
         # SQLite's busy handler in steps of up to 100 ms. One connection per process queues
         # writers in asyncio instead, handing over at once (other processes still wait).
         pool = {"pool_size": 1, "max_overflow": 0} if self._dialect == "sqlite" else {}
-        engine = create_async_engine(
+        engine = self._create_engine(**pool)
+        if self._dialect == "sqlite":
+            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        # The dependency probe's own connection: never queued behind busy workers, and in
+        # autocommit, so its pre-ping is one round trip instead of three (BEGIN, ping,
+        # ROLLBACK). Opened here, where the engine also learns the server (a dozen round trips
+        # a probe over a slow link could not afford), and kept.
+        probe_engine = self._create_engine(
+            pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"
+        )
+        self._engine, self._probe_engine = engine, probe_engine
+        try:
+            async with self.connection() as conn:
+                await conn.run_sync(lambda _: None)
+            await self.ping()
+        except StoreError:
+            self._engine = self._probe_engine = None
+            await engine.dispose()
+            await probe_engine.dispose()
+            raise
+        log.debug("database %s started", self._safe_url)
+
+    def _create_engine(self, **options: Any) -> AsyncEngine:
+        return create_async_engine(
             self._url,
             echo=self._echo,
             # Keeps bound values (rows, encrypted tokens) out of SQL logs and error messages.
             hide_parameters=True,
             json_serializer=_json_dumps,
             pool_pre_ping=self._dialect == "postgresql",
-            **pool,
+            **options,
         )
-        if self._dialect == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
-        self._engine = engine
-        try:
-            async with self.connection() as conn:
-                await conn.run_sync(lambda _: None)
-        except StoreError:
-            self._engine = None
-            await engine.dispose()
-            raise
-        log.debug("database %s started", self._safe_url)
 
     def _check_sqlite_directory(self) -> None:
         """Refuse a SQLite file whose directory is missing before connecting: aiosqlite's
@@ -258,9 +271,11 @@ class Database:
     async def aclose(self) -> None:
         """Dispose of the connection pool; the object cannot be reused afterwards."""
         self._closed = True
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            await engine.dispose()
+        engines = (self._engine, self._probe_engine)
+        self._engine = self._probe_engine = None
+        for engine in engines:
+            if engine is not None:
+                await engine.dispose()
 
     async def __aenter__(self) -> Database:
         await self.start()
@@ -268,6 +283,21 @@ class Database:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def ping(self) -> None:
+        """Ask the database one trivial question (``SELECT 1``) on the probe's pooled connection.
+
+        Two round trips on the open connection (its pre-ping, the query); reopening it (after
+        the database restarted) costs about two more. ``StoreUnavailableError`` when the
+        database does not answer.
+        """
+        self._require_engine()
+        assert self._probe_engine is not None
+        try:
+            async with self._probe_engine.connect() as conn:
+                await conn.exec_driver_sql("SELECT 1")
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise _store_error(self._safe_url, exc) from exc
 
     def _require_engine(self) -> AsyncEngine:
         if self._engine is None:
