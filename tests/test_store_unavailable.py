@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from tests.conftest_store import POSTGRES_ENV, DatabaseFactory
+from tests.waiting import wait_for
 from wbsync.errors import StoreError, StoreUnavailableError
 from wbsync.store.db import Database
 
@@ -156,8 +157,7 @@ async def test_a_connection_terminated_mid_statement_is_unavailable(
                     )
                     return sleeping.done()
 
-                while not await terminated():
-                    await asyncio.wait({sleeping}, timeout=0.05)
+                await wait_for(terminated)  # until the statement has started and been cut
                 await sleeping
 
 
