@@ -116,7 +116,6 @@ _UNAVAILABLE_SQLSTATES = frozenset(
         "57P01",  # admin_shutdown: pg_terminate_backend, or a fast shutdown
         "57P02",  # crash_shutdown: another backend crashed, the server restarts
         "57P03",  # cannot_connect_now: starting up, shutting down, in recovery
-        "57P04",  # database_dropped
         "57P05",  # idle_session_timeout
     }
 )
