@@ -75,6 +75,7 @@ class _RefusingServer:
         ("57P03", "the database system is shutting down"),
         ("57P01", "terminating connection due to administrator command"),
         ("57P02", "terminating connection because of crash of another server process"),
+        ("57P05", "terminating connection due to idle-session timeout"),
         ("53300", "sorry, too many clients already"),
         ("08006", "connection failure"),
         ("55000", 'database "wbsync" is not currently accepting connections'),
