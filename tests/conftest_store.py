@@ -54,7 +54,7 @@ class DatabaseFactory:
         if backend == "sqlite":
             return f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
         assert self._postgres_url is not None
-        await self._admin(f'CREATE DATABASE "{name}"')
+        await self.admin(f'CREATE DATABASE "{name}"')
         self._postgres_names.append(name)
         url = make_url(self._postgres_url).set(database=name)
         return url.render_as_string(hide_password=False)
@@ -73,12 +73,13 @@ class DatabaseFactory:
         # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
         await asyncio.gather(
             *(
-                self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                 for name in self._postgres_names
             )
         )
 
-    async def _admin(self, sql: str) -> None:
+    async def admin(self, sql: str) -> None:
+        """Run ``sql`` on the configured PostgreSQL server's own database, outside a transaction."""
         assert self._postgres_url is not None
         # CREATE/DROP DATABASE cannot run inside a transaction block.
         engine = create_async_engine(self._postgres_url, isolation_level="AUTOCOMMIT")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -12,10 +13,12 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.server import Emulator, running_emulator
+from wbsync.errors import MalformedJobError
 from wbsync.store import Store
 from wbsync.store.datasets import DATASETS
 from wbsync.store.ledger import PriceTarget
-from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
+from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
+from wbsync.syncs.runner import PageListener
 from wbsync.wb.client import WbClient
 
 SCALE = 0.001  # the finance report's minute is 60 ms
@@ -40,7 +43,12 @@ async def emulator() -> AsyncIterator[Emulator]:
 
 
 async def run(
-    name: str, emu: Emulator, store: Store, limiter_factory: LimiterFactory
+    name: str,
+    emu: Emulator,
+    store: Store,
+    limiter_factory: LimiterFactory,
+    *,
+    on_page: PageListener | None = None,
 ) -> tuple[int, int]:
     cabinet = await store.cabinets.add("shop", emu.token(SELLER), SELLER)
     settings = Settings(wb_base_url=emu.base_url, time_scale=SCALE)
@@ -48,7 +56,7 @@ async def run(
         "shop", emu.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
     ) as client:
         inp = SyncInput(client, store, cabinet.id, None, emu.config.anchor_date, OPTIONS)
-        totals = await run_sync(SYNCS[name], inp)
+        totals = await run_sync(SYNCS[name], inp, on_page=on_page)
     return cabinet.id, totals.pages
 
 
@@ -74,10 +82,54 @@ def expected(name: str, emu: Emulator) -> dict[str, Sequence[Mapping[str, Any]]]
 async def test_sync_stores_exactly_the_generated_data(
     name: str, emulator: Emulator, store: Store, limiter_factory: LimiterFactory
 ) -> None:
-    cabinet_id, pages = await run(name, emulator, store, limiter_factory)
+    cursors: list[Any] = []
+
+    async def saved(page: SyncPage) -> None:
+        cursors.append(page.cursor)
+
+    cabinet_id, pages = await run(name, emulator, store, limiter_factory, on_page=saved)
     for dataset, rows in expected(name, emulator).items():
         await assert_stored(store, cabinet_id, dataset, rows)
     assert pages >= 1
+    # Every cursor the sync wrote (as a job or the cursors table stores it) is of its shape.
+    assert cursors
+    for cursor in cursors:
+        SYNCS[name].check_cursor(json.loads(json.dumps(cursor)))
+
+
+@pytest.mark.parametrize(
+    ("name", "cursor", "said"),
+    [
+        ("rnp-finance-sync", {"rrdId": "abc"}, "cursor field rrdId must be an integer, got 'abc'"),
+        ("rnp-finance-sync", {"rrdId": True}, "cursor field rrdId must be an integer, got True"),
+        ("rnp-finance-sync", {"rrdId": -5}, "cursor field rrdId must be greater than or equal"),
+        ("rnp-finance-sync", {"rrdid": 5}, "cursor field rrdid is not a field of this cursor"),
+        ("rnp-finance-sync", "abc", "cursor must be a JSON object, got 'abc'"),
+        (
+            "rnp-sections-sync",
+            {"phase": 7},
+            "cursor field phase must be 'orders' or 'sales', got 7",
+        ),
+        ("rnp-sections-sync", {"orders_from": "yesterday"}, "cursor field orders_from .*isoformat"),
+        ("rnp-ads-sync", {"ids": [1, 2]}, "cursor field done is missing"),
+        ("rnp-ads-sync", {"ids": ["1"], "done": 0}, "cursor field ids.0 must be an integer"),
+        ("catalog-sync", {"position": {"nmID": 1}}, "cursor field position.updatedAt is missing"),
+        ("inventory-sync", {"offset": 1.5}, "cursor field offset must be an integer, got 1.5"),
+        ("booking-slot-monitor", {"offset": 1}, "cursor field offset is not a field"),
+        (
+            "autobidder-sync",
+            {"pairs": [[1, 2, 3]], "done": 0, "applying": False, "applied_through": None},
+            "cursor field pairs.0 ",
+        ),
+    ],
+)
+def test_a_cursor_wbsync_did_not_write_is_refused_naming_the_field(
+    name: str, cursor: Any, said: str
+) -> None:
+    with pytest.raises(MalformedJobError, match=said) as refused:
+        SYNCS[name].check_cursor(cursor)
+    assert str(refused.value).startswith(f"{name}: ")
+    assert "a cursor wbsync did not write is refused" in str(refused.value)
 
 
 async def test_a_second_run_of_an_incremental_sync_adds_nothing_new(

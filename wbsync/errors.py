@@ -27,8 +27,9 @@
     │   └── CabinetNotFoundError     no cabinet of that name or id
     ├── QueueError                   the job queue refused an operation
     │   └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
-    └── MalformedJobError            a job's data breaks the job contract (no or bad
-                                     ``cabinet``): the job fails at once, no retries
+    └── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
+                                     ``cabinet``, a count that is not one, a cursor not of its
+                                     sync's shape): the job fails at once, no retries
 
 ``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
@@ -236,4 +237,5 @@ class JobLockLostError(QueueError):
 
 
 class MalformedJobError(WbSyncError):
-    """A job's data breaks the job contract (``wbsync.jobs.contract``); it is not retried."""
+    """A job's data breaks the job contract (``wbsync.jobs.contract``), or its cursor is not of
+    the sync's declared shape; it is not retried."""

@@ -19,7 +19,10 @@ from wbsync import clock
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_S = 1.0
-PROBE_TIMEOUT_S = 2.0
+#: The deadline of one probe. A probe is one round trip to Redis (``PING``) and two to the
+#: database (``SELECT 1`` on the probe's own pooled connection, after its pre-ping), four when
+#: that connection must be opened again: ready over links of up to ~700 ms round trip.
+PROBE_TIMEOUT_S = 3.0
 
 DEPENDENCY_UP = Gauge(
     "wbsync_dependency_up",

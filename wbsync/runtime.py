@@ -97,7 +97,7 @@ class Runtime:
 
     def probes(self) -> dict[str, Probe]:
         """One bounded question to each dependency, for ``wbsync.health``."""
-        return {"redis": self.redis.ping, "database": self.database.current_revision}
+        return {"redis": self.redis.ping, "database": self.database.ping}
 
     def queue(self, name: str) -> SyncQueue:
         """The producer of queue ``name`` (one per process)."""

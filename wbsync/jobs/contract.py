@@ -2,8 +2,10 @@
 
 Producers in other languages (see docs/interop.md) add jobs to wbsync's queues, so a job's data
 is input like any other. A sync job's data is a JSON object with ``cabinet``: the cabinet's id
-as a string (an integer is accepted and normalised to its decimal string). Anything else is a
-malformed job: it fails at once, without retries, with the reason as its ``failedReason``.
+as a string (an integer is accepted and normalised to its decimal string). The counts the job
+layer keeps in it (``COUNTS``), when present, are integers >= 0; its ``cursor`` is checked
+against the sync's declared shape when the sync runs (``wbsync.syncs.base``). Anything else is
+a malformed job: it fails at once, without retries, with the reason as its ``failedReason``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from typing import Any
 
 from wbsync.errors import MalformedJobError
 
-__all__ = ["cabinet_of", "normalised"]
+__all__ = ["COUNTS", "cabinet_of", "normalised"]
 
 # Cabinet ids are database ids; any reference longer than this is not one.
 _CABINET_MAX_CHARS = 200
+#: The counts the job layer keeps in a job's data (pages and rows stored, upstream failures and
+#: infrastructure retries since the last progress, deferrals).
+COUNTS = ("pages", "rows", "failures", "infra_retries", "deferrals")
 
 
 def cabinet_of(data: Any) -> str:
@@ -41,7 +46,19 @@ def cabinet_of(data: Any) -> str:
     return cabinet
 
 
+def _check_counts(data: Mapping[str, Any]) -> None:
+    for name in COUNTS:
+        value = data.get(name)
+        if value is not None and (type(value) is not int or value < 0):
+            raise MalformedJobError(
+                f"job data {name!r} must be an integer >= 0 (a count wbsync keeps), got "
+                f"{value!r:.60}"
+            )
+
+
 def normalised(data: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``data`` with its cabinet as a string, or None when it is already so (nothing to store)."""
+    """``data`` with its cabinet as a string, or None when it is already so (nothing to store);
+    ``MalformedJobError`` when it breaks the contract."""
     cabinet = cabinet_of(data)
+    _check_counts(data)
     return None if data["cabinet"] == cabinet else {**data, "cabinet": cabinet}

@@ -1,9 +1,14 @@
-"""A job's data as the job layer writes it: lock-checked, in one round trip (``job_data.lua``).
+"""A job's data as the job layer reads and writes it: writes lock-checked, in one round trip
+(``job_data.lua``); reads that say what is wrong with data that cannot be read.
 
 BullMQ's own ``updateData`` writes whatever the caller holds, lock or not: a worker whose lock
 expired while it was stalled would overwrite the cursor of the worker that took the job over.
 Every write of a running job's data goes through here instead (a deferral writes the data inside
 BullMQ's lock-checked ``moveToDelayed``, see ``wbsync.jobs.queue``).
+
+Data is input: a producer in another language or a hand edit can store anything in the job
+hash's ``data`` field. ``decode`` turns what cannot be read into a ``MalformedJobError`` (the job
+fails at once, without retries) instead of an exception deep in BullMQ.
 """
 
 from __future__ import annotations
@@ -12,13 +17,27 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from wbsync.errors import JobLockLostError, QueueError
+from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.lua import lua_script
 from wbsync.redis_client import REDIS_ERRORS, RedisClient
 
-__all__ = ["JobDataWriter", "encode"]
+__all__ = ["JobDataWriter", "decode", "encode"]
 
 _SCRIPT = lua_script("wbsync.jobs", "job_data.lua")
+
+
+# How much of unreadable data a failure reason quotes: enough to recognise it, no more.
+_QUOTED_CHARS = 40
+
+
+def decode(raw: str | bytes) -> Any:
+    """The stored job data ``raw`` (JSON); ``MalformedJobError`` naming what is wrong otherwise."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        quoted = text[:_QUOTED_CHARS] + ("..." if len(text) > _QUOTED_CHARS else "")
+        raise MalformedJobError(f"job data is not JSON: {exc}; it reads {quoted!r}") from None
 
 
 def encode(data: Mapping[str, Any]) -> str:

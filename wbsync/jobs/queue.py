@@ -26,7 +26,6 @@ What it adds to the library, and why:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.context import JobInfo, correlation, running_job
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs import contract
-from wbsync.jobs.job_data import JobDataWriter, encode
+from wbsync.jobs.job_data import JobDataWriter, decode, encode
 from wbsync.lua import lua_script
 from wbsync.metrics import JOB_DURATION
 from wbsync.redis_client import REDIS_ERRORS, RedisClient
@@ -68,6 +67,26 @@ class _Worker(bullmq.Worker):  # type: ignore[misc]
     @property
     def maximumBlockTimeout(self) -> float:
         return redis_bounds.BLOCK_CEILING_S
+
+    async def nextJobFromJobData(
+        self,
+        job_data: dict[str, Any] | None = None,
+        job_id: str | None = None,
+        limit_until: int = 0,
+        delay_until: int = 0,
+        token: str | None = None,
+    ) -> Any:
+        # BullMQ parses a fetched job's data here, after moving it to active: data it cannot
+        # parse would raise out of the fetch and leave the job active without a run, for the
+        # stalled check to put back, again and again (the stall limit is applied only once the
+        # job is parsed). Such a job fails now instead, through BullMQ's own deferred failure.
+        if job_data and job_data.get("data") is not None:
+            try:
+                decode(job_data["data"])
+            except MalformedJobError as exc:
+                log.error("job %s of %s is malformed and fails: %s", job_id, self.name, exc)
+                job_data = {**job_data, "data": "{}", "defa": str(exc)}
+        return await super().nextJobFromJobData(job_data, job_id, limit_until, delay_until, token)
 
     async def _ensure_client_names(self) -> None:
         # Replaces the port's naming of every connection: Node names only the blocking one, and
@@ -387,8 +406,13 @@ class SyncQueue:
 
     async def job(self, cabinet: str) -> JobView | None:
         """The cabinet's job in this queue, if one is stored."""
+        jid = job_id(self.name, cabinet)
         try:
-            job = await self._queue.getJob(job_id(self.name, cabinet))
+            try:
+                job = await self._queue.getJob(jid)
+            except ValueError:  # data BullMQ cannot parse: the view from the stored fields
+                state = await self._queue.getJobState(jid)
+                return (await read_jobs(self._queue.client, [(self, cabinet, state)]))[0]
             return None if job is None else await self._view(job)
         except REDIS_ERRORS as exc:
             raise QueueError(f"could not read a job of {self.name}: {exc}") from exc
@@ -513,7 +537,7 @@ async def read_jobs(
                 queue=queue.name,
                 cabinet=cabinet,
                 state=state,
-                data=json.loads(data),
+                data=_readable(data),
                 attempts_made=int(atm or attempts or 0),
                 attempts_started=0,
                 run_at_ms=int(score) // 0x1000 if score is not None else None,
@@ -602,21 +626,33 @@ class SyncWorker:
 
     async def _put_back_unrun(self, worker_id: str) -> None:
         """Put back the active jobs still locked by this (closed) worker: a fetch that raced
-        the stop moved them to active, and BullMQ's loop had already ended."""
+        the stop moved them to active, and BullMQ's loop had already ended.
+
+        Each job is moved by its id, without reading its data, and on its own: one that cannot
+        be moved (or whose data cannot be read) does not keep the others active.
+        """
         queue = bullmq.Queue(
             keys.bullmq_queue_name(self.name),
             {"connection": redis_bounds.connect(self._redis_url), "prefix": self._prefix},
         )
         try:
             active = await queue.client.lrange(queue.keys["active"], 0, -1)
-            for jid in active:
-                token = await queue.client.get(f"{queue.toKey(jid)}:lock")
-                job = await bullmq.Job.fromId(queue, jid) if token else None
-                if job is not None and str(token).startswith(f"{worker_id}:"):
-                    await job.moveToDelayed(math.ceil(clock.now_ms()), token)
-                    log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
-        except Exception as exc:
+        except REDIS_ERRORS as exc:
             log.warning("%s: could not check for unrun jobs (taken over later): %s", self.name, exc)
+            active = []
+        try:
+            for jid in active:
+                try:
+                    token = await queue.client.get(f"{queue.toKey(jid)}:lock")
+                    if token is None or not str(token).startswith(f"{worker_id}:"):
+                        continue
+                    now = math.floor(clock.now_ms())
+                    await queue.backend.moveToDelayed(jid, now, 0, token, {"skipAttempt": True})
+                    log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
+                except Exception as exc:  # BullMQ raises a bare Exception for a job gone meanwhile
+                    log.warning(
+                        "%s: could not put back job %s (taken over later): %s", self.name, jid, exc
+                    )
         finally:
             await queue.close()
 
@@ -745,8 +781,18 @@ class SyncWorker:
 
     def _notify(self, outcome: str, data: Mapping[str, Any]) -> None:
         if self._on_outcome is not None:
-            cabinet = str(data.get("cabinet", ""))
+            cabinet = _cabinet_or_blank(data)
             self._on_outcome(Outcome(outcome, self.name, cabinet, job_id(self.name, cabinet)))
+
+
+def _readable(raw: str) -> Mapping[str, Any]:
+    """Stored data as a view shows it: ``{}`` when it cannot be read (a worker fails such a job,
+    naming why in its failedReason)."""
+    try:
+        data = decode(raw)
+    except MalformedJobError:
+        return {}
+    return data if isinstance(data, Mapping) else {}
 
 
 def _text(value: str | bytes) -> str:

@@ -19,14 +19,15 @@ class CursorRepository:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def get(self, cabinet_id: int, sync: str) -> dict[str, Any] | None:
-        """The saved cursor, or None when this sync never saved one for the cabinet."""
+    async def get(self, cabinet_id: int, sync: str) -> Any:
+        """The saved cursor as stored (the sync checks its shape before it follows it), or None
+        when this sync never saved one for the cabinet."""
         query = select(sync_cursors.c.cursor).where(
             sync_cursors.c.cabinet_id == cabinet_id, sync_cursors.c.sync == sync
         )
         async with self._db.connection() as conn:
             value = await conn.scalar(query)
-        return dict(value) if value is not None else None
+        return value
 
     async def save(self, cabinet_id: int, sync: str, cursor: Mapping[str, Any]) -> None:
         """Replace the cabinet's cursor for ``sync`` (JSON-serialisable values only)."""

@@ -105,19 +105,46 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
 
+#: SQLSTATEs (or their two-character classes) with which PostgreSQL says "not now": the server
+#: cannot take the connection or the statement at the moment, and the same work can succeed
+#: later. A failover shows as these (and as refused or reset connections).
+_UNAVAILABLE_SQLSTATES = frozenset(
+    {
+        "08",  # connection_exception: the connection failed or was lost
+        "53300",  # too_many_connections (server-wide, per role or per database)
+        "55000",  # object_not_in_prerequisite_state: the database has ALLOW_CONNECTIONS false
+        "57P01",  # admin_shutdown: pg_terminate_backend, or a fast shutdown
+        "57P02",  # crash_shutdown: another backend crashed, the server restarts
+        "57P03",  # cannot_connect_now: starting up, shutting down, in recovery
+        "57P05",  # idle_session_timeout
+    }
+)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """PostgreSQL's SQLSTATE of ``exc``: asyncpg's error (SQLAlchemy keeps it as ``orig``)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    state = getattr(orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
 def _unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not be reached or is busy, not that it refused.
 
     Connection refused or reset, a dropped connection, a pool timeout, SQLite's "database is
-    locked": waiting and trying again can succeed. A refused statement (a constraint, a missing
-    table) is not retried.
+    locked", and every SQLSTATE of ``_UNAVAILABLE_SQLSTATES`` (asyncpg reports most of them as a
+    plain ``DBAPIError``): waiting and trying again can succeed. A refused statement (a
+    constraint, a missing table, a wrong password) is not retried.
     """
     if isinstance(exc, (OSError, TimeoutError, PoolTimeoutError, DisconnectionError)):
+        return True
+    state = _sqlstate(exc)
+    if state is not None and {state, state[:2]} & _UNAVAILABLE_SQLSTATES:
         return True
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated or isinstance(exc, InterfaceError):
             return True
-        if isinstance(exc, OperationalError):
+        if isinstance(exc, OperationalError) and state is None:
             return not str(exc.orig).startswith("no such")  # SQLite's missing table or column
     return False
 
@@ -153,6 +180,7 @@ class Database:
         self._dialect = _SUPPORTED_DRIVERS[driver]
         self._echo = echo
         self._engine: AsyncEngine | None = None
+        self._probe_engine: AsyncEngine | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -180,26 +208,38 @@ class Database:
         # SQLite's busy handler in steps of up to 100 ms. One connection per process queues
         # writers in asyncio instead, handing over at once (other processes still wait).
         pool = {"pool_size": 1, "max_overflow": 0} if self._dialect == "sqlite" else {}
-        engine = create_async_engine(
+        engine = self._create_engine(**pool)
+        if self._dialect == "sqlite":
+            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        # The dependency probe's own connection: never queued behind busy workers, and in
+        # autocommit, so its pre-ping is one round trip instead of three (BEGIN, ping,
+        # ROLLBACK). Opened here, where the engine also learns the server (a dozen round trips
+        # a probe over a slow link could not afford), and kept.
+        probe_engine = self._create_engine(
+            pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"
+        )
+        self._engine, self._probe_engine = engine, probe_engine
+        try:
+            async with self.connection() as conn:
+                await conn.run_sync(lambda _: None)
+            await self.ping()
+        except StoreError:
+            self._engine = self._probe_engine = None
+            await engine.dispose()
+            await probe_engine.dispose()
+            raise
+        log.debug("database %s started", self._safe_url)
+
+    def _create_engine(self, **options: Any) -> AsyncEngine:
+        return create_async_engine(
             self._url,
             echo=self._echo,
             # Keeps bound values (rows, encrypted tokens) out of SQL logs and error messages.
             hide_parameters=True,
             json_serializer=_json_dumps,
             pool_pre_ping=self._dialect == "postgresql",
-            **pool,
+            **options,
         )
-        if self._dialect == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
-        self._engine = engine
-        try:
-            async with self.connection() as conn:
-                await conn.run_sync(lambda _: None)
-        except StoreError:
-            self._engine = None
-            await engine.dispose()
-            raise
-        log.debug("database %s started", self._safe_url)
 
     def _check_sqlite_directory(self) -> None:
         """Refuse a SQLite file whose directory is missing before connecting: aiosqlite's
@@ -230,9 +270,11 @@ class Database:
     async def aclose(self) -> None:
         """Dispose of the connection pool; the object cannot be reused afterwards."""
         self._closed = True
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            await engine.dispose()
+        engines = (self._engine, self._probe_engine)
+        self._engine = self._probe_engine = None
+        for engine in engines:
+            if engine is not None:
+                await engine.dispose()
 
     async def __aenter__(self) -> Database:
         await self.start()
@@ -240,6 +282,21 @@ class Database:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def ping(self) -> None:
+        """Ask the database one trivial question (``SELECT 1``) on the probe's pooled connection.
+
+        Two round trips on the open connection (its pre-ping, the query); reopening it (after
+        the database restarted) costs about two more. ``StoreUnavailableError`` when the
+        database does not answer.
+        """
+        self._require_engine()
+        assert self._probe_engine is not None
+        try:
+            async with self._probe_engine.connect() as conn:
+                await conn.exec_driver_sql("SELECT 1")
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise _store_error(self._safe_url, exc) from exc
 
     def _require_engine(self) -> AsyncEngine:
         if self._engine is None:

@@ -6,8 +6,15 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from wbsync.store.datasets import advert_stats_rows
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage
 from wbsync.wb import methods
+
+
+class AdsCursor(CursorShape):
+    """The campaigns listed, and how many of them have their stats stored."""
+
+    ids: list[Count]
+    done: Count
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -31,4 +38,5 @@ SYNC = Sync(
     interval_s=3600,
     datasets=("adverts", "advert_stats"),
     pages=pages,
+    cursor=AdsCursor,
 )

@@ -21,13 +21,33 @@ from typing import Any
 from wbsync.errors import WbMethodDisabledError, WbRequestError
 from wbsync.metrics import REFUSED_ITEMS
 from wbsync.store.ledger import SentBid
-from wbsync.syncs.base import BidRule, Cursor, Sync, SyncInput, SyncPage
+from wbsync.syncs.base import (
+    BidRule,
+    Count,
+    Cursor,
+    CursorShape,
+    Flag,
+    Sync,
+    SyncInput,
+    SyncPage,
+    Text,
+)
 from wbsync.wb import methods
 
 ACTIVE = 9
 _BATCH = 100  # WB takes at most 100 bids a call
 
 log = logging.getLogger(__name__)
+
+
+class AutobidderCursor(CursorShape):
+    """The (campaign, item) pairs, how many have their bids read, whether the changes are being
+    applied, and the (campaign, item, search cluster) key of the last one applied."""
+
+    pairs: list[tuple[Count, Count]]
+    done: Count
+    applying: Flag
+    applied_through: tuple[Count, Count, Text] | None
 
 
 def biddable(campaign: Mapping[str, Any]) -> bool:
@@ -153,4 +173,5 @@ SYNC = Sync(
     interval_s=10 * 60,
     datasets=("bids",),
     pages=pages,
+    cursor=AutobidderCursor,
 )

@@ -3,6 +3,11 @@
 A sync knows nothing of queues. It takes a client, a store and a cursor and yields pages; the
 runner stores each page and saves its cursor before asking for the next one, so a deferral or a
 crash between two pages loses nothing and fetches nothing twice that was stored.
+
+Each sync declares the shape of the cursor it writes (a ``CursorShape``); the runner checks a
+cursor against it before the sync sees it, so a cursor wbsync did not write (a hand edit, a
+foreign producer, a cursor of another sync) is refused with the field and what is wrong,
+never followed.
 """
 
 from __future__ import annotations
@@ -10,12 +15,74 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+
+from wbsync.errors import MalformedJobError
 from wbsync.store import Store
 from wbsync.wb.client import WbClient
 
 Cursor = dict[str, Any]
+
+#: A cursor's count, offset or WB id: an integer (not a float, a string or a boolean), >= 0.
+Count = Annotated[int, Strict(), Field(ge=0)]
+#: A cursor's flag: true or false, nothing else.
+Flag = Annotated[bool, Strict()]
+#: A cursor's text.
+Text = Annotated[str, Strict()]
+# How much of a refused value a reason quotes.
+_QUOTED_CHARS = 60
+
+
+def optional() -> Any:
+    """A cursor field that may be absent; when present, it must be of its declared type."""
+    return Field(default=None)
+
+
+class CursorShape(BaseModel):
+    """The shape of a sync's cursor: a subclass per sync lists the fields the sync writes, each
+    with its type. A field not listed, or of another type, refuses the cursor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CardsPosition(CursorShape):
+    """A position in WB's content cards list: the last card's ``updatedAt`` and ``nmID``."""
+
+    updatedAt: Text | None  # WB's names, as the cursor stores them
+    nmID: Count | None
+
+
+_PHRASES = {
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "model_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "extra_forbidden": "is not a field of this cursor",
+    "missing": "is missing",
+}
+
+
+def _quoted(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _QUOTED_CHARS else text[:_QUOTED_CHARS] + "..."
+
+
+def _refusal(sync: str, exc: ValidationError) -> str:
+    """The first thing wrong with a cursor, said in words: field, rule and the value found."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    rule = _PHRASES.get(error["type"], error["msg"].replace("Input should be", "must be"))
+    found = "" if error["type"] == "missing" else f", got {_quoted(error['input'])}"
+    subject = f"cursor field {field}" if field else "cursor"
+    return (
+        f"{sync}: {subject} {rule}{found}; a cursor wbsync did not write is refused (clear the "
+        "job's cursor, or delete the cabinet's row of wb_sync_cursors, to start over)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +155,18 @@ class Sync:
     interval_s: float
     datasets: tuple[str, ...]
     pages: PageSource
+    cursor: type[CursorShape]
+    """The shape of the cursors the sync writes; any other cursor is refused."""
     incremental: bool = False
     methods: tuple[str, ...] = ()
     """The WB methods (endpoint names) the sync calls: what a cabinet's token must allow."""
+
+    def check_cursor(self, cursor: object) -> None:
+        """``MalformedJobError`` naming the field and the fault unless ``cursor`` is None (start
+        over) or of the sync's declared shape."""
+        if cursor is None:
+            return
+        try:
+            self.cursor.model_validate(cursor)
+        except ValidationError as exc:
+            raise MalformedJobError(_refusal(self.name, exc)) from None

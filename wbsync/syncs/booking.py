@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.syncs.base import CursorShape, Sync, SyncInput, SyncPage
 from wbsync.wb import methods
+
+
+class BookingCursor(CursorShape):
+    """One request a run: nothing to resume."""
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -25,4 +29,5 @@ SYNC = Sync(
     interval_s=60,
     datasets=("acceptance_coefficients",),
     pages=pages,
+    cursor=BookingCursor,
 )

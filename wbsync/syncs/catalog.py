@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.syncs.base import CardsPosition, CursorShape, Sync, SyncInput, SyncPage, optional
 from wbsync.wb import methods
+
+
+class CatalogCursor(CursorShape):
+    """The position of the last card stored."""
+
+    position: CardsPosition | None = optional()
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -22,5 +28,6 @@ SYNC = Sync(
     interval_s=3600,
     datasets=("cards",),
     pages=pages,
+    cursor=CatalogCursor,
     incremental=True,
 )

@@ -10,8 +10,27 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from wbsync.store.datasets import funnel_history_rows
-from wbsync.syncs.base import Cursor, Sync, SyncInput, SyncPage
+from wbsync.syncs.base import (
+    CardsPosition,
+    Count,
+    Cursor,
+    CursorShape,
+    Flag,
+    Sync,
+    SyncInput,
+    SyncPage,
+    optional,
+)
 from wbsync.wb import methods
+
+
+class DigitizationCursor(CursorShape):
+    """Still listing the items (and where), the items found, how many have their history."""
+
+    listing: Flag = optional()
+    cards: CardsPosition | None = optional()
+    nm_ids: list[Count] = optional()
+    done: Count = optional()
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -41,4 +60,5 @@ SYNC = Sync(
     interval_s=3600,
     datasets=("funnel_history",),
     pages=pages,
+    cursor=DigitizationCursor,
 )

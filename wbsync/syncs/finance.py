@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage, optional
 from wbsync.wb import methods
+
+
+class FinanceCursor(CursorShape):
+    """Where the report goes on: after this rrdId."""
+
+    rrdId: Count = optional()  # WB's name, as the cursor stores it
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -26,5 +32,6 @@ SYNC = Sync(
     interval_s=6 * 3600,
     datasets=("finance_report",),
     pages=pages,
+    cursor=FinanceCursor,
     incremental=True,
 )

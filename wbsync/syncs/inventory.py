@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage, optional
 from wbsync.wb import methods
+
+
+class InventoryCursor(CursorShape):
+    """The report's next offset."""
+
+    offset: Count = optional()
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -22,4 +28,5 @@ SYNC = Sync(
     interval_s=30 * 60,
     datasets=("stocks",),
     pages=pages,
+    cursor=InventoryCursor,
 )

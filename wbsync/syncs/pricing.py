@@ -11,10 +11,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.syncs.base import Count, CursorShape, Flag, Sync, SyncInput, SyncPage, optional
 from wbsync.wb import methods
 
 _BATCH = 1000  # WB takes at most 1000 items an upload
+
+
+class PricingCursor(CursorShape):
+    """Whether the uploads are done, and the goods list's next offset."""
+
+    uploaded: Flag = optional()
+    offset: Count = optional()
 
 
 async def _upload(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -56,4 +63,5 @@ SYNC = Sync(
     interval_s=15 * 60,
     datasets=("prices",),
     pages=pages,
+    cursor=PricingCursor,
 )

@@ -24,13 +24,15 @@ class SyncTotals:
 async def run_sync(
     sync: Sync, inp: SyncInput, *, on_page: PageListener | None = None
 ) -> SyncTotals:
-    """Run ``sync`` from ``inp.cursor`` to the end.
+    """Run ``sync`` from ``inp.cursor`` to the end; a cursor not of the sync's shape is refused
+    (``MalformedJobError``) before anything is fetched.
 
     After each page: rows upserted, then (for an incremental sync) the cursor saved in
     ``wb_sync_cursors``, where its next run goes on from, then ``on_page`` (the job layer saves
     the cursor in the job, where a resumed run of the same job goes on from). Other syncs have no
     row in that table: every new run starts from the beginning.
     """
+    sync.check_cursor(inp.cursor)
     totals = SyncTotals()
     cursors = inp.store.cursors
     async for page in sync.pages(inp):

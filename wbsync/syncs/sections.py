@@ -4,9 +4,31 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime, time, timedelta
+from typing import Annotated, Literal
 
-from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from pydantic import AfterValidator
+
+from wbsync.syncs.base import CursorShape, Sync, SyncInput, SyncPage, Text, optional
 from wbsync.wb import methods
+
+
+def _moment(text: str) -> str:
+    datetime.fromisoformat(text)  # ValueError: "Invalid isoformat string" names the value
+    return text
+
+
+#: A statistics ``dateFrom``: an ISO date and time.
+Moment = Annotated[Text, AfterValidator(_moment)]
+
+
+class SectionsCursor(CursorShape):
+    """The phase, and per dataset the next ``dateFrom`` and the keys already pulled there."""
+
+    phase: Literal["orders", "sales"] = optional()
+    orders_from: Moment = optional()
+    orders_seen: list[Text] = optional()
+    sales_from: Moment = optional()
+    sales_seen: list[Text] = optional()
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -47,5 +69,6 @@ SYNC = Sync(
     interval_s=30 * 60,
     datasets=("orders", "sales"),
     pages=pages,
+    cursor=SectionsCursor,
     incremental=True,
 )
