@@ -110,8 +110,8 @@ async def test_fan_out_leases_of_every_queue_in_one_call_on_the_cluster(
     second = FanOutLeases(client, prefix=prefix, lease_ms=60_000, owner="second")
     assert (await first.hold(names)).queues == tuple(names)  # nine keys, one slot, one call
     assert (await second.hold(names)).queues == ()
-    await first.set_due_ms({names[0]: 123})
-    assert (await second.due_ms(names[:1])) == {names[0]: 123}
+    await first.set_through_ms({names[0]: 123})
+    assert (await second.through_ms(names[:1])) == {names[0]: 123}
     await first.release(names)
     assert (await second.hold(names)).queues == tuple(names)
 

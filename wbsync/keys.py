@@ -62,5 +62,6 @@ def fanout_lease_key(prefix: str, queue: str) -> str:
 
 
 def fanout_schedule_key(prefix: str) -> str:
-    """The hash of each queue's next fan-out time (Redis clock, ms), shared by every leader."""
-    return f"{prefix}:{{fanout}}:due"
+    """The hash of the time (Redis clock, ms) up to which each queue's cabinets due have been
+    enqueued, shared by every leader."""
+    return f"{prefix}:{{fanout}}:through"

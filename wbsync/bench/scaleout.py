@@ -386,7 +386,7 @@ async def _one_run(
                     ]
                 )
                 leases = FanOutLeases(runtime.redis, prefix=settings.redis_prefix, lease_ms=15_000)
-                await leases.set_due_ms({q: _FAR_AHEAD_MS for q in SYNCS})
+                await leases.set_through_ms({q: _FAR_AHEAD_MS for q in SYNCS})
                 await emu.reset()
                 run.spawn(settings, processes, tmp)
                 try:
