@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from wbsync.jobs.fanout import DUE_FIELD, FanOut, offset_ms
+from wbsync.jobs.fanout import FanOut, offset_ms
+from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 

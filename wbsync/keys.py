@@ -56,6 +56,11 @@ def throughput_key(prefix: str, queue: str, minute: int) -> str:
     return f"{prefix}:tp:{{{queue}}}:{minute}"
 
 
+def lag_key(prefix: str, queue: str) -> str:
+    """The list of one queue's recent sync lags (``<started ms>:<lag ms>``, newest first)."""
+    return f"{prefix}:lag:{{{queue}}}"
+
+
 def fanout_lease_key(prefix: str, queue: str) -> str:
     """The key holding the id of the process that leads ``queue``'s fan-out."""
     return f"{prefix}:{{fanout}}:lease:{queue}"

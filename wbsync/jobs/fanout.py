@@ -4,7 +4,7 @@ Each cabinet has its own time in each queue's interval (``offset_ms``: stable ac
 hosts and restarts), and the queue's leader enqueues it when that time comes, so the queue sees
 a steady flow of jobs instead of every cabinet at each interval's start (with N cabinets, any
 1/k of the interval gets at most about N/k of them). The job's data says when it was due
-(``DUE_FIELD``), so its start measures the lag (``wbsync.lag``). The schedule (how far each
+(``DUE_FIELD``), so its start measures the lag (``wbsync.jobs.lag``). The schedule (how far each
 queue was fanned out) is kept in Redis: a new leader or a restarted process continues it, and
 cabinets whose time passed while no process led are enqueued at once. A queue never fanned out
 (a new deployment, or Redis lost its data) enqueues every cabinet at once, then each at its time.
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from wbsync import clock
 from wbsync.errors import WbSyncError
+from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 
@@ -40,8 +41,6 @@ log = logging.getLogger(__name__)
 SPREAD_STEPS = 60
 """The leader wakes at most this many times per queue interval: with many cabinets, the ones
 due within one step (interval / 60: 1 s for a minute, 6 min for six hours) go in together."""
-DUE_FIELD = "due_ms"
-"""The job data field holding when the run was due (ms): the start's lag is measured from it."""
 _GOLDEN = (math.sqrt(5) - 1) / 2
 _EXACT_ID_DIGITS = 15  # n * _GOLDEN keeps its fraction exact enough below 10**15
 _FRACTIONS_CACHED = 65536  # hashed cabinet references and queue names, computed once each
