@@ -220,6 +220,7 @@ CATALOG = "catalog-sync"
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
+        serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=FLOW_SCALE,
         grace_ms=100,  # a loaded machine delays a request after its token was taken
         anchor_date=clock.today(),

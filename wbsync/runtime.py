@@ -44,6 +44,7 @@ class Runtime:
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,
             stats_days=settings.sync_stats_days,
+            funnel_days=settings.sync_funnel_days,
             bid_rule=BidRule(
                 min_bid=settings.autobid_min,
                 max_bid=settings.autobid_max,

@@ -518,6 +518,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         anchor_date=today(),
         grace_ms=params.grace_ms,
         latency=ReplyLatency(median_ms=params.latency_ms, sigma=params.latency_sigma),
+        serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="wbsync-scaleout-") as tmp:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from wbsync.config import FUNNEL_DAYS_MAX
 from wbsync.store import Store
 from wbsync.wb.client import WbClient
 
@@ -57,7 +58,15 @@ class SyncOptions:
 
     lookback_days: int = 30
     stats_days: int = 7
+    funnel_days: int = FUNNEL_DAYS_MAX
     bid_rule: BidRule = BidRule()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.funnel_days <= FUNNEL_DAYS_MAX:
+            raise ValueError(
+                f"funnel_days must be 1 to {FUNNEL_DAYS_MAX}: WB serves the sales-funnel "
+                f"history of the last week only, got {self.funnel_days}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
