@@ -57,9 +57,9 @@ from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.procs import stop_child
+from wbsync.procs import dies_with_parent, stop_child
 from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis_server import EmbeddedRedis, find_redis
 from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
@@ -290,6 +290,7 @@ class _Run:
                     stdout=subprocess.DEVNULL,
                     stderr=log,
                     env=env,
+                    preexec_fn=dies_with_parent(),  # a killed bench leaves no worker behind
                     process_group=0,
                 )
             )
@@ -531,6 +532,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     return {
         "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
+        "redis_server": str(find_redis()),
         "skipped": skipped,
         "runs": runs,
         "speedup": _speedups(runs),
@@ -589,6 +591,7 @@ def tables(result: dict[str, Any]) -> list[Any]:
     p = result["params"]
     title = (
         f"scaleout: {p['cabinets']:,} cabinets x {len(SYNCS)} syncs, {p['concurrency']} per "
-        f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}"
+        f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}, "
+        f"redis-server {result['redis_server']}"
     )
     return [table(title, columns, rows)]
