@@ -591,7 +591,8 @@ def tables(result: dict[str, Any]) -> list[Any]:
     p = result["params"]
     title = (
         f"scaleout: {p['cabinets']:,} cabinets x {len(SYNCS)} syncs, {p['concurrency']} per "
-        f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}, "
-        f"redis-server {result['redis_server']}"
+        f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}"
     )
+    if "redis_server" in result:  # figures stored before it was recorded lack it
+        title += f", redis-server {result['redis_server']}"
     return [table(title, columns, rows)]
