@@ -219,9 +219,9 @@ def offset_ms(cabinet: str, queue: str, interval_ms: int) -> int:
     falls: the same in every process, on every host and after every restart.
 
     A cabinet id n is placed at the fractional part of n times the golden ratio's inverse (a
-    Weyl sequence): consecutive ids fall evenly over the interval, so any 1/k of it holds at
-    most ceil(N/k) + 2 of N cabinets (holes in the ids leave gaps, never bunches), where a hash
-    would put up to twice the average in some stretch. A cabinet reference that is not a
+    Weyl sequence): N consecutive ids fall evenly over the interval, any 1/k of it holding at
+    most ceil(N/k) + 2 of them (deleted ids only leave gaps), where a hash bunches them at
+    random (up to twice the average in some stretch). A cabinet reference that is not a
     decimal id is hashed. Each queue is shifted by a hash of its name, so the queues do not
     start their cabinets in step. Hashes are BLAKE2 (Python's ``hash`` differs per process).
     """
