@@ -13,8 +13,16 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from wbsync.jobs.fanout import FanOut, offset_ms
-from wbsync.jobs.lag import DUE_FIELD
+from wbsync import clock, keys
+from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, offset_ms
+from wbsync.jobs.lag import (
+    DUE_FIELD,
+    LAG_SAMPLES,
+    LAG_WINDOW_S,
+    STARTED_FIELD,
+    LagHistory,
+    start_lag_ms,
+)
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 
@@ -60,21 +68,21 @@ async def test_cabinets_are_enqueued_spread_over_the_interval_and_a_new_leader_g
     await lease_a.set_through_ms({QUEUE: t0})
 
     step_ms = INTERVAL_MS / (K * SUBSTEPS)
+    steps = [t0 + round(j * step_ms) for j in range(K * SUBSTEPS + 1)]
     added: list[int] = []
-    seen: dict[str, int] = {}
-    for j in range(1, K * SUBSTEPS + 1):
+    for j, now in enumerate(steps[1:], start=1):
         fanout, lease = (first, lease_a) if j <= K * SUBSTEPS // 2 else (second, lease_b)
-        now = t0 + round(j * step_ms)
+        before = (await queue.counts())["waiting"]
         wait_s = await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
         assert wait_s > 0
-        waiting = await _waiting(queue)
-        fresh = {c: at for c, at in waiting.items() if c not in seen}
-        assert all(now - step_ms < at <= now for at in fresh.values()), (j, fresh)
-        seen.update(fresh)
-        added.append(len(fresh))
+        added.append((await queue.counts())["waiting"] - before)
 
+    seen = await _waiting(queue)
     assert sorted(seen, key=int) == CABINETS  # each exactly once: live jobs are never added twice
     assert sum(added) == len(CABINETS)
+    # Each step added exactly the cabinets whose time fell in it.
+    for j, count in enumerate(added, start=1):
+        assert count == sum(1 for at in seen.values() if steps[j - 1] < at <= steps[j]), j
     bound = math.ceil(len(CABINETS) / K) + 2
     windows = [sum(added[i : i + SUBSTEPS]) for i in range(len(added) - SUBSTEPS + 1)]
     assert max(windows) <= bound, windows
@@ -93,8 +101,11 @@ async def test_a_queue_never_fanned_out_enqueues_every_cabinet_at_once(
     wait_s = await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
     assert await _waiting(queue) == dict.fromkeys(CABINETS, now)
     assert await lease.through_ms([QUEUE]) == {QUEUE: now}
-    # The next cabinet's time is sooner than an interval, and no sooner than a step.
-    assert INTERVAL_S / 60 <= wait_s < INTERVAL_S
+    # The next cabinet is due sooner than a step (an interval / SPREAD_STEPS): the leader still
+    # waits the step, and takes the cabinets due meanwhile together.
+    soonest_ms = min((offset_ms(c, QUEUE, INTERVAL_MS) - now) % INTERVAL_MS for c in CABINETS)
+    assert soonest_ms < INTERVAL_MS / SPREAD_STEPS
+    assert wait_s == INTERVAL_S / SPREAD_STEPS
 
 
 def test_offsets_are_the_same_in_another_process() -> None:
@@ -122,3 +133,22 @@ def test_offsets_spread_any_number_of_consecutive_cabinets() -> None:
             width = INTERVAL_MS / k
             most = max(bisect.bisect_left(wrapped, t + width) - i for i, t in enumerate(times))
             assert most <= math.ceil(n / k) + 2, (n, k, most)
+
+
+async def test_the_lag_history_keeps_its_bound_and_its_window(redis: Redis, prefix: str) -> None:
+    """Past LAG_SAMPLES runs the oldest go; runs older than the window are not in the figure."""
+    history = LagHistory(redis, prefix=prefix)
+    for lag_ms in range(LAG_SAMPLES + 5):
+        await history.record(QUEUE, lag_ms)
+    key = keys.lag_key(prefix, QUEUE)
+    assert await redis.llen(key) == LAG_SAMPLES
+    figure = (await history.recent([QUEUE, "idle"]))[QUEUE]
+    assert figure.runs == LAG_SAMPLES and "idle" not in await history.recent([QUEUE, "idle"])
+    assert figure.max_s == (LAG_SAMPLES + 4) / 1000 and figure.p50_s < figure.p95_s
+    # A run that started before the window counts no more.
+    await redis.rpush(key, f"{int(clock.now_ms() - (LAG_WINDOW_S + 60) * 1000)}:999999")
+    await redis.ltrim(key, 1, -1)
+    assert (await history.recent([QUEUE]))[QUEUE].runs == LAG_SAMPLES - 1
+    assert start_lag_ms({DUE_FIELD: 1000, STARTED_FIELD: 1500}, 2000) is None  # measured once
+    assert start_lag_ms({DUE_FIELD: 2500}, 2000) == 0.0  # clock skew is no negative lag
+    assert start_lag_ms({DUE_FIELD: "soon"}, 2000) is None
