@@ -28,6 +28,7 @@ from wbsync.store import Cabinet
 async def api_emulator() -> AsyncIterator[Emulator]:
     """A small emulator: a finance report of two pages, a few goods and campaigns."""
     config = EmulatorConfig(
+        serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=SCALE,
         anchor_date=clock.today(),
         sizes=SellerSizes(products=12, campaigns=3, report_rows=8, orders=6, sales=6),

@@ -75,6 +75,7 @@ def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             str(emu_port),
             "--time-scale",
             SCALE,
+            "--serve-disabled-in-docs",  # the API's acceptance-coefficients read is under test
         ],
         stderr=subprocess.PIPE,
     )

@@ -110,8 +110,8 @@ async def test_fan_out_leases_of_every_queue_in_one_call_on_the_cluster(
     second = FanOutLeases(client, prefix=prefix, lease_ms=60_000, owner="second")
     assert (await first.hold(names)).queues == tuple(names)  # nine keys, one slot, one call
     assert (await second.hold(names)).queues == ()
-    await first.set_due_ms({names[0]: 123})
-    assert (await second.due_ms(names[:1])) == {names[0]: 123}
+    await first.set_through_ms({names[0]: 123})
+    assert (await second.through_ms(names[:1])) == {names[0]: 123}
     await first.release(names)
     assert (await second.hold(names)).queues == tuple(names)
 
@@ -220,6 +220,7 @@ CATALOG = "catalog-sync"
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
+        serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=FLOW_SCALE,
         grace_ms=100,  # a loaded machine delays a request after its token was taken
         anchor_date=clock.today(),

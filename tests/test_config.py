@@ -12,6 +12,7 @@ from pydantic import SecretStr, ValidationError
 
 from wbsync.config import Settings, describe, unknown_variables
 from wbsync.errors import ConfigError
+from wbsync.syncs import SyncOptions
 
 SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
@@ -167,3 +168,27 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
     finally:
         get_settings.cache_clear()
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_funnel_window_past_wbs_last_week_is_refused_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """WB serves the sales-funnel history of the last week only: 31 days used to be accepted
+    (and asked of WB); now it is refused at start, naming the variable and WB's bound."""
+    from wbsync.config import FUNNEL_DAYS_MAX, get_settings
+
+    assert FUNNEL_DAYS_MAX == 7
+    assert Settings(sync_funnel_days=7).sync_funnel_days == 7
+    assert Settings(sync_stats_days=31).sync_stats_days == 31  # advert stats: WB allows 31
+    monkeypatch.setenv("WBSYNC_SYNC_FUNNEL_DAYS", "31")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ConfigError) as refused:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    message = str(refused.value)
+    assert "WBSYNC_SYNC_FUNNEL_DAYS" in message and "last week" in message
+    assert "at most 7 days" in message
+    with pytest.raises(ValueError, match="funnel_days must be 1 to 7"):
+        SyncOptions(funnel_days=8)

@@ -6,7 +6,7 @@ import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable
-from datetime import timedelta
+from datetime import date, timedelta
 
 import httpx
 import pytest
@@ -367,3 +367,55 @@ async def test_every_reply_waits_out_the_configured_latency() -> None:
             )
             assert reply.status_code == 200
             assert time.monotonic() - started >= 0.12
+
+
+#: The finance row's fields WB's OpenAPI (October 2026) declares as dates.
+FINANCE_DATES = ("dateFrom", "dateTo", "createDate", "rrDate")
+FINANCE_NULLABLE_DATES = ("fixTariffDateFrom", "fixTariffDateTo", "utdUcdDate")
+
+
+async def test_finance_rows_read_as_wb_documents_them(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    """As clients generated from WB's October 2026 OpenAPI read the report: ``sellerPromo`` a
+    number, the buyer's KPP and the UTD's number and date present, and a date is a date or
+    null, never "" (which such a client refuses)."""
+    headers = _auth(emulator.token(SELLER_A))
+    body = {"dateFrom": "2026-07-01", "dateTo": "2026-08-17", "limit": 100_000}
+    resp = await emu_http.post(FINANCE, json=body, headers=headers)
+    assert resp.status_code == 200, resp.text
+    rows = resp.json()
+    assert len(rows) >= 10
+    for row in rows:
+        assert isinstance(row["sellerPromo"], int | float), row["sellerPromo"]
+        assert isinstance(row["buyerTaxRegistrationReasonCode"], str)
+        assert isinstance(row["utdUcdNumber"], str)
+        for name in FINANCE_NULLABLE_DATES:
+            assert row.get(name) is None or date.fromisoformat(row[name]), (name, row.get(name))
+        for name in FINANCE_DATES:
+            assert row[name] != "", name
+    # Both kinds of row occur: with and without a UTD, with and without a fixed tariff.
+    assert {row["utdUcdDate"] is None for row in rows} == {True, False}
+    assert {row["fixTariffDateFrom"] is None for row in rows} == {True, False}
+    b2b = [row for row in rows if row["isB2b"]]
+    assert b2b and all(len(row["buyerTaxRegistrationReasonCode"]) == 9 for row in b2b)
+
+
+async def test_acceptance_coefficients_are_disabled_by_default_as_wb_documents() -> None:
+    """WB documents the method as temporarily disabled: a default emulator answers it as a
+    disabled method (404, WB's detail) and keeps it so after a reset; serve_disabled_in_docs
+    serves it."""
+    path = "/api/tariffs/v1/acceptance/coefficients"
+    async with running_emulator(EmulatorConfig(anchor_date=ANCHOR)) as emu:
+        async with httpx.AsyncClient(base_url=emu.base_url, timeout=10.0) as http:
+            headers = _auth(emu.token(SELLER_A))
+            off = await http.get(path, headers=headers)
+            emu.reset()
+            still = await http.get(path, headers=headers)
+    for resp in (off, still):
+        assert resp.status_code == 404 and resp.json()["title"] == "method is disabled"
+    served = EmulatorConfig(anchor_date=ANCHOR, serve_disabled_in_docs=True)
+    async with running_emulator(served) as emu:
+        async with httpx.AsyncClient(base_url=emu.base_url, timeout=10.0) as http:
+            on = await http.get(path, headers=_auth(emu.token(SELLER_A)))
+    assert on.status_code == 200 and on.json()

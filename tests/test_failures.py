@@ -59,6 +59,7 @@ SELLER = "0000000f-0000-4000-8000-000000000000"
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
+        serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=SCALE,
         anchor_date=clock.today(),
         sizes=SellerSizes(report_rows=12, products=40, campaigns=200),

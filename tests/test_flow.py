@@ -42,6 +42,7 @@ SELLERS = [f"0000000{i}-0000-4000-8000-000000000000" for i in range(1, 4)]
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
+        serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=SCALE,
         anchor_date=clock.today(),
         sizes=SellerSizes(report_rows=60),

@@ -21,7 +21,7 @@ from wbsync import clock, keys
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
-from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.fanout import FanOut, offset_ms
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.workers import queue_concurrency
@@ -62,11 +62,16 @@ async def test_two_fanouts_enqueue_once_and_a_new_leader_keeps_the_schedule(
     redis_url: str, redis: Redis, prefix: str
 ) -> None:
     queue = SyncQueue("qlead", redis_url=redis_url, prefix=f"{prefix}:q")
-    passes: list[str] = []
+    # Two cabinets whose time in the hour is at least ten minutes away: none comes in the test.
+    now_ms = clock.now_ms()
+    far = [
+        c
+        for c in (f"c{i}" for i in range(100))
+        if (offset_ms(c, "qlead", 3_600_000) - now_ms) % 3_600_000 > 600_000
+    ][:2]
 
     async def cabinets() -> list[str]:
-        passes.append("pass")
-        return ["c1", "c2"]
+        return far
 
     first = FanOut({"qlead": queue}, cabinets, {"qlead": 3600.0})
     second = FanOut({"qlead": queue}, cabinets, {"qlead": 3600.0})
@@ -75,15 +80,19 @@ async def test_two_fanouts_enqueue_once_and_a_new_leader_keeps_the_schedule(
     lease_b = leases(redis, prefix, "b", lease_ms=300)
     try:
         running_a = asyncio.create_task(first.run(stop_first, lease_a))
-        await wait_for(lambda: passes)
+        await wait_for(lambda: _through(lease_a, "qlead"))
+        fanned_at = await _through(lease_a, "qlead")
+        assert (await queue.counts())["waiting"] == 2  # never fanned out: every cabinet at once
+        await queue.obliterate()  # as if both jobs had completed
         running_b = asyncio.create_task(second.run(stop_second, lease_b))
         stop_first.set()  # the leader stops (and gives up its lease)
         await running_a
         await wait_for(lambda: _holds(lease_b, "qlead"))
         await wait_for(lambda: sample("wbsync_fanout_leader", queue="qlead") == 1)
-        # b leads now, but the queue is not due for an hour: it enqueues nothing.
-        assert passes == ["pass"]
-        assert (await queue.counts())["waiting"] == 2
+        # b leads now and goes on from a's schedule: neither cabinet's time has come, so it
+        # enqueues nothing.
+        await wait_for(lambda: _through_past(lease_b, "qlead", fanned_at))
+        assert (await queue.counts())["waiting"] == 0
         stop_second.set()
         await running_b
         assert await redis.get(keys.fanout_lease_key(prefix, "qlead")) is None  # given up
@@ -92,6 +101,15 @@ async def test_two_fanouts_enqueue_once_and_a_new_leader_keeps_the_schedule(
         stop_second.set()
         await queue.obliterate()
         await queue.close()
+
+
+async def _through(lease: FanOutLeases, queue: str) -> int | None:
+    return (await lease.through_ms([queue]))[queue]
+
+
+async def _through_past(lease: FanOutLeases, queue: str, at: int | None) -> bool:
+    through = await _through(lease, queue)
+    return through is not None and at is not None and through > at
 
 
 def test_queue_concurrency_per_queue_with_a_default_and_clear_errors() -> None:

@@ -37,7 +37,12 @@ OPTIONS = SyncOptions(lookback_days=30, stats_days=7, bid_rule=BidRule(target=40
 
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
-    config = EmulatorConfig(time_scale=SCALE, page_size=PAGES, sizes=SellerSizes(products=130))
+    config = EmulatorConfig(
+        time_scale=SCALE,
+        page_size=PAGES,
+        sizes=SellerSizes(products=130),
+        serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
+    )
     async with running_emulator(config) as emu:
         yield emu
 

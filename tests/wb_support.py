@@ -14,6 +14,7 @@ ANCHOR = date(2026, 8, 17)
 
 #: WB's minutes become tens of milliseconds; small pages so every pull takes several requests.
 FAST = EmulatorConfig(
+    serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
     time_scale=0.001,
     anchor_date=ANCHOR,
     page_size={"statistics.orders": 7, "statistics.sales": 6},

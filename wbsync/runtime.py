@@ -17,6 +17,7 @@ from wbsync import keys, redis_bounds
 from wbsync.config import Settings, without_password
 from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
+from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import SyncQueue
 from wbsync.ratelimit import RateLimiter
 from wbsync.redis_client import REDIS_ERRORS
@@ -36,12 +37,14 @@ class Runtime:
         self.redis = redis_bounds.connect(redis_url)
         self.limiter = RateLimiter.for_settings(self.redis, settings)
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
+        self.lag = LagHistory(self.redis, prefix=settings.redis_prefix)
         self.database = Database(settings.database_url)
         self.store = Store(self.database, secret_key=settings.secret_key_value())
         self.http = httpx.AsyncClient(timeout=60.0)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,
             stats_days=settings.sync_stats_days,
+            funnel_days=settings.sync_funnel_days,
             bid_rule=BidRule(
                 min_bid=settings.autobid_min,
                 max_bid=settings.autobid_max,

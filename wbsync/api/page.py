@@ -24,6 +24,7 @@ from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import retry_failed
 from wbsync.api.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
+from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 
@@ -132,6 +133,7 @@ def _context(page: StatusPage) -> dict[str, Any]:
         "state_filters": STATE_FILTERS,
         "sort_orders": SORT_ORDERS,
         "syncs": SYNCS,
+        "lag_window_min": round(LAG_WINDOW_S / 60),
         "tiles": [
             ("cabinets", page.total),
             ("live jobs", live),

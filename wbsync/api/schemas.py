@@ -182,6 +182,15 @@ class CabinetBucketOut(BaseModel):
     bucket: BucketOut
 
 
+class LagOut(BaseModel):
+    """How late one queue's scheduled runs started after they were due, over the recent window."""
+
+    runs: int = Field(description="Runs that started in the window.")
+    p50_s: float
+    p95_s: float
+    max_s: float
+
+
 class StatusOut(BaseModel):
     """One page of the status: totals over every cabinet and queue, the page's cabinets."""
 
@@ -189,6 +198,12 @@ class StatusOut(BaseModel):
     time_scale: float
     counters: dict[str, float]
     queues: dict[str, dict[str, int]] = Field(description="Jobs per state of each queue.")
+    lag: dict[str, LagOut] = Field(
+        default_factory=dict,
+        description="Per queue with runs in the last lag_window_s (every process): how late "
+        "the runs the fan-out scheduled started after they were due, in real seconds.",
+    )
+    lag_window_s: float = Field(description="The window the lag figures cover (real seconds).")
     total: int = Field(description="Cabinets in all.")
     matched: int = Field(description="Cabinets that match the search and filter.")
     page: int

@@ -35,6 +35,7 @@ from wbsync.api.schemas import (
     CabinetOut,
     CabinetStatusOut,
     JobOut,
+    LagOut,
     LearnedOut,
     LimitOut,
     RunOut,
@@ -45,6 +46,7 @@ from wbsync.api.schemas import (
     run_out,
 )
 from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
+from wbsync.jobs.lag import LAG_WINDOW_S, LagFigure
 from wbsync.jobs.queue import LIVE_STATES, job_states, read_jobs
 from wbsync.metrics import QUEUE_JOBS
 from wbsync.ratelimit import BucketScope, Learned
@@ -225,6 +227,7 @@ class _Row:
 class _Index:
     rows: list[_Row]
     queues: dict[str, dict[str, int]]
+    lag: dict[str, LagFigure]
     built_at: float  # monotonic seconds
 
 
@@ -252,6 +255,8 @@ class StatusPage:
     matched: int
     cabinets: list[CabinetStatus]
     buckets: list[tuple[str, BucketOut]] = field(default_factory=list)
+    lag: dict[str, LagFigure] = field(default_factory=dict)
+    """Per queue with recent runs: how late they started (``wbsync.jobs.lag``)."""
     rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Renderings of this page (JSON, HTML), made once however many viewers ask."""
 
@@ -380,6 +385,7 @@ class StatusReader:
             matched=len(matched),
             cabinets=cabinets,
             buckets=buckets,
+            lag=index.lag,
         )
 
     async def _current_index(self) -> _Index:
@@ -405,10 +411,11 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states, learned = await asyncio.gather(
+        overview, states, learned, lag = await asyncio.gather(
             runtime.store.runs.overview(),
             job_states(runtime.redis, queues),
             runtime.limiter.learned_cabinets(),
+            runtime.lag.recent(list(SYNCS)),
         )
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
@@ -423,7 +430,7 @@ class StatusReader:
             rows.append(
                 _Row(cabinet, mine, _stuck_since(cabinet, mine), cabinet.seller_id in learned)
             )
-        return _Index(rows=rows, queues=counts, built_at=clock.monotonic())
+        return _Index(rows=rows, queues=counts, lag=lag, built_at=clock.monotonic())
 
     async def _details(
         self, rows: Sequence[_Row]
@@ -531,6 +538,11 @@ def status_out(page: StatusPage) -> StatusOut:
         time_scale=page.time_scale,
         counters=page.counters,
         queues=page.queues,
+        lag={
+            q: LagOut(runs=f.runs, p50_s=f.p50_s, p95_s=f.p95_s, max_s=f.max_s)
+            for q, f in page.lag.items()
+        },
+        lag_window_s=LAG_WINDOW_S,
         total=page.total,
         matched=page.matched,
         page=page.query.page,

@@ -434,6 +434,8 @@ def _scaleout(r: dict[str, Any]) -> str:
             f"\nCluster cost against single Redis (share of pages/s lost): {text}; target "
             f"<= 15 %: {_check(worst <= 0.15)}."
         )
+    if "redis_server" in r:
+        lines.append(f"\nredis-server: {r['redis_server']}")
     for kind, reason in r.get("skipped", {}).items():
         lines.append(f"\n{kind} skipped: {reason}")
     lines += ["", f"![scaleout]({scaleout_plot_name(r)})"]

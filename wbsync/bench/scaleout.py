@@ -57,9 +57,9 @@ from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.procs import stop_child
+from wbsync.procs import dies_with_parent, stop_child
 from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis_server import EmbeddedRedis, find_redis
 from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
@@ -297,6 +297,7 @@ class _Run:
                     stdout=subprocess.DEVNULL,
                     stderr=log,
                     env=env,
+                    preexec_fn=dies_with_parent(),  # a killed bench leaves no worker behind
                     process_group=0,
                 )
             )
@@ -393,7 +394,7 @@ async def _one_run(
                     ]
                 )
                 leases = FanOutLeases(runtime.redis, prefix=settings.redis_prefix, lease_ms=15_000)
-                await leases.set_due_ms({q: _FAR_AHEAD_MS for q in SYNCS})
+                await leases.set_through_ms({q: _FAR_AHEAD_MS for q in SYNCS})
                 await emu.reset()
                 run.spawn(settings, processes, tmp)
                 try:
@@ -526,6 +527,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         anchor_date=today(),
         grace_ms=params.grace_ms,
         latency=ReplyLatency(median_ms=params.latency_ms, sigma=params.latency_sigma),
+        serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="wbsync-scaleout-") as tmp:
@@ -538,6 +540,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     return {
         "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
+        "redis_server": str(find_redis()),
         "skipped": skipped,
         "runs": runs,
         "speedup": _speedups(runs),
@@ -598,4 +601,6 @@ def tables(result: dict[str, Any]) -> list[Any]:
         f"scaleout: {p['cabinets']:,} cabinets x {len(SYNCS)} syncs, {p['concurrency']} per "
         f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}"
     )
+    if "redis_server" in result:  # figures stored before it was recorded lack it
+        title += f", redis-server {result['redis_server']}"
     return [table(title, columns, rows)]

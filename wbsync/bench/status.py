@@ -28,7 +28,7 @@ from wbsync import keys
 from wbsync.bench.common import delete_prefix, redis_client, table, unique_prefix
 from wbsync.bench.scale import LONG_QUEUES
 from wbsync.jobs.queue import SyncQueue
-from wbsync.procs import free_port, stop_child
+from wbsync.procs import dies_with_parent, free_port, stop_child
 from wbsync.store import Database, NewCabinet, Store
 from wbsync.wb.tokens import Category, mint_token
 
@@ -92,6 +92,7 @@ def _start_api(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=dies_with_parent(),  # a killed bench leaves no API behind
     )
 
 

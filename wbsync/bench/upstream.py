@@ -23,7 +23,7 @@ import httpx
 
 from wbsync.emulator import EmulatorConfig
 from wbsync.errors import ConfigError
-from wbsync.procs import free_port, stop_child
+from wbsync.procs import dies_with_parent, free_port, stop_child
 
 _CONTROL = "/__emulator"
 
@@ -49,6 +49,7 @@ class EmulatorProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=os.environ.copy(),
+            preexec_fn=dies_with_parent(),  # a killed bench leaves no emulator behind
             process_group=0,  # a Ctrl-C reaches the bench only, which stops this child
         )
         self.base_url = f"http://127.0.0.1:{port}"

@@ -40,7 +40,8 @@ def expected_datasets(
     begin = today - timedelta(days=options.stats_days - 1)
     statistics_from = datetime.combine(since, time()).isoformat()
     stats = emu.expected(seller, "promotion.fullstats", begin=begin, end=today)
-    funnel = emu.expected(seller, "analytics.sales_funnel_history", begin=begin, end=today)
+    funnel_begin = today - timedelta(days=options.funnel_days - 1)
+    funnel = emu.expected(seller, "analytics.sales_funnel_history", begin=funnel_begin, end=today)
     return {
         "finance_report": emu.expected(
             seller, "finance.detailed_report", date_from=since, date_to=today

@@ -155,6 +155,7 @@ async def run_demo(
         page_size=DEMO_PAGES,
         anchor_date=clock.today(),
         grace_ms=DEMO_GRACE_MS,
+        serve_disabled_in_docs=True,  # the demo shows every sync, the booking monitor's too
     )
     async with running_emulator(config) as emu:
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})

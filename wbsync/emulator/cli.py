@@ -36,13 +36,25 @@ def main(
         float | None, typer.Option(help="Multiply every WB period (0.01: a minute is 0.6 s).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the generated data.")] = None,
+    serve_disabled_in_docs: Annotated[
+        bool,
+        typer.Option(
+            help="Serve the methods WB's documents mark temporarily disabled (acceptance "
+            "coefficients) as working; by default they answer 404, as WB's do."
+        ),
+    ] = False,
 ) -> None:
     """Run the emulator in the foreground (unless a subcommand is given)."""
     if ctx.invoked_subcommand is not None:
         return
     from wbsync.emulator.cli_support import load_config, run_emulator
 
-    cfg = load_config(config, seed=seed, time_scale=time_scale)
+    cfg = load_config(
+        config,
+        seed=seed,
+        time_scale=time_scale,
+        serve_disabled_in_docs=serve_disabled_in_docs or None,
+    )
     asyncio.run(run_emulator(cfg, host=host, port=port, sandbox_port=sandbox_port))
 
 

@@ -19,13 +19,16 @@ def load_config(
     seed: int | None = None,
     time_scale: float | None = None,
     signing_key: str | None = None,
+    serve_disabled_in_docs: bool | None = None,
 ) -> EmulatorConfig:
     """The emulator's config: a JSON file (optional) with command-line options on top."""
-    overrides: dict[str, Any] = {
-        k: v
-        for k, v in {"seed": seed, "time_scale": time_scale, "signing_key": signing_key}.items()
-        if v is not None
+    given = {
+        "seed": seed,
+        "time_scale": time_scale,
+        "signing_key": signing_key,
+        "serve_disabled_in_docs": serve_disabled_in_docs,
     }
+    overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     base = EmulatorConfig.from_file(path) if path else EmulatorConfig()
     # Revalidate so an override is checked like a file value.
     return EmulatorConfig.model_validate(base.model_dump() | overrides)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from wbsync import clock
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import METHODS, Rate
+from wbsync.emulator.wbdocs import DISABLED_IN_DOCS, METHODS, Rate
 from wbsync.errors import ConfigError
 
 __all__ = [
@@ -189,8 +189,14 @@ class EmulatorConfig(BaseModel):
     faults: list[FaultRule] = Field(default_factory=list)
     disabled: list[str] = Field(
         default_factory=list,
-        description="Methods switched off, as WB switches some off (its documents mark "
-        "acceptance coefficients temporarily disabled): they answer 404.",
+        description="Methods switched off, as WB switches some off: they answer 404 (with the "
+        "methods WB's documents mark temporarily disabled, unless serve_disabled_in_docs).",
+    )
+    serve_disabled_in_docs: bool = Field(
+        default=False,
+        description="Serve the methods WB's documents mark temporarily disabled (acceptance "
+        "coefficients) as working, for a demo or tests that need their data; by default they "
+        "answer 404, as WB's do.",
     )
 
     @field_validator("disabled")
@@ -223,6 +229,12 @@ class EmulatorConfig(BaseModel):
                 f"invalid emulator config {path}: {problems}; fix the file (its fields: "
                 "docs/emulator.md)"
             ) from None
+
+    def disabled_at_start(self) -> set[str]:
+        """The methods switched off at start and after a reset: ``disabled``, and those WB's
+        documents mark temporarily disabled unless ``serve_disabled_in_docs``."""
+        documented = set() if self.serve_disabled_in_docs else DISABLED_IN_DOCS
+        return set(self.disabled) | documented
 
     def sizes_for(self, seller_id: str) -> SellerSizes:
         """The data sizes of ``seller_id``."""

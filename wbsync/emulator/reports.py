@@ -16,7 +16,9 @@ __all__ = [
     "sales",
 ]
 
-#: Every required field of a finance detail row with a neutral value (money is a string).
+#: Every field of a finance detail row with a neutral value (money is a string), as WB's OpenAPI
+#: of October 2026 reads the report: ``sellerPromo`` is a number; a date WB does not have (a
+#: tariff not fixed, a sale with no UTD) is null, never "" (WB declares these fields dates).
 _FINANCE_DEFAULTS: dict[str, Any] = {
     "reportId": 0,
     "dateFrom": "",
@@ -27,8 +29,8 @@ _FINANCE_DEFAULTS: dict[str, Any] = {
     "rrdId": 0,
     "giId": 0,
     "dlvPrc": 0.0,
-    "fixTariffDateFrom": "",
-    "fixTariffDateTo": "",
+    "fixTariffDateFrom": None,
+    "fixTariffDateTo": None,
     "subjectName": "",
     "nmId": 0,
     "brandName": "",
@@ -54,7 +56,7 @@ _FINANCE_DEFAULTS: dict[str, Any] = {
     "deliveryService": "0",
     "giBoxTypeName": "",
     "productDiscountForReport": 0.0,
-    "sellerPromo": "0",
+    "sellerPromo": 0.0,
     "spp": 0.0,
     "kvwBase": 0.0,
     "kvw": 0.0,
@@ -103,12 +105,17 @@ _FINANCE_DEFAULTS: dict[str, Any] = {
     "salePriceAffiliatedDiscountPrc": 0.0,
     "salePriceWholesaleDiscountPrc": 0.0,
     "b2bCustomerTin": "",
+    "buyerTaxRegistrationReasonCode": "",
+    "utdUcdNumber": "",
+    "utdUcdDate": None,
     "paidWithSocialCertificate": False,
     "warehouseLogisticsCoeff": 0.0,
     "orderUid": "",
     "srid": "",
 }
 
+_B2B_EVERY = 5  # every fifth row is a sale to a business: buyer's TIN and KPP, a UTD
+_FIXED_TARIFF_EVERY = 7  # every seventh row's warehouse multiplier was fixed for a week
 _DOC_TYPES = [("Продажа", "Продажа"), ("Продажа", "Логистика"), ("Возврат", "Возврат")]
 
 
@@ -170,8 +177,33 @@ def finance_rows(data: SellerData) -> list[Row]:
                 "orderUid": f"id{data.seller_id[:6]}{i:06d}",
             }
         )
+        row.update(_b2b(i, rrd, day) | _fixed_tariff(i, day))
         out.append(row)
     return out
+
+
+def _b2b(i: int, rrd: int, day: date) -> dict[str, Any]:
+    """A business buyer's fields, on every ``_B2B_EVERY``-th row (no random draw: the other
+    fields stay as they were)."""
+    if i % _B2B_EVERY != _B2B_EVERY - 1:
+        return {}
+    return {
+        "isB2b": True,
+        "b2bCustomerTin": "7707083893",
+        "buyerTaxRegistrationReasonCode": "773601001",
+        "utdUcdNumber": f"UTD-{rrd}",
+        "utdUcdDate": day.isoformat(),
+    }
+
+
+def _fixed_tariff(i: int, day: date) -> dict[str, Any]:
+    """The dates a warehouse multiplier was fixed, on every ``_FIXED_TARIFF_EVERY``-th row."""
+    if i % _FIXED_TARIFF_EVERY != 3:
+        return {}
+    return {
+        "fixTariffDateFrom": (day - timedelta(days=7)).isoformat(),
+        "fixTariffDateTo": day.isoformat(),
+    }
 
 
 def _moscow(moment: datetime) -> str:

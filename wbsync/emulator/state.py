@@ -156,7 +156,7 @@ class EmulatorState:
         #: config's overrides and WB's table.
         self.limits: dict[str, LimitOverride] = {}
         #: Methods switched off now (``/__emulator/disabled``; initially the config's).
-        self.disabled: set[str] = set(config.disabled)
+        self.disabled: set[str] = config.disabled_at_start()
         #: Local ports that stand for WB's ``-sandbox`` hosts (set when the server starts).
         self.sandbox_ports: set[int] = set()
         self._data: dict[str, SellerData] = {}
@@ -209,7 +209,7 @@ class EmulatorState:
         """Forget counters, buckets, faults, sellers' edits and/or run-time limits."""
         if limits:
             self.limits.clear()
-            self.disabled = set(self.config.disabled)
+            self.disabled = self.config.disabled_at_start()
         if counters:
             self.counters.reset()
         if buckets:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from wbsync.emulator.tokens import Kind
 
-__all__ = ["METHODS", "SANDBOX_HOSTS", "Method", "Rate"]
+__all__ = ["DISABLED_IN_DOCS", "METHODS", "SANDBOX_HOSTS", "Method", "Rate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,3 +245,6 @@ _ALL = (
 
 METHODS: dict[str, Method] = {m.name: m for m in _ALL}
 """Every emulated method by name (the names the emulator's counters and faults use)."""
+
+DISABLED_IN_DOCS: frozenset[str] = frozenset(n for n, m in METHODS.items() if m.disabled_in_docs)
+"""The methods WB's documents mark temporarily disabled: off in the emulator unless asked."""

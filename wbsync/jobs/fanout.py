@@ -1,5 +1,14 @@
 """The fan-out: on an interval per queue, one job per (queue, cabinet) for every active cabinet.
 
+Each cabinet has its own time in each queue's interval (``offset_ms``: stable across processes,
+hosts and restarts), and the queue's leader enqueues it when that time comes, so the queue sees
+a steady flow of jobs instead of every cabinet at each interval's start (with N cabinets, any
+1/k of the interval gets at most about N/k of them). The job's data says when it was due
+(``DUE_FIELD``), so its start measures the lag (``wbsync.jobs.lag``). The schedule (how far each
+queue was fanned out) is kept in Redis: a new leader or a restarted process continues it, and
+cabinets whose time passed while no process led are enqueued at once. A queue never fanned out
+(a new deployment, or Redis lost its data) enqueues every cabinet at once, then each at its time.
+
 It relies on the queue's anti-overlap (one live job per (queue, cabinet)), so a cabinet whose
 sync is still running or deferred is never given a second one; it reports per queue how many
 jobs it added and how many it skipped as live. With many processes, only the leader of a queue
@@ -14,16 +23,27 @@ for every quarter of ``failed_retry_s``, so the retry comes at most that much la
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from wbsync import clock
 from wbsync.errors import WbSyncError
+from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 
 log = logging.getLogger(__name__)
+
+SPREAD_STEPS = 60
+"""The leader wakes at most this many times per queue interval: with many cabinets, the ones
+due within one step (interval / 60: 1 s for a minute, 6 min for six hours) go in together."""
+_GOLDEN = (math.sqrt(5) - 1) / 2
+_EXACT_ID_DIGITS = 15  # n * _GOLDEN keeps its fraction exact enough below 10**15
+_FRACTIONS_CACHED = 65536  # hashed cabinet references and queue names, computed once each
 
 ActiveCabinets = Callable[[], Awaitable[Sequence[str]]]
 Serves = Callable[[str, str], bool]
@@ -60,6 +80,7 @@ class FanOut:
         self._intervals_s = dict(intervals_s)
         self._failed_retry_s = failed_retry_s
         self._serves = serves
+        self._known: tuple[float, Sequence[str]] | None = None
 
     async def run_once(self, names: Iterable[str] | None = None) -> dict[str, FanOutReport]:
         """Enqueue every active cabinet on the named queues (all by default), once."""
@@ -101,9 +122,10 @@ class FanOut:
         return [c for c in cabinets if self._serves(queue, c)]
 
     async def run(self, stop: asyncio.Event, leases: FanOutLeases) -> None:
-        """Until ``stop`` is set: lead what this process can; fan out each led queue when the
-        shared schedule says it is due (at once if it never ran), then every interval; enqueue
-        failed jobs' cabinets again ``failed_retry_s`` after they failed."""
+        """Until ``stop`` is set: lead what this process can; enqueue each cabinet of a led
+        queue at its own time in the queue's interval (``offset_ms``), continuing the schedule
+        shared in Redis (every cabinet at once on a queue never fanned out); enqueue failed
+        jobs' cabinets again ``failed_retry_s`` after they failed."""
         names = list(self._queues)
         look_every = self._failed_retry_s / 4
         look_at = clock.monotonic() + look_every
@@ -114,7 +136,7 @@ class FanOut:
                 try:
                     held = await leases.hold(names)
                     leading = bool(held.queues)
-                    timeout = min(timeout, await self._fan_out_due(held, leases))
+                    timeout = min(timeout, await self.fan_out_due(held, leases))
                     if leading and look_at <= clock.monotonic():
                         look_at = clock.monotonic() + look_every
                         await self.retry_failed(held.queues)
@@ -132,19 +154,90 @@ class FanOut:
             except WbSyncError as exc:
                 log.warning("could not give up the fan-out leases (they expire): %s", exc)
 
-    async def _fan_out_due(self, held: Held, leases: FanOutLeases) -> float:
-        """Fan out the led queues that are due; seconds until the next one is."""
-        due = await leases.due_ms(held.queues)
-        ready = [q for q, at in due.items() if at is None or at <= held.now_ms]
-        if ready:
-            await self.run_once(ready)
-            await leases.set_due_ms(
-                {q: held.now_ms + round(self._intervals_s[q] * 1000) for q in ready}
+    async def fan_out_due(self, held: Held, leases: FanOutLeases) -> float:
+        """Enqueue, on the led queues, the cabinets whose time came since the schedule's last
+        step, up to ``held.now_ms`` (every cabinet on a queue never fanned out); the seconds
+        until the next cabinet is due, at least a step (``SPREAD_STEPS``)."""
+        if not held.queues:
+            return leases.poll_s
+        through = await leases.through_ms(held.queues)
+        cabinets = await self._cabinets(leases.poll_s)
+        now = held.now_ms
+        waits, done = [], {}
+        for name in held.queues:
+            interval_ms = self._interval_ms(name)
+            offsets = {c: offset_ms(c, name, interval_ms) for c in self._served(name, cabinets)}
+            since = through[name]
+            if since is None:  # never fanned out (a new deployment): every cabinet at once
+                due = dict.fromkeys(offsets, now)
+            else:
+                lasts = {c: _last_time(now, at, interval_ms) for c, at in offsets.items()}
+                due = {c: last for c, last in lasts.items() if last > since}
+            if due:
+                at_once = since is None or now - since >= interval_ms
+                await self._enqueue_due(name, due, at_once=at_once)
+            # Never backwards: a schedule set ahead (a benchmark's "not before") holds.
+            done[name] = now if since is None else max(since, now)
+            upcoming = (
+                _last_time(done[name], at, interval_ms) + interval_ms for at in offsets.values()
             )
-        waits = [
-            max(0.0, (at - held.now_ms) / 1000.0)
-            for q, at in due.items()
-            if q not in ready and at is not None
-        ]
-        waits += [self._intervals_s[q] for q in ready]
-        return min(waits, default=leases.poll_s)
+            next_at = min(upcoming, default=done[name] + interval_ms)
+            waits.append(max(next_at - now, interval_ms / SPREAD_STEPS) / 1000.0)
+        await leases.set_through_ms(done)
+        return min(waits)
+
+    async def _cabinets(self, fresh_s: float) -> Sequence[str]:
+        """The active cabinets, read again when the last read is ``fresh_s`` old."""
+        if self._known is None or self._known[0] + fresh_s <= clock.monotonic():
+            self._known = (clock.monotonic(), await self._active_cabinets())
+        return self._known[1]
+
+    async def _enqueue_due(self, name: str, due: Mapping[str, int], *, at_once: bool) -> None:
+        """Enqueue the cabinets due, each with the time it was due (``DUE_FIELD``) in its data."""
+        by_time: dict[int, list[str]] = {}
+        for cabinet, at in due.items():
+            by_time.setdefault(at, []).append(cabinet)
+        added = 0
+        for at, cabinets in by_time.items():
+            results = await self._queues[name].enqueue_many(cabinets, {DUE_FIELD: at})
+            added += sum(1 for r in results if r.added)
+        # Every cabinet at once is the pass an operator looks for; the steady trickle is debug.
+        log.log(
+            logging.INFO if at_once else logging.DEBUG,
+            "fan-out %s: %d added, %d skipped as live",
+            name,
+            added,
+            len(due) - added,
+        )
+
+    def _interval_ms(self, queue: str) -> int:
+        return max(1, round(self._intervals_s[queue] * 1000))
+
+
+def offset_ms(cabinet: str, queue: str, interval_ms: int) -> int:
+    """Where in each ``interval_ms`` (counted from the epoch) the cabinet's run on ``queue``
+    falls: the same in every process, on every host and after every restart.
+
+    A cabinet id n is placed at the fractional part of n times the golden ratio's inverse (a
+    Weyl sequence): N consecutive ids fall evenly over the interval, any 1/k of it holding at
+    most ceil(N/k) + 2 of them (deleted ids only leave gaps), where a hash bunches them at
+    random (up to twice the average in some stretch). A cabinet reference that is not a
+    decimal id is hashed. Each queue is shifted by a hash of its name, so the queues do not
+    start their cabinets in step. Hashes are BLAKE2 (Python's ``hash`` differs per process).
+    """
+    if cabinet.isdecimal() and len(cabinet) <= _EXACT_ID_DIGITS:
+        place = (int(cabinet) * _GOLDEN) % 1.0
+    else:
+        place = _fraction(f"cabinet:{cabinet}")
+    return int(((place + _fraction(f"queue:{queue}")) % 1.0) * interval_ms)
+
+
+@functools.lru_cache(maxsize=_FRACTIONS_CACHED)
+def _fraction(text: str) -> float:
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _last_time(now: float, offset: int, interval_ms: int) -> int:
+    """The latest time <= ``now`` that is ``offset`` into an interval."""
+    return int(now - (now - offset) % interval_ms)

@@ -4,8 +4,9 @@ Each process that runs a queue competes for that queue's lease (``lease.lua``: t
 free, extend it when held, in one atomic pass). Only the holder fans the queue out; the others
 poll and take over once a dead leader's lease expires, at most ``lease_ms`` plus one poll
 (``lease_ms / 3``) after its last renewal. Leases are per queue so that processes split by
-``--queues`` each lead the queues they run. The schedule (each queue's next fan-out, on Redis's
-clock) lives in Redis too, so a new leader continues it instead of fanning out again at once.
+``--queues`` each lead the queues they run. The schedule (for each queue, the time up to which
+the cabinets due have been enqueued, on Redis's clock) lives in Redis too, so a new leader, or a
+restarted process, continues it instead of fanning out again at once.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ class FanOutLeases:
         for queue in queues:
             FANOUT_LEADER.labels(queue).set(0)
 
-    async def due_ms(self, queues: Sequence[str]) -> dict[str, int | None]:
-        """Each queue's next fan-out time (Redis clock, ms); None if it never ran."""
+    async def through_ms(self, queues: Sequence[str]) -> dict[str, int | None]:
+        """For each queue, the time (Redis clock, ms) up to which the cabinets due have been
+        enqueued; None if it was never fanned out."""
         if not queues:
             return {}
         try:
@@ -86,12 +88,12 @@ class FanOutLeases:
             raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
         return {q: None if v is None else int(v) for q, v in zip(queues, values, strict=True)}
 
-    async def set_due_ms(self, due: Mapping[str, int]) -> None:
-        """Record the queues' next fan-out times, for whichever process leads next."""
-        if not due:
+    async def set_through_ms(self, through: Mapping[str, int]) -> None:
+        """Record how far the queues were fanned out, for whichever process leads next."""
+        if not through:
             return
         try:
-            mapping: dict[Any, Any] = dict(due)
+            mapping: dict[Any, Any] = dict(through)
             await self._redis.hset(self._schedule, mapping=mapping)
         except REDIS_ERRORS as exc:
             raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc

@@ -10,6 +10,7 @@ from wbsync import clock
 from wbsync.config import Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
+from wbsync.jobs.lag import STARTED_FIELD, start_lag_ms
 from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
@@ -28,6 +29,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     """
 
     async def process(job: JobHandle) -> dict[str, Any]:
+        await _measure_lag(runtime, job)
         store = runtime.store
         if not job.cabinet.isdecimal():
             raise MalformedJobError(f"job data 'cabinet' must be a cabinet id, got {job.cabinet!r}")
@@ -72,6 +74,15 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         return {"pages": totals.pages, "rows": totals.rows, "job_pages": done["pages"]}
 
     return process
+
+
+async def _measure_lag(runtime: Runtime, job: JobHandle) -> None:
+    """Record how late a scheduled run starts, at its first start only (``wbsync.jobs.lag``)."""
+    now = clock.now_ms()
+    lag_ms = start_lag_ms(job.data, now)
+    if lag_ms is not None:
+        job.carry(lambda: {STARTED_FIELD: int(now)})  # stored with the run's first write
+        await runtime.lag.record(job.queue, lag_ms)
 
 
 async def _record_failure(

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
+from wbsync.config import FUNNEL_DAYS_MAX
 from wbsync.errors import MalformedJobError
 from wbsync.store import Store
 from wbsync.wb.client import WbClient
@@ -124,7 +125,15 @@ class SyncOptions:
 
     lookback_days: int = 30
     stats_days: int = 7
+    funnel_days: int = FUNNEL_DAYS_MAX
     bid_rule: BidRule = BidRule()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.funnel_days <= FUNNEL_DAYS_MAX:
+            raise ValueError(
+                f"funnel_days must be 1 to {FUNNEL_DAYS_MAX}: WB serves the sales-funnel "
+                f"history of the last week only, got {self.funnel_days}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
         cursor = {**cursor, "listing": False}
         yield SyncPage.checkpoint(cursor)
     nm_ids, done = list(cursor["nm_ids"]), int(cursor["done"])
-    start = inp.today - timedelta(days=inp.options.stats_days - 1)
+    start = inp.today - timedelta(days=inp.options.funnel_days - 1)
     async for page in methods.funnel_history(
         inp.client, nm_ids=nm_ids[done:], start=start, end=inp.today
     ):

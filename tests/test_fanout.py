@@ -1,0 +1,154 @@
+"""The fan-out spreads each queue's cabinets over its interval, at times stable across processes,
+and a new leader continues the schedule kept in Redis."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from wbsync import clock, keys
+from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, offset_ms
+from wbsync.jobs.lag import (
+    DUE_FIELD,
+    LAG_SAMPLES,
+    LAG_WINDOW_S,
+    STARTED_FIELD,
+    LagHistory,
+    start_lag_ms,
+)
+from wbsync.jobs.leader import FanOutLeases, Held
+from wbsync.jobs.queue import SyncQueue
+
+QUEUE = "qspread"
+CABINETS = [str(i) for i in range(1, 121)]
+INTERVAL_S = 3600.0
+INTERVAL_MS = int(INTERVAL_S * 1000)
+K = 8  # the interval is looked at in eighths...
+SUBSTEPS = 4  # ...sliding by a quarter of an eighth
+
+
+@pytest.fixture
+async def queue(redis_url: str, redis: Redis, prefix: str) -> AsyncIterator[SyncQueue]:
+    q = SyncQueue(QUEUE, redis_url=redis_url, prefix=f"{prefix}:q")
+    try:
+        yield q
+    finally:
+        await q.obliterate()
+        await q.close()
+
+
+async def _cabinets() -> list[str]:
+    return CABINETS
+
+
+async def _waiting(queue: SyncQueue) -> dict[str, int]:
+    """The waiting jobs' cabinets with the time each was due."""
+    return {c: int(job.data[DUE_FIELD]) for c, job in (await queue.live_jobs()).items()}
+
+
+async def test_cabinets_are_enqueued_spread_over_the_interval_and_a_new_leader_goes_on(
+    redis: Redis, prefix: str, queue: SyncQueue
+) -> None:
+    """Stepping one interval past a fan-out (on Redis's clock as the leader reads it), any 1/K
+    of it enqueues at most ceil(N/K) + 2 of the N cabinets (every cabinet at once before); a
+    second fan-out with its own lease, as after a restart, continues where the first stopped:
+    over the interval every cabinet is enqueued exactly once, at its own time."""
+    first = FanOut({QUEUE: queue}, _cabinets, {QUEUE: INTERVAL_S})
+    second = FanOut({QUEUE: queue}, _cabinets, {QUEUE: INTERVAL_S})
+    lease_a = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    lease_b = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="b")
+    t0 = 1_800_000_000_000 + 12_345  # any time: the interval need not start on a boundary
+    await lease_a.set_through_ms({QUEUE: t0})
+
+    step_ms = INTERVAL_MS / (K * SUBSTEPS)
+    steps = [t0 + round(j * step_ms) for j in range(K * SUBSTEPS + 1)]
+    added: list[int] = []
+    for j, now in enumerate(steps[1:], start=1):
+        fanout, lease = (first, lease_a) if j <= K * SUBSTEPS // 2 else (second, lease_b)
+        before = (await queue.counts())["waiting"]
+        wait_s = await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
+        assert wait_s > 0
+        added.append((await queue.counts())["waiting"] - before)
+
+    seen = await _waiting(queue)
+    assert sorted(seen, key=int) == CABINETS  # each exactly once: live jobs are never added twice
+    assert sum(added) == len(CABINETS)
+    # Each step added exactly the cabinets whose time fell in it.
+    for j, count in enumerate(added, start=1):
+        assert count == sum(1 for at in seen.values() if steps[j - 1] < at <= steps[j]), j
+    bound = math.ceil(len(CABINETS) / K) + 2
+    windows = [sum(added[i : i + SUBSTEPS]) for i in range(len(added) - SUBSTEPS + 1)]
+    assert max(windows) <= bound, windows
+    # Each cabinet came at its own time in the interval, the same the offset function gives.
+    assert all((seen[c] - offset_ms(c, QUEUE, INTERVAL_MS)) % INTERVAL_MS == 0 for c in CABINETS)
+
+
+async def test_a_queue_never_fanned_out_enqueues_every_cabinet_at_once(
+    redis: Redis, prefix: str, queue: SyncQueue
+) -> None:
+    """No schedule in Redis (a new deployment, or Redis lost its data): every cabinet now, due
+    now; then nothing until each cabinet's own time."""
+    fanout = FanOut({QUEUE: queue}, _cabinets, {QUEUE: INTERVAL_S})
+    lease = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    now = 1_800_000_000_000
+    wait_s = await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
+    assert await _waiting(queue) == dict.fromkeys(CABINETS, now)
+    assert await lease.through_ms([QUEUE]) == {QUEUE: now}
+    # The next cabinet is due sooner than a step (an interval / SPREAD_STEPS): the leader still
+    # waits the step, and takes the cabinets due meanwhile together.
+    soonest_ms = min((offset_ms(c, QUEUE, INTERVAL_MS) - now) % INTERVAL_MS for c in CABINETS)
+    assert soonest_ms < INTERVAL_MS / SPREAD_STEPS
+    assert wait_s == INTERVAL_S / SPREAD_STEPS
+
+
+def test_offsets_are_the_same_in_another_process() -> None:
+    """Python's own ``hash`` of a string differs per process; the offsets must not."""
+    here = [offset_ms(c, q, INTERVAL_MS) for q in (QUEUE, "other") for c in [*CABINETS, "cab-x"]]
+    code = (
+        "import json, sys; from wbsync.jobs.fanout import offset_ms; "
+        f"print(json.dumps([offset_ms(c, q, {INTERVAL_MS}) "
+        f"for q in ({QUEUE!r}, 'other') for c in [*{CABINETS!r}, 'cab-x']]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout) == here
+    assert len(set(here)) == len(here)  # no two (cabinet, queue) share a time
+
+
+def test_offsets_spread_any_number_of_consecutive_cabinets() -> None:
+    """The bound the fan-out documents, over many sizes and window counts: for N consecutive
+    ids, any 1/k of the interval holds at most ceil(N/k) + 2 of them."""
+    for n in (1, 2, 7, 50, 150, 999):
+        times = sorted(offset_ms(str(i), QUEUE, INTERVAL_MS) for i in range(1, n + 1))
+        wrapped = times + [t + INTERVAL_MS for t in times]
+        for k in (2, 3, 5, 10, 20):
+            width = INTERVAL_MS / k
+            most = max(bisect.bisect_left(wrapped, t + width) - i for i, t in enumerate(times))
+            assert most <= math.ceil(n / k) + 2, (n, k, most)
+
+
+async def test_the_lag_history_keeps_its_bound_and_its_window(redis: Redis, prefix: str) -> None:
+    """Past LAG_SAMPLES runs the oldest go; runs older than the window are not in the figure."""
+    history = LagHistory(redis, prefix=prefix)
+    for lag_ms in range(LAG_SAMPLES + 5):
+        await history.record(QUEUE, lag_ms)
+    key = keys.lag_key(prefix, QUEUE)
+    assert await redis.llen(key) == LAG_SAMPLES
+    figure = (await history.recent([QUEUE, "idle"]))[QUEUE]
+    assert figure.runs == LAG_SAMPLES and "idle" not in await history.recent([QUEUE, "idle"])
+    assert figure.max_s == (LAG_SAMPLES + 4) / 1000 and figure.p50_s < figure.p95_s
+    # A run that started before the window counts no more.
+    await redis.rpush(key, f"{int(clock.now_ms() - (LAG_WINDOW_S + 60) * 1000)}:999999")
+    await redis.ltrim(key, 1, -1)
+    assert (await history.recent([QUEUE]))[QUEUE].runs == LAG_SAMPLES - 1
+    assert start_lag_ms({DUE_FIELD: 1000, STARTED_FIELD: 1500}, 2000) is None  # measured once
+    assert start_lag_ms({DUE_FIELD: 2500}, 2000) == 0.0  # clock skew is no negative lag
+    assert start_lag_ms({DUE_FIELD: "soon"}, 2000) is None
