@@ -105,7 +105,13 @@ _FILTER_STATES: dict[str, frozenset[str]] = {
     "waiting": frozenset({"waiting", "prioritized"}),
 }
 STATES = (*LIVE_STATES, "failed")
-_ORDER = {name: i for i, name in enumerate(SYNCS)}
+
+
+def _queue_order(queue: str) -> tuple[int, str]:
+    """Registered queues in their declared order, then queues this process does not know
+    (a plugin loaded elsewhere) by name."""
+    known = list(SYNCS)
+    return (known.index(queue), "") if queue in SYNCS else (len(known), queue)
 
 
 async def cabinet_jobs(runtime: Runtime, cabinet_id: int) -> list[JobOut]:
@@ -458,7 +464,7 @@ class StatusReader:
                     created_at=row.cabinet.created_at,
                 ),
                 jobs=jobs.get(str(row.cabinet.id), []),
-                runs=sorted(runs_of.get(row.cabinet.id, []), key=lambda r: _ORDER[r.queue]),
+                runs=sorted(runs_of.get(row.cabinet.id, []), key=lambda r: _queue_order(r.queue)),
                 stuck_since=None if row.stuck_since_ms is None else at_ms(row.stuck_since_ms),
                 unserved=unserved.get(row.cabinet.id, {}),
             )

@@ -21,7 +21,6 @@ from wbsync.errors import ConfigError
 
 __all__ = [
     "DEFAULT_SIGNING_KEY",
-    "LIMIT_GROUPS",
     "EmulatorConfig",
     "FaultRule",
     "LimitOverride",
@@ -35,7 +34,12 @@ __all__ = [
 DEFAULT_SIGNING_KEY = "wbsync-emulator-development-signing-key-v1"
 
 #: Every limit group (one budget); overrides are keyed by these.
-LIMIT_GROUPS = frozenset(m.group for m in METHODS.values())
+
+
+def limit_groups() -> frozenset[str]:
+    """The limit groups of every registered emulated method (a plugin's included)."""
+    return frozenset(m.group for m in METHODS.values())
+
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 

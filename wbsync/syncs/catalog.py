@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -17,10 +19,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="catalog-sync",
-    methods=("content.cards_list",),
+    calls=(eps.CONTENT_CARDS_LIST,),
     long=True,
     interval_s=3600,
-    datasets=("cards",),
+    stores=(dataset("cards"),),
     pages=pages,
     incremental=True,
 )

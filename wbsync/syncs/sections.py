@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import datetime, time, timedelta
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Sync, SyncInput, SyncPage
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -42,10 +44,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-sections-sync",
-    methods=("statistics.orders", "statistics.sales"),
+    calls=(eps.STATISTICS_ORDERS, eps.STATISTICS_SALES),
     long=True,
     interval_s=30 * 60,
-    datasets=("orders", "sales"),
+    stores=(dataset("orders"), dataset("sales")),
     pages=pages,
     incremental=True,
 )

@@ -172,7 +172,7 @@ class WbClient:
                 failures += 1
                 await self._backoff(ep, failures, "transport error")
                 continue
-            count_upstream(ep.section.value, str(response.status_code))
+            count_upstream(ep.section.name, str(response.status_code))
             if response.status_code == 429:
                 limited += 1
                 await self._on_429(ep, scope, response, limited, sent)
@@ -205,7 +205,7 @@ class WbClient:
                 ep.method, self._url(ep), params=params, json=body, headers=headers
             )
         except httpx.TransportError as exc:
-            count_upstream(ep.section.value, "transport")
+            count_upstream(ep.section.name, "transport")
             error = WbTransportError(f"no answer from WB: {type(exc).__name__}", method=ep.name)
             report_upstream_failure(error)
             self._check_budget(failures + 1, error)
