@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from wbsync.config import Settings
+from wbsync.config import ALL_TOKEN_TYPES, Settings
 from wbsync.errors import TokenError
 from wbsync.ratelimit.scope import Limit
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
@@ -160,7 +160,7 @@ class Endpoint:
         if limit is None:
             raise ValueError(f"{self.name} does not accept {token_type.value} tokens")
         overrides = settings.limit_overrides.get(self.group, {}) if settings else {}
-        override = overrides.get(token_type)
+        override = overrides.get(token_type.value) or overrides.get(ALL_TOKEN_TYPES)
         if override is None:
             return limit
         return Limit(period_s=override.period_s, limit=override.limit, burst=override.burst)

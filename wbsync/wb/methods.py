@@ -32,6 +32,7 @@ __all__ = [
     "upload_prices",
 ]
 
+
 async def finance_detailed_report(
     client: WbClient,
     *,
