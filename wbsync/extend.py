@@ -17,6 +17,9 @@ wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
+
+A declared dataset gets its standard table from ``wbsync migrate`` with no migration code; a
+plugin that needs more declares an :class:`AlembicBranch` of its own revisions.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from wbsync.errors import RateLimitDeferred, WbApiError
 from wbsync.ratelimit.scope import Limit
 from wbsync.registry import BUILTIN, Registrar, Table
 from wbsync.store.datasets import DATASETS, Dataset, KeyField, KeyKind
+from wbsync.store.declared import AlembicBranch
 from wbsync.syncs.base import SYNCS, Cursor, Sync, SyncInput, SyncOptions, SyncPage
 from wbsync.wb.client import WbClient, WbReply
 from wbsync.wb.endpoints import ENDPOINTS, GROUPS, SECTIONS, Endpoint, Section, TypeLimits
@@ -39,6 +43,7 @@ __all__ = [
     "GROUPS",
     "SECTIONS",
     "SYNCS",
+    "AlembicBranch",
     "Category",
     "Cursor",
     "Dataset",

@@ -35,6 +35,7 @@ __all__ = [
     "UtcDateTime",
     "cabinets",
     "dataset_table",
+    "declared_datasets",
     "declared_metadata",
     "key_checks",
     "metadata",
@@ -186,6 +187,18 @@ price_targets = Table(
     Column("updated_at", UtcDateTime, nullable=False),
 )
 
+# The standard tables ``Database.migrate`` created for datasets that plugins declare (not in
+# wbsync's migrations): which, by whom, and on which key, so a changed key is found, not guessed.
+declared_datasets = Table(
+    "wb_declared_datasets",
+    metadata,
+    Column("dataset", String(100), primary_key=True),
+    Column("table_name", String(120), nullable=False),
+    Column("owner", String(100), nullable=False),
+    Column("key", JSON, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
 _KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(255), "date": String(10)}
 
 
@@ -193,7 +206,10 @@ declared_metadata = MetaData(naming_convention=metadata.naming_convention)
 """The standard tables of datasets that plugins declare: not in wbsync's migrations, created by
 ``Database.migrate`` for whatever datasets the process has registered."""
 
-_tables: dict[str, Table] = {}
+# Its tables refer to the cabinets table: a copy here resolves the foreign key (never created).
+cabinets.to_metadata(declared_metadata)
+
+_tables: dict[str, tuple[Dataset, Table]] = {}
 
 
 def _standard_table(ds: Dataset, into: MetaData) -> Table:
@@ -216,10 +232,14 @@ def dataset_table(name_or_dataset: str | Dataset) -> Table:
     """The standard table of a registered dataset, built when first asked for (a plugin's
     dataset may be registered after this module is imported)."""
     ds = dataset(name_or_dataset)
-    table = _tables.get(ds.name)
-    if table is None:
-        into = metadata if DATASETS.owner(ds.name) == BUILTIN else declared_metadata
-        table = _tables[ds.name] = _standard_table(ds, into)
+    built = _tables.get(ds.name)
+    if built is not None and built[0] == ds:
+        return built[1]
+    into = metadata if DATASETS.owner(ds.name) == BUILTIN else declared_metadata
+    if built is not None:  # declared again, differently (a test, or a plugin reloaded)
+        into.remove(built[1])
+    table = _standard_table(ds, into)
+    _tables[ds.name] = (ds, table)
     return table
 
 
