@@ -65,7 +65,10 @@ def _expected_rows(anchor: date) -> list[dict[str, Any]]:
         sys.path.remove(str(EXAMPLE / "src"))
     from wbsync.emulator.state import seller_data
 
-    return deduction_rows(seller_data(EmulatorConfig(seed=SEED, anchor_date=anchor), SELLER))
+    rows: list[dict[str, Any]] = deduction_rows(
+        seller_data(EmulatorConfig(seed=SEED, anchor_date=anchor), SELLER)
+    )
+    return rows
 
 
 @contextmanager

@@ -136,3 +136,15 @@ def test_two_plugins_clashing_with_each_other_register_neither() -> None:
         commit_all([first, second])
     assert "shared-queue" not in SYNCS
     assert "test_reports" not in DATASETS
+
+
+def test_exported_members_of_the_emulator_surface() -> None:
+    """The emulator's surface for plugins: every name exists and is documented."""
+    import wbsync.emulator.extend as emulated
+
+    public = {name for name in dir(emulated) if not name.startswith("_")}
+    assert public - {"annotations"} == set(emulated.__all__)
+    for name in emulated.__all__:
+        member = getattr(emulated, name)
+        if inspect.isclass(member) or inspect.isfunction(member):
+            assert member.__doc__, name

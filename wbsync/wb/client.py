@@ -97,7 +97,7 @@ class WbClient:
         token: str | WbToken,
         limiter: RateLimiter,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
         http: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 60.0,
@@ -110,7 +110,8 @@ class WbClient:
         )
         self._limiter = limiter
         self._feedback = Feedback(limiter, cabinet=cabinet_name)
-        self._settings = settings or Settings()
+        # Given by whoever composes the application: the client never reads the environment.
+        self._settings = settings
         self._http = http
         self._owns_http = http is None
         self._retry = retry or RetryPolicy()
