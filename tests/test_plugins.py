@@ -81,10 +81,11 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _listing(env: dict[str, str]) -> list[dict[str, Any]]:
+    """``wbsync plugins --json``, the test's plugin only (the example may be installed too)."""
     done = _wbsync(env, "plugins", "--json")
     assert done.returncode == 0, done.stderr
     listing: list[dict[str, Any]] = json.loads(done.stdout)
-    return listing
+    return [entry for entry in listing if entry["name"] == "good"]
 
 
 def test_an_installed_plugin_is_loaded_and_listed_with_what_it_declares(good: Path) -> None:
