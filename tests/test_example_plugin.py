@@ -184,7 +184,7 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
             time.sleep(0.1)
         assert run_of(status)["loaded"] is True
         assert run_of(status)["success_rows"] == len(expected)
-        assert QUEUE in status["queues"]
+        assert QUEUE in status["queues"] and status["unloaded_queues"] == []
         page = httpx.get(f"{base}/", headers=AUTH)
         assert page.status_code == 200 and f"<td>{QUEUE}</td><td>long</td>" in page.text
 
@@ -198,6 +198,8 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
         assert reply.status_code == 200, reply.text
         assert run_of(reply.json())["loaded"] is False
         assert QUEUE not in reply.json()["queues"]
+        assert reply.json()["unloaded_queues"] == [QUEUE]
         page = httpx.get(f"{base}/", headers=AUTH)
         assert page.status_code == 200, page.text
         assert f"{QUEUE} (not loaded here):" in page.text
+        assert f'<tr class="unloaded"><td>{QUEUE}</td>' in page.text

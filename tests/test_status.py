@@ -332,13 +332,17 @@ async def test_a_run_of_a_queue_not_loaded_here_is_shown_so_and_never_fails_the_
 
     rows: list[dict[str, Any]] = []
 
+    bodies: list[dict[str, Any]] = []
+
     async def listed() -> bool:  # the index is rebuilt within INDEX_TTL_S
-        body = await _status(api, q=cabinet.name)
-        rows[:] = [c for c in body["cabinets"] if c["cabinet"]["id"] == cabinet.id]
+        bodies[:] = [await _status(api, q=cabinet.name)]
+        rows[:] = [c for c in bodies[0]["cabinets"] if c["cabinet"]["id"] == cabinet.id]
         return bool(rows) and len(rows[0]["runs"]) == 2
 
     await wait_for(listed)
     row = rows[0]
+    assert bodies[0]["unloaded_queues"] == [elsewhere]
+    assert elsewhere not in bodies[0]["queues"]
     # Known queues first, in their declared order; the unknown one after, marked.
     assert [(r["queue"], r["loaded"]) for r in row["runs"]] == [
         (FINANCE, True),
@@ -347,3 +351,4 @@ async def test_a_run_of_a_queue_not_loaded_here_is_shown_so_and_never_fails_the_
     page = await api.get("/", params={"q": cabinet.name}, headers=AUTH)
     assert page.status_code == 200, page.text
     assert f"{elsewhere} (not loaded here):" in page.text
+    assert f'<tr class="unloaded"><td>{elsewhere}</td>' in page.text

@@ -195,6 +195,11 @@ class StatusOut(BaseModel):
     time_scale: float
     counters: dict[str, float]
     queues: dict[str, dict[str, int]] = Field(description="Jobs per state of each queue.")
+    unloaded_queues: list[str] = Field(
+        default_factory=list,
+        description="Queues with recorded runs that this process does not load (a plugin "
+        "loaded by another process sharing the database): not loaded here.",
+    )
     total: int = Field(description="Cabinets in all.")
     matched: int = Field(description="Cabinets that match the search and filter.")
     page: int

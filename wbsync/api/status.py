@@ -232,6 +232,7 @@ class _Index:
     rows: list[_Row]
     queues: dict[str, dict[str, int]]
     built_at: float  # monotonic seconds
+    unloaded: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -258,6 +259,8 @@ class StatusPage:
     matched: int
     cabinets: list[CabinetStatus]
     buckets: list[tuple[str, BucketOut]] = field(default_factory=list)
+    unloaded_queues: list[str] = field(default_factory=list)
+    """Queues with recorded runs that this process does not load (a plugin loaded elsewhere)."""
     rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Renderings of this page (JSON, HTML), made once however many viewers ask."""
 
@@ -386,6 +389,7 @@ class StatusReader:
             matched=len(matched),
             cabinets=cabinets,
             buckets=buckets,
+            unloaded_queues=index.unloaded,
         )
 
     async def _current_index(self) -> _Index:
@@ -411,10 +415,11 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states, learned = await asyncio.gather(
+        overview, states, learned, recorded = await asyncio.gather(
             runtime.store.runs.overview(),
             job_states(runtime.redis, queues),
             runtime.limiter.learned_cabinets(),
+            runtime.store.runs.queues(),
         )
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
@@ -429,7 +434,8 @@ class StatusReader:
             rows.append(
                 _Row(cabinet, mine, _stuck_since(cabinet, mine), cabinet.seller_id in learned)
             )
-        return _Index(rows=rows, queues=counts, built_at=clock.monotonic())
+        unloaded = [q for q in recorded if q not in SYNCS]
+        return _Index(rows=rows, queues=counts, built_at=clock.monotonic(), unloaded=unloaded)
 
     async def _details(
         self, rows: Sequence[_Row]
@@ -537,6 +543,7 @@ def status_out(page: StatusPage) -> StatusOut:
         time_scale=page.time_scale,
         counters=page.counters,
         queues=page.queues,
+        unloaded_queues=page.unloaded_queues,
         total=page.total,
         matched=page.matched,
         page=page.query.page,
