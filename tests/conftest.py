@@ -16,6 +16,11 @@ from wbsync.redis_server import redis_url as resolve_redis_url
 
 pytest_plugins = ["tests.conftest_store"]
 
+# The suite runs stock wbsync: an installed plugin (the example, `make test` installs it) is
+# loaded only by a test that allows it (tests/test_example_plugin.py), in its own processes;
+# commands run in process would otherwise register it for every later test.
+os.environ.setdefault("WBSYNC_PLUGINS", "[]")
+
 
 @pytest.fixture(autouse=True)
 def _restore_root_logging() -> Iterator[None]:

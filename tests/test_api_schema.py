@@ -50,7 +50,9 @@ EXAMPLES = 5
 def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60  # generous: imports take seconds on a loaded machine
     while True:
-        assert process.poll() is None, "the child process exited"
+        if process.poll() is not None:
+            said = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            raise AssertionError(f"the child process exited ({process.returncode}): {said}")
         try:
             if httpx.get(url, timeout=5).status_code < 500:
                 return

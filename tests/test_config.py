@@ -159,12 +159,13 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
     monkeypatch: pytest.MonkeyPatch, overrides: str, message: str
 ) -> None:
     from wbsync.config import get_settings
+    from wbsync.startup import load_settings
 
     monkeypatch.setenv("WBSYNC_LIMIT_OVERRIDES", overrides)
     get_settings.cache_clear()
     try:
         with pytest.raises(ConfigError, match="WBSYNC_LIMIT_OVERRIDES") as caught:
-            get_settings()
+            load_settings()
     finally:
         get_settings.cache_clear()
     assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -208,7 +208,10 @@ def _fill(value: str, places: dict[str, str]) -> str:
 def _run(case: Case, cwd: Path, places: dict[str, str]) -> Outcome:
     cwd.mkdir()
     (cwd / "bad.json").write_text('{"sizez": {}}')
-    env = {"PATH": os.environ["PATH"]} | {k: _fill(v, places) for k, v in case.env.items()}
+    # Stock wbsync: no installed plugin (the example, under `make test`) is loaded; plugins'
+    # own refusals are tests/test_plugins.py's.
+    stock = {"PATH": os.environ["PATH"], "WBSYNC_PLUGINS": "[]"}
+    env = stock | {k: _fill(v, places) for k, v in case.env.items()}
     done = subprocess.run(
         [sys.executable, "-m", "wbsync", *case.argv],
         env=env,

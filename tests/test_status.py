@@ -377,3 +377,38 @@ def _completed(outcomes: list[Outcome]) -> int:
 
 async def _no_live(runtime: Runtime, queue: str) -> bool:
     return not await runtime.queue(queue).live_jobs()
+
+
+async def test_a_run_of_a_queue_not_loaded_here_is_shown_so_and_never_fails_the_page(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    """A plugin's queue recorded by another process sharing the database (this one does not
+    load the plugin): the page and the status answer 200 and mark the run not loaded here."""
+    cabinet = await add_cabinet(0)
+    elsewhere = "plugin-elsewhere-sync"
+    assert elsewhere not in SYNCS
+    await api_runtime.store.runs.succeeded(cabinet.id, elsewhere, pages=2, rows=7)
+    await api_runtime.store.runs.succeeded(cabinet.id, FINANCE, pages=1, rows=1)
+
+    rows: list[dict[str, Any]] = []
+
+    bodies: list[dict[str, Any]] = []
+
+    async def listed() -> bool:  # the index is rebuilt within INDEX_TTL_S
+        bodies[:] = [await _status(api, q=cabinet.name)]
+        rows[:] = [c for c in bodies[0]["cabinets"] if c["cabinet"]["id"] == cabinet.id]
+        return bool(rows) and len(rows[0]["runs"]) == 2
+
+    await wait_for(listed)
+    row = rows[0]
+    assert bodies[0]["unloaded_queues"] == [elsewhere]
+    assert elsewhere not in bodies[0]["queues"]
+    # Known queues first, in their declared order; the unknown one after, marked.
+    assert [(r["queue"], r["loaded"]) for r in row["runs"]] == [
+        (FINANCE, True),
+        (elsewhere, False),
+    ]
+    page = await api.get("/", params={"q": cabinet.name}, headers=AUTH)
+    assert page.status_code == 200, page.text
+    assert f"{elsewhere} (not loaded here):" in page.text
+    assert f'<tr class="unloaded"><td>{elsewhere}</td>' in page.text

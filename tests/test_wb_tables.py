@@ -17,7 +17,7 @@ import pytest
 import wbsync.emulator
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS
-from wbsync.wb.endpoints import ENDPOINTS, HOST_PREFIX, SANDBOX_SECTIONS
+from wbsync.wb.endpoints import ENDPOINTS, SECTIONS
 from wbsync.wb.tokens import TokenType
 
 _MIN, _H = 60.0, 3600.0
@@ -182,7 +182,7 @@ def test_budget_groups_and_categories_agree() -> None:
 
 
 def test_sandbox_hosts_are_those_wb_lists() -> None:
-    client = {HOST_PREFIX[s] for s in SANDBOX_SECTIONS}
+    client = {s.host_prefix for s in SECTIONS.values() if s.sandbox}
     assert client == SANDBOX_HOSTS & {ep.host_prefix for ep in ENDPOINTS.values()}
     assert SANDBOX_HOSTS == {
         "content-api",

@@ -1,4 +1,7 @@
-"""The command line: run, api, demo, cabinets, secrets, emulator, bench, migrate.
+"""The command line: run, api, demo, cabinets, secrets, emulator, bench, migrate, plugins.
+
+Every command that reads the settings loads the plugins first (``wbsync.startup``); the
+emulator loads its own plugin group.
 
 Only typer, rich, the standard library and light wbsync modules are imported at the top (and by
 the sub-apps' modules): building the command tree for ``--help`` must not load settings,
@@ -69,9 +72,10 @@ app.add_typer(emulator_app, name="emulator")
 
 
 def _settings() -> Settings:
-    from wbsync.config import get_settings
+    """The settings, with the plugins loaded and every name checked: each command's start."""
+    from wbsync.startup import load_settings
 
-    return get_settings()  # a ConfigError is reported by _OneLineErrors
+    return load_settings()  # a ConfigError is reported by _OneLineErrors
 
 
 def _fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
@@ -185,6 +189,47 @@ def settings_cmd(
     table = Table("variable", "value", "meaning")
     for row in rows:
         table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+@app.command()
+def plugins(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """The installed plugins: which are loaded (WBSYNC_PLUGINS) and what each declared."""
+    settings = _settings()
+    from wbsync import plugins as loader
+
+    loaded = {(p.group, p.name): p for p in loader.loaded()}
+    installed = [(group, ep) for group in loader.GROUPS for ep in loader.installed(group)]
+    rows = [(group, ep, loaded.get((group, ep.name))) for group, ep in installed]
+    if as_json:
+        listing = [
+            {
+                "group": group,
+                "name": ep.name,
+                "value": ep.value,
+                "loaded": one is not None,
+                "declared": one.declared if one else {},
+            }
+            for group, ep, one in rows
+        ]
+        typer.echo(json.dumps(listing, indent=1))
+        return
+    if not rows:
+        typer.echo("no plugins installed (entry-point groups: " + ", ".join(loader.GROUPS) + ")")
+        return
+    table = Table("group", "plugin", "entry point", "loaded", "declares")
+    allowed = "all installed" if settings.plugins is None else "WBSYNC_PLUGINS"
+    for group, ep, one in rows:
+        declared = one.declared if one else {}
+        table.add_row(
+            group,
+            f"{ep.name} ({one.dist})" if one else ep.name,
+            ep.value,
+            "yes" if one else f"no (not in {allowed})",
+            "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in declared.items()),
+        )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 

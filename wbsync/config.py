@@ -2,6 +2,11 @@
 
 Every setting's default and meaning is declared here; docs/settings.md is generated from it
 (``wbsync settings --markdown``).
+A value type at the bottom of the layers: it imports nothing of wbsync but ``errors``, and checks
+only what a value is on its own. Names that must exist in the registry (queues, WB methods,
+limit groups, token types, which plugins may add to) and URLs checked by the layer that uses
+them are checked where the application is composed, after the plugins are loaded
+(``wbsync.startup``), in the same one-line form.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
-from wbsync.wb.tokens import TokenType
 
 
 class LimitOverride(BaseModel):
@@ -52,39 +56,32 @@ def _override(where: str, spec: object) -> LimitOverride:
         ) from None
 
 
-def parse_limit_overrides(value: object) -> dict[str, dict[TokenType, LimitOverride]]:
-    """Overrides by group and token type, from one spec per group or one per token type;
-    ``ValueError`` with one line naming what is wrong (an unknown group, type or field)."""
+ALL_TOKEN_TYPES = "*"
+"""The key of a limit group's override that applies to every token type that may call it."""
+
+LimitOverrides = dict[str, dict[str, LimitOverride]]
+
+
+def parse_limit_overrides(value: object) -> LimitOverrides:
+    """Overrides by group and token type name (``"*"``: every type), from one spec per group
+    or one per token type; ``ValueError`` with one line naming what is wrong in its shape.
+    Whether each group and type exists is checked against the registry at start
+    (``wbsync.startup``)."""
     if isinstance(value, str):
         value = json.loads(value) if value.strip() else {}
     if not isinstance(value, Mapping):
         raise ValueError('expected a JSON object: {"<limit group>": {"period_s": ..., ...}}')
-    if not value:  # the default: no need to load the endpoint table to check it
-        return {}
-    # The table lives with the endpoints, which import this module: read it at call time.
-    from wbsync.wb.endpoints import group_token_types
-
-    allowed = group_token_types()
-    out: dict[str, dict[TokenType, LimitOverride]] = {}
+    out: LimitOverrides = {}
     for group, spec in value.items():
-        if group not in allowed:
-            close = [g for g in allowed if g.startswith(f"{group}.")] or (
-                difflib.get_close_matches(str(group), allowed, n=1, cutoff=0.5)
-            )
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"no limit group {group!r}; {hint}groups: {', '.join(allowed)}")
-        types = {t.value for t in TokenType}
-        if isinstance(spec, Mapping) and spec and set(spec) <= types:
-            per_type = {TokenType(t): _override(f"{group}.{t}", s) for t, s in spec.items()}
-            for t in per_type:
-                if t not in allowed[group]:
-                    raise ValueError(f"{t.value} tokens may not call {group}: drop that override")
-        elif isinstance(spec, Mapping) and set(spec) & types:
+        nested = (
+            [isinstance(v, Mapping) for v in spec.values()] if isinstance(spec, Mapping) else []
+        )
+        if nested and all(nested):
+            out[str(group)] = {str(t): _override(f"{group}.{t}", s) for t, s in spec.items()}
+        elif any(nested):
             raise ValueError(f"{group}: give one limit, or one per token type, not both")
         else:
-            limit = _override(group, spec)
-            per_type = dict.fromkeys(allowed[group], limit)
-        out[str(group)] = per_type
+            out[str(group)] = {ALL_TOKEN_TYPES: _override(str(group), spec)}
     return out
 
 
@@ -191,7 +188,7 @@ class Settings(BaseSettings):
         description="Rows asked for per page of the finance detail report (WB allows up to "
         "100,000, ~2 KB of JSON each); 10,000 keeps a page near 21 MB.",
     )
-    limit_overrides: dict[str, dict[TokenType, LimitOverride]] = Field(
+    limit_overrides: LimitOverrides = Field(
         default_factory=dict,
         description="Limits that replace the table's, by limit group, JSON: {\"finance.detailed_"
         'report": {"period_s": 90, "limit": 1, "burst": 1}}, or per token type: {"prices": '
@@ -308,30 +305,20 @@ class Settings(BaseSettings):
         "finish or defer before they are cancelled (resumed later from their cursors).",
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
+    plugins: list[str] | None = Field(
+        default=None,
+        description="Plugins to load (entry-point names, see docs/extending.md), JSON: "
+        '["deductions"]; [] = none; unset = every installed plugin. `wbsync plugins` lists them.',
+    )
 
     @field_validator("redis_url")
     @classmethod
-    def _a_redis_url(cls, url: str | None) -> str | None:
-        if not url:  # an empty variable is an unset one
-            return None
-        from wbsync.redis_client import url_problem  # imports redis: only when a URL is set
-
-        problem = url_problem(url)
-        if problem:
-            raise ValueError(problem)
-        return url
+    def _unset_when_empty(cls, url: str | None) -> str | None:
+        return url or None  # an empty variable is an unset one; the URL is checked at start
 
     @field_validator("queue_concurrency", "fanout_intervals_s")
     @classmethod
-    def _per_known_queue(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if not values:  # the default: no need to load the syncs (slow) to check it
-            return values
-        # Imported here: the syncs import the endpoint table, which imports this module.
-        from wbsync.syncs import SYNCS
-
-        unknown = sorted(set(values) - set(SYNCS))
-        if unknown:
-            raise ValueError(f"unknown queue(s) {unknown}; queues: {', '.join(SYNCS)}")
+    def _positive_per_queue(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         not_positive = sorted(queue for queue, value in values.items() if value <= 0)
         if not_positive:
             least = "1 job at once" if info.field_name == "queue_concurrency" else "above 0 s"
@@ -370,20 +357,9 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("wb_disabled_methods")
-    @classmethod
-    def _known_methods(cls, names: list[str]) -> list[str]:
-        # Imported here: the endpoint table imports this module.
-        from wbsync.wb.endpoints import ENDPOINTS
-
-        unknown = [n for n in names if n not in ENDPOINTS]
-        if unknown:
-            raise ValueError(f"unknown WB method(s) {unknown}; known: {', '.join(ENDPOINTS)}")
-        return names
-
     @field_validator("limit_overrides", mode="before")
     @classmethod
-    def _parse_overrides(cls, value: object) -> dict[str, dict[TokenType, LimitOverride]]:
+    def _parse_overrides(cls, value: object) -> LimitOverrides:
         return parse_limit_overrides(value)
 
     def secret_key_value(self) -> str | None:
@@ -448,7 +424,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return problems
 
 
-_SETTINGS_TABLE = "see docs/settings.md"
+SETTINGS_TABLE = "see docs/settings.md"
 _JSON_FIELD = re.compile(r'field "(\w+)"')
 
 
@@ -461,14 +437,14 @@ def get_settings() -> Settings:
     """
     unknown = unknown_variables(os.environ)
     if unknown:
-        raise ConfigError("; ".join(unknown) + f"; {_SETTINGS_TABLE}")
+        raise ConfigError("; ".join(unknown) + f"; {SETTINGS_TABLE}")
     try:
         return Settings()
     except SettingsError as exc:  # a JSON setting that is not JSON
         found = _JSON_FIELD.search(str(exc))
         var = f"WBSYNC_{found.group(1).upper()}" if found else "a WBSYNC_ JSON setting"
         raise ConfigError(
-            f"{var}: not valid JSON; write it as JSON (quotes included), {_SETTINGS_TABLE}"
+            f"{var}: not valid JSON; write it as JSON (quotes included), {SETTINGS_TABLE}"
         ) from None
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from None
@@ -482,4 +458,4 @@ def describe(exc: ValidationError) -> str:
         where = "".join(f"[{p}]" for p in err["loc"][1:] if isinstance(p, int))
         msg = err["msg"].removeprefix("Value error, ")
         problems.append(f"WBSYNC_{name.upper()}{where}: {msg}")
-    return "; ".join(problems) + f" ({_SETTINGS_TABLE})"
+    return "; ".join(problems) + f" ({SETTINGS_TABLE})"

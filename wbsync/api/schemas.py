@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wbsync import clock
 from wbsync.jobs.queue import JobView
 from wbsync.store import Cabinet, RunRecord
+from wbsync.syncs import SYNCS
 
 __all__ = [
     "BucketOut",
@@ -100,6 +101,11 @@ class RunOut(BaseModel):
     failure_at: datetime | None
     failure_reason: str | None
     failure_attempts: int | None
+    loaded: bool = Field(
+        default=True,
+        description="False when this process does not know the queue (its plugin is loaded by "
+        "another process sharing the database): shown as not loaded here.",
+    )
 
 
 class CabinetTokenOut(CabinetOut):
@@ -204,6 +210,11 @@ class StatusOut(BaseModel):
         "the runs the fan-out scheduled started after they were due, in real seconds.",
     )
     lag_window_s: float = Field(description="The window the lag figures cover (real seconds).")
+    unloaded_queues: list[str] = Field(
+        default_factory=list,
+        description="Queues with recorded runs that this process does not load (a plugin "
+        "loaded by another process sharing the database): not loaded here.",
+    )
     total: int = Field(description="Cabinets in all.")
     matched: int = Field(description="Cabinets that match the search and filter.")
     page: int
@@ -284,4 +295,5 @@ def run_out(record: RunRecord) -> RunOut:
         failure_at=record.failure_at,
         failure_reason=record.failure_reason,
         failure_attempts=record.failure_attempts,
+        loaded=record.sync in SYNCS,
     )

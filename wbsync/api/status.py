@@ -107,7 +107,13 @@ _FILTER_STATES: dict[str, frozenset[str]] = {
     "waiting": frozenset({"waiting", "prioritized"}),
 }
 STATES = (*LIVE_STATES, "failed")
-_ORDER = {name: i for i, name in enumerate(SYNCS)}
+
+
+def _queue_order(queue: str) -> tuple[int, str]:
+    """Registered queues in their declared order, then queues this process does not know
+    (a plugin loaded elsewhere) by name."""
+    known = list(SYNCS)
+    return (known.index(queue), "") if queue in SYNCS else (len(known), queue)
 
 
 async def cabinet_jobs(runtime: Runtime, cabinet_id: int) -> list[JobOut]:
@@ -229,6 +235,7 @@ class _Index:
     queues: dict[str, dict[str, int]]
     lag: dict[str, LagFigure]
     built_at: float  # monotonic seconds
+    unloaded: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -257,6 +264,8 @@ class StatusPage:
     buckets: list[tuple[str, BucketOut]] = field(default_factory=list)
     lag: dict[str, LagFigure] = field(default_factory=dict)
     """Per queue with recent runs: how late they started (``wbsync.jobs.lag``)."""
+    unloaded_queues: list[str] = field(default_factory=list)
+    """Queues with recorded runs that this process does not load (a plugin loaded elsewhere)."""
     rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Renderings of this page (JSON, HTML), made once however many viewers ask."""
 
@@ -386,6 +395,7 @@ class StatusReader:
             cabinets=cabinets,
             buckets=buckets,
             lag=index.lag,
+            unloaded_queues=index.unloaded,
         )
 
     async def _current_index(self) -> _Index:
@@ -411,11 +421,12 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states, learned, lag = await asyncio.gather(
+        overview, states, learned, lag, recorded = await asyncio.gather(
             runtime.store.runs.overview(),
             job_states(runtime.redis, queues),
             runtime.limiter.learned_cabinets(),
             runtime.lag.recent(list(SYNCS)),
+            runtime.store.runs.queues(),
         )
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
@@ -430,7 +441,10 @@ class StatusReader:
             rows.append(
                 _Row(cabinet, mine, _stuck_since(cabinet, mine), cabinet.seller_id in learned)
             )
-        return _Index(rows=rows, queues=counts, lag=lag, built_at=clock.monotonic())
+        unloaded = [q for q in recorded if q not in SYNCS]
+        return _Index(
+            rows=rows, queues=counts, lag=lag, built_at=clock.monotonic(), unloaded=unloaded
+        )
 
     async def _details(
         self, rows: Sequence[_Row]
@@ -465,7 +479,7 @@ class StatusReader:
                     created_at=row.cabinet.created_at,
                 ),
                 jobs=jobs.get(str(row.cabinet.id), []),
-                runs=sorted(runs_of.get(row.cabinet.id, []), key=lambda r: _ORDER[r.queue]),
+                runs=sorted(runs_of.get(row.cabinet.id, []), key=lambda r: _queue_order(r.queue)),
                 stuck_since=None if row.stuck_since_ms is None else at_ms(row.stuck_since_ms),
                 unserved=unserved.get(row.cabinet.id, {}),
             )
@@ -543,6 +557,7 @@ def status_out(page: StatusPage) -> StatusOut:
             for q, f in page.lag.items()
         },
         lag_window_s=LAG_WINDOW_S,
+        unloaded_queues=page.unloaded_queues,
         total=page.total,
         matched=page.matched,
         page=page.query.page,

@@ -47,8 +47,9 @@ def main(
     """Run the emulator in the foreground (unless a subcommand is given)."""
     if ctx.invoked_subcommand is not None:
         return
-    from wbsync.emulator.cli_support import load_config, run_emulator
+    from wbsync.emulator.cli_support import load_config, load_plugins, run_emulator
 
+    load_plugins()
     cfg = load_config(
         config,
         seed=seed,

@@ -13,6 +13,16 @@ from wbsync.emulator.tokens import mint
 __all__ = ["issue_token", "load_config", "run_emulator"]
 
 
+def load_plugins() -> None:
+    """Register the emulated methods of the allowed plugins (``WBSYNC_PLUGINS``, entry-point
+    group ``wbsync.emulator``), before a config file names them."""
+    from wbsync import plugins
+    from wbsync.config import get_settings
+    from wbsync.emulator.wbdocs import METHODS
+
+    plugins.load(allow=get_settings().plugins, groups=(plugins.EMULATOR_GROUP,), tables=(METHODS,))
+
+
 def load_config(
     path: str | Path | None = None,
     *,

@@ -16,12 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from wbsync import clock
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import DISABLED_IN_DOCS, METHODS, Rate
+from wbsync.emulator.wbdocs import METHODS, Rate, disabled_in_docs
 from wbsync.errors import ConfigError
 
 __all__ = [
     "DEFAULT_SIGNING_KEY",
-    "LIMIT_GROUPS",
     "EmulatorConfig",
     "FaultRule",
     "LimitOverride",
@@ -35,7 +34,12 @@ __all__ = [
 DEFAULT_SIGNING_KEY = "wbsync-emulator-development-signing-key-v1"
 
 #: Every limit group (one budget); overrides are keyed by these.
-LIMIT_GROUPS = frozenset(m.group for m in METHODS.values())
+
+
+def limit_groups() -> frozenset[str]:
+    """The limit groups of every registered emulated method (a plugin's included)."""
+    return frozenset(m.group for m in METHODS.values())
+
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -233,7 +237,7 @@ class EmulatorConfig(BaseModel):
     def disabled_at_start(self) -> set[str]:
         """The methods switched off at start and after a reset: ``disabled``, and those WB's
         documents mark temporarily disabled unless ``serve_disabled_in_docs``."""
-        documented = set() if self.serve_disabled_in_docs else DISABLED_IN_DOCS
+        documented = set() if self.serve_disabled_in_docs else disabled_in_docs()
         return set(self.disabled) | documented
 
     def sizes_for(self, seller_id: str) -> SellerSizes:

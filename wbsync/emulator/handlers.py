@@ -7,7 +7,7 @@ A handler gets a ``Call`` (the request, the seller's data and edits) after the g
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -28,8 +28,10 @@ from wbsync.emulator.state import (
     seller_campaigns,
 )
 from wbsync.emulator.state import rows_after as _after
+from wbsync.emulator.wbdocs import METHODS, Method
+from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
-__all__ = ["HANDLERS", "Call"]
+__all__ = ["HANDLERS", "Call", "EmulatedMethod", "Handler"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,23 @@ class Call:
 
 
 Handler = Callable[[Call], Awaitable[Response]]
+
+HANDLERS: Table[Handler] = Table("emulated method handler")
+"""Handler of each emulated method, by method name."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatedMethod:
+    """A WB method the emulator serves: its documented table row and the handler that answers
+    it (after the gateway has checked the token, the limits and the faults)."""
+
+    method: Method
+    handler: Handler
+
+    def claims(self) -> Iterator[Claim]:
+        """The method's name, in the method table and the handler table."""
+        yield from self.method.claims()
+        yield Claim(HANDLERS, self.method.name, self.handler)
 
 
 def _int(value: Any, name: str, *, lo: int = 0, hi: int | None = None) -> int:
@@ -364,7 +383,7 @@ async def coefficients(call: Call) -> Response:
     return json_reply([r for r in rows if not wanted or r["warehouseID"] in wanted])
 
 
-HANDLERS: dict[str, Handler] = {
+_BUILTIN_HANDLERS: dict[str, Handler] = {
     "finance.detailed_report": finance_detailed,
     "statistics.orders": _statistics("orders"),
     "statistics.sales": _statistics("sales"),
@@ -379,4 +398,7 @@ HANDLERS: dict[str, Handler] = {
     "prices.upload_task": upload_task,
     "tariffs.acceptance_coefficients": coefficients,
 }
-"""Handler of each emulated method, by endpoint name."""
+
+_builtin = Registrar(BUILTIN)
+_builtin.declare(*(EmulatedMethod(METHODS[n], h) for n, h in _BUILTIN_HANDLERS.items()))
+_builtin.commit()

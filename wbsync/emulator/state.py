@@ -11,7 +11,7 @@ from typing import Any
 
 from wbsync.emulator import reports
 from wbsync.emulator.buckets import Buckets
-from wbsync.emulator.config import LIMIT_GROUPS, EmulatorConfig, LimitOverride
+from wbsync.emulator.config import EmulatorConfig, LimitOverride, limit_groups
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
 from wbsync.emulator.tokens import Kind
@@ -181,9 +181,10 @@ class EmulatorState:
 
     def change_limits(self, limits: dict[str, LimitOverride]) -> None:
         """Replace the limits of some groups from now on; ``ValueError`` for an unknown group."""
-        unknown = sorted(set(limits) - LIMIT_GROUPS)
+        groups = limit_groups()
+        unknown = sorted(set(limits) - groups)
         if unknown:
-            raise ValueError(f"unknown limit group(s) {unknown}; known: {sorted(LIMIT_GROUPS)}")
+            raise ValueError(f"unknown limit group(s) {unknown}; known: {sorted(groups)}")
         self.limits.update(limits)
 
     def disable(self, methods: list[str]) -> None:

@@ -19,11 +19,16 @@ Reading rules, from WB's "Rate limits" section:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from wbsync.emulator.tokens import Kind
+from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
-__all__ = ["DISABLED_IN_DOCS", "METHODS", "SANDBOX_HOSTS", "Method", "Rate"]
+__all__ = ["METHODS", "SANDBOX_HOSTS", "Method", "Rate", "disabled_in_docs"]
+
+METHODS: Table[Method] = Table("emulated method")
+"""Every emulated method by name (the names the emulator's counters and faults use)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,10 @@ class Method:
     def rate(self, kind: Kind) -> Rate | None:
         """The documented limit for ``kind``; None when that token type may not call it."""
         return self.rates.get(kind)
+
+    def claims(self) -> Iterator[Claim]:
+        """The method's name."""
+        yield Claim(METHODS, self.name, self)
 
 
 _S, _MIN, _H = 1.0, 60.0, 3600.0
@@ -243,8 +252,11 @@ _ALL = (
     ),
 )
 
-METHODS: dict[str, Method] = {m.name: m for m in _ALL}
-"""Every emulated method by name (the names the emulator's counters and faults use)."""
+_builtin = Registrar(BUILTIN)
+_builtin.declare(*_ALL)
+_builtin.commit()
 
-DISABLED_IN_DOCS: frozenset[str] = frozenset(n for n, m in METHODS.items() if m.disabled_in_docs)
-"""The methods WB's documents mark temporarily disabled: off in the emulator unless asked."""
+
+def disabled_in_docs() -> frozenset[str]:
+    """The methods WB's documents mark temporarily disabled: off in the emulator unless asked."""
+    return frozenset(n for n, m in METHODS.items() if m.disabled_in_docs)

@@ -8,12 +8,13 @@ under a parent object; their stored rows are flattened by :func:`advert_stats_ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal
 
 from wbsync.errors import StoreError
+from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = [
     "DATASETS",
@@ -28,6 +29,9 @@ __all__ = [
 
 KeyKind = Literal["int", "str", "date"]
 KeyValue = int | str
+
+DATASETS: Table[Dataset] = Table("dataset")
+"""Every registered dataset, by name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +81,20 @@ class KeyField:
 
 @dataclass(frozen=True, slots=True)
 class Dataset:
-    """A synced WB dataset: its name, its table and its natural key (per cabinet)."""
+    """A synced WB dataset: its name, its table and its natural key (per cabinet).
+
+    ``source`` says where the rows come from (the WB method, and how rows are cut when they are
+    not WB's own items); it is the table's comment. A dataset is stored in the standard table
+    ``wb_<name>``: the cabinet, the key columns, the row as WB sent it and when it was written.
+    """
 
     name: str
     source: str
     key: tuple[KeyField, ...]
+
+    def claims(self) -> Iterator[Claim]:
+        """The dataset's name."""
+        yield Claim(DATASETS, self.name, self)
 
     @property
     def table_name(self) -> str:
@@ -138,8 +151,10 @@ _ALL = (
     ),
 )
 
-DATASETS: Mapping[str, Dataset] = {d.name: d for d in _ALL}
-"""Every synced dataset by name."""
+# The built-in datasets, declared like a plugin's.
+_builtin = Registrar(BUILTIN)
+_builtin.declare(*_ALL)
+_builtin.commit()
 
 
 def dataset(name_or_dataset: str | Dataset) -> Dataset:

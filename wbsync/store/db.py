@@ -38,6 +38,7 @@ from sqlalchemy.sql.dml import Insert
 
 from wbsync import clock
 from wbsync.errors import ConfigError, StoreError, StoreUnavailableError
+from wbsync.store.declared import MIGRATION_BRANCHES, AlembicBranch, create_declared_tables
 
 __all__ = [
     "MIGRATION_LOCK_TIMEOUT_S",
@@ -68,20 +69,33 @@ class Migration:
 
     before: str | None
     after: str | None
+    tables: tuple[str, ...] = ()
+    """The standard tables created for plugins' datasets."""
 
     @property
     def action(self) -> str:
         """``"created"``, ``"upgraded"`` or ``"current"`` (nothing to do)."""
-        if self.before == self.after:
+        if self.before == self.after and not self.tables:
             return "current"
         return "created" if self.before is None else "upgraded"
 
     def __str__(self) -> str:
-        if self.action == "created":
+        if self.tables:
+            made = f"; tables created for plugins' datasets: {', '.join(self.tables)}"
+            return self._revisions() + made
+        return self._revisions()
+
+    def _revisions(self) -> str:
+        if self.before is None:
             return f"database schema created at revision {self.after}"
-        if self.action == "upgraded":
+        if self.before != self.after:
             return f"database schema upgraded from revision {self.before} to {self.after}"
         return f"database schema is current (revision {self.after})"
+
+
+def _revision(conn: Connection) -> str | None:
+    """The revision of wbsync's own schema the database is at (None: empty)."""
+    return MigrationContext.configure(conn).get_current_revision()
 
 
 def _json_dumps(value: Any) -> str:
@@ -89,10 +103,15 @@ def _json_dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def alembic_config(url: str) -> Config:
-    """An Alembic configuration for ``url`` built in code: no alembic.ini to ship or find."""
+def alembic_config(url: str, branch: AlembicBranch | None = None) -> Config:
+    """An Alembic configuration for ``url`` built in code: no alembic.ini to ship or find;
+    with ``branch``, for a plugin's own revisions (their directory, their version table)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(files("wbsync.store") / "migrations"))
+    if branch is not None:
+        cfg.set_main_option("path_separator", "os")
+        cfg.set_main_option("version_locations", str(branch.directory).replace("%", "%%"))
+        cfg.attributes["version_table"] = branch.version_table
     # ConfigParser interpolation would choke on a '%' in a password.
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
@@ -345,10 +364,17 @@ class Database:
         def upgrade(conn: Connection) -> Migration:
             if self._dialect == "postgresql":
                 self._pg_migration_lock(conn, lock_timeout_s)
-            before = MigrationContext.configure(conn).get_current_revision()
+            before = _revision(conn)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
-            return Migration(before, MigrationContext.configure(conn).get_current_revision())
+            after = _revision(conn)
+            if revision != "head":  # plugins' storage follows wbsync's newest schema only
+                return Migration(before, after)
+            for branch in MIGRATION_BRANCHES.values():
+                plugin = alembic_config(self._url, branch)
+                plugin.attributes["connection"] = conn
+                command.upgrade(plugin, "head")
+            return Migration(before, after, tables=tuple(create_declared_tables(conn)))
 
         async with self._sqlite_migration_lock(lock_timeout_s):
             done = await self.run_sync(upgrade)
@@ -406,6 +432,11 @@ class Database:
         cfg = alembic_config(self._url)
 
         def downgrade(conn: Connection) -> None:
+            if revision == "base":  # plugins' branches first: their tables refer to wbsync's
+                for branch in MIGRATION_BRANCHES.values():
+                    plugin = alembic_config(self._url, branch)
+                    plugin.attributes["connection"] = conn
+                    command.downgrade(plugin, "base")
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, revision)
 
@@ -414,10 +445,7 @@ class Database:
     async def current_revision(self) -> str | None:
         """The migration revision the database is at, or None for an empty database."""
 
-        def current(conn: Connection) -> str | None:
-            return MigrationContext.configure(conn).get_current_revision()
-
-        return await self.run_sync(current)
+        return await self.run_sync(_revision)
 
     def upsert_statement(
         self, table: Table, *, conflict: Sequence[str], update: Sequence[str]

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from wbsync.errors import StoreError
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.schema import DATASET_TABLES, utcnow
+from wbsync.store.schema import dataset_table, utcnow
 
 __all__ = ["RowRepository"]
 
@@ -34,7 +34,7 @@ class RowRepository:
         against stored rows) the later row wins.
         """
         ds = dataset(name)
-        table = DATASET_TABLES[ds.name]
+        table = dataset_table(ds)
         # PostgreSQL refuses to update one row twice in a statement; the last copy wins anyway.
         by_key: dict[tuple[KeyValue, ...], Mapping[str, Any]] = {}
         for index, row in enumerate(rows):
@@ -66,7 +66,7 @@ class RowRepository:
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many rows a dataset holds, for one cabinet or for all."""
-        table = DATASET_TABLES[dataset(name).name]
+        table = dataset_table(name)
         query = select(func.count()).select_from(table)
         if cabinet_id is not None:
             query = query.where(table.c.cabinet_id == cabinet_id)
@@ -87,7 +87,7 @@ class RowRepository:
         ``key`` filters on key columns by their column names (e.g. ``{"nm_id": 1}``).
         """
         ds = dataset(name)
-        table = DATASET_TABLES[ds.name]
+        table = dataset_table(ds)
         query = (
             select(table.c.data)
             .where(table.c.cabinet_id == cabinet_id)

@@ -112,6 +112,11 @@ class RunRepository:
             result = await conn.execute(query)
             return [RunRecord(*row) for row in result.all()]  # columns in field order
 
+    async def queues(self) -> list[str]:
+        """Every queue with a recorded run, whichever process ran it (a plugin's included)."""
+        async with self._db.connection() as conn:
+            return sorted((await conn.scalars(select(sync_runs.c.sync).distinct())).all())
+
     async def overview(self) -> list[CabinetOverview]:
         """Every cabinet (by id) with its oldest last success: one query, no token read."""
         runs = (

@@ -27,13 +27,16 @@ from sqlalchemy import (
 )
 
 from wbsync.clock import now_ms
-from wbsync.store.datasets import DATASETS, Dataset, KeyKind
+from wbsync.registry import BUILTIN
+from wbsync.store.datasets import DATASETS, Dataset, KeyKind, dataset
 
 __all__ = [
     "CABINET_ID_MAX",
-    "DATASET_TABLES",
     "UtcDateTime",
     "cabinets",
+    "dataset_table",
+    "declared_datasets",
+    "declared_metadata",
     "key_checks",
     "metadata",
     "price_targets",
@@ -184,17 +187,39 @@ price_targets = Table(
     Column("updated_at", UtcDateTime, nullable=False),
 )
 
+# The standard tables ``Database.migrate`` created for datasets that plugins declare (not in
+# wbsync's migrations): which, by whom, and on which key, so a changed key is found, not guessed.
+declared_datasets = Table(
+    "wb_declared_datasets",
+    metadata,
+    Column("dataset", String(100), primary_key=True),
+    Column("table_name", String(120), nullable=False),
+    Column("owner", String(100), nullable=False),
+    Column("key", JSON, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
 _KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(255), "date": String(10)}
 
 
-def _dataset_table(ds: Dataset) -> Table:
+declared_metadata = MetaData(naming_convention=metadata.naming_convention)
+"""The standard tables of datasets that plugins declare: not in wbsync's migrations, created by
+``Database.migrate`` for whatever datasets the process has registered."""
+
+# Its tables refer to the cabinets table: a copy here resolves the foreign key (never created).
+cabinets.to_metadata(declared_metadata)
+
+_tables: dict[str, tuple[Dataset, Table]] = {}
+
+
+def _standard_table(ds: Dataset, into: MetaData) -> Table:
     # The natural key is the primary key: ON CONFLICT needs exactly this unique index.
     key_columns = [
         Column(k.column, _KEY_TYPES[k.kind], primary_key=True, autoincrement=False) for k in ds.key
     ]
     return Table(
         ds.table_name,
-        metadata,
+        into,
         _cabinet_fk(),
         *key_columns,
         Column("data", JSON, nullable=False),
@@ -203,5 +228,22 @@ def _dataset_table(ds: Dataset) -> Table:
     )
 
 
-DATASET_TABLES: dict[str, Table] = {name: _dataset_table(ds) for name, ds in DATASETS.items()}
-"""The table of each dataset, by dataset name."""
+def dataset_table(name_or_dataset: str | Dataset) -> Table:
+    """The standard table of a registered dataset, built when first asked for (a plugin's
+    dataset may be registered after this module is imported)."""
+    ds = dataset(name_or_dataset)
+    built = _tables.get(ds.name)
+    if built is not None and built[0] == ds:
+        return built[1]
+    into = metadata if DATASETS.owner(ds.name) == BUILTIN else declared_metadata
+    if built is not None:  # declared again, differently (a test, or a plugin reloaded)
+        into.remove(built[1])
+    table = _standard_table(ds, into)
+    _tables[ds.name] = (ds, table)
+    return table
+
+
+# wbsync's own datasets belong to the model its migrations reproduce.
+for _name in list(DATASETS):
+    if DATASETS.owner(_name) == BUILTIN:
+        dataset_table(_name)

@@ -1,10 +1,12 @@
-"""The nine syncs: one module each, pulling a cabinet's data page by page through the client.
+"""The nine built-in syncs: one module each, pulling a cabinet's data page by page through the
+client, declared in ``SYNCS`` through the same registrar a plugin gets (``wbsync.extend``).
 
 Long syncs (multi-page) are wrapped by the reschedule service in the job layer; short ones
 (pricing-bulk, booking-slot-monitor) are not.
 """
 
 from wbsync.errors import TokenError
+from wbsync.registry import BUILTIN, Registrar
 from wbsync.syncs import (
     ads,
     autobidder,
@@ -16,25 +18,25 @@ from wbsync.syncs import (
     pricing,
     sections,
 )
-from wbsync.syncs.base import BidRule, Sync, SyncInput, SyncOptions, SyncPage
+from wbsync.syncs.base import SYNCS, BidRule, Sync, SyncInput, SyncOptions, SyncPage
 from wbsync.syncs.runner import SyncTotals, run_sync
-from wbsync.wb.endpoints import ENDPOINTS, check_token
+from wbsync.wb.endpoints import check_token
 from wbsync.wb.tokens import WbToken
 
-SYNCS: dict[str, Sync] = {
-    sync.name: sync
-    for sync in (
-        finance.SYNC,
-        sections.SYNC,
-        ads.SYNC,
-        digitization.SYNC,
-        inventory.SYNC,
-        autobidder.SYNC,
-        catalog.SYNC,
-        pricing.SYNC,
-        booking.SYNC,
-    )
-}
+# The order is the status page's queue order.
+_builtin = Registrar(BUILTIN)
+_builtin.declare(
+    finance.SYNC,
+    sections.SYNC,
+    ads.SYNC,
+    digitization.SYNC,
+    inventory.SYNC,
+    autobidder.SYNC,
+    catalog.SYNC,
+    pricing.SYNC,
+    booking.SYNC,
+)
+_builtin.commit()
 
 
 def unserved_queues(token: WbToken) -> dict[str, str]:
@@ -42,9 +44,9 @@ def unserved_queues(token: WbToken) -> dict[str, str]:
     call: a category it lacks, a token type WB refuses, read-only for a write)."""
     out: dict[str, str] = {}
     for name, sync in SYNCS.items():
-        for method in sync.methods:
+        for ep in sync.calls:
             try:
-                check_token(token, ENDPOINTS[method])
+                check_token(token, ep)
             except TokenError as exc:
                 out[name] = str(exc)
                 break

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-from wbsync.store.datasets import advert_stats_rows
+from wbsync.store.datasets import advert_stats_rows, dataset
 from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -33,10 +34,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-ads-sync",
-    methods=("promotion.adverts", "promotion.fullstats"),
+    calls=(eps.PROMOTION_ADVERTS, eps.PROMOTION_FULLSTATS),
     long=True,
     interval_s=3600,
-    datasets=("adverts", "advert_stats"),
+    stores=(dataset("adverts"), dataset("advert_stats")),
     pages=pages,
     cursor=AdsCursor,
 )

@@ -20,6 +20,7 @@ from typing import Any
 
 from wbsync.errors import WbMethodDisabledError, WbRequestError
 from wbsync.metrics import REFUSED_ITEMS
+from wbsync.store.datasets import dataset
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import (
     BidRule,
@@ -32,6 +33,7 @@ from wbsync.syncs.base import (
     SyncPage,
     Text,
 )
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 ACTIVE = 9
@@ -168,10 +170,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="autobidder-sync",
-    methods=("promotion.adverts", "promotion.get_bids", "promotion.set_bids"),
+    calls=(eps.PROMOTION_ADVERTS, eps.PROMOTION_GET_BIDS, eps.PROMOTION_SET_BIDS),
     long=True,
     interval_s=10 * 60,
-    datasets=("bids",),
+    stores=(dataset("bids"),),
     pages=pages,
     cursor=AutobidderCursor,
 )

@@ -12,7 +12,7 @@ never followed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Annotated, Any
@@ -21,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from wbsync.config import FUNNEL_DAYS_MAX
 from wbsync.errors import MalformedJobError
-from wbsync.store import Store
+from wbsync.registry import Claim, Table
+from wbsync.store import Dataset, Store
 from wbsync.wb.client import WbClient
+from wbsync.wb.endpoints import Endpoint
 
 Cursor = dict[str, Any]
 
@@ -84,6 +86,10 @@ def _refusal(sync: str, exc: ValidationError) -> str:
         f"{sync}: {subject} {rule}{found}; a cursor wbsync did not write is refused (clear the "
         "job's cursor, or delete the cabinet's row of wb_sync_cursors, to start over)"
     )
+
+
+SYNCS: Table[Sync] = Table("queue")
+"""Every registered sync, by queue name, in the order they were declared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,22 +159,45 @@ PageSource = Callable[[SyncInput], AsyncIterator[SyncPage]]
 
 @dataclass(frozen=True, slots=True)
 class Sync:
-    """One sync queue: its pages, whether it is long (deferrable), and its fan-out interval.
+    """One sync queue, declared: what it calls, what it stores, how it pages and how often.
 
-    ``incremental`` syncs keep their last cursor across runs (the next run pulls only what is
-    new); the others start every run from the beginning.
+    ``name`` is its queue. ``long`` syncs (many pages) run under the deferral service: a long
+    wait for a WB budget moves the job to BullMQ's delayed state and it resumes from its cursor;
+    short ones wait in place. ``interval_s`` is the default fan-out interval
+    (``WBSYNC_FANOUT_INTERVALS_S`` overrides it). ``calls`` are the WB methods it calls (what a
+    cabinet's token must allow; each brings its section and limit group), ``stores`` the
+    datasets its pages write. The cursor kind: an ``incremental`` sync keeps its last cursor
+    across runs (the next run pulls only what is new); the others start every run from the
+    beginning (a deferred run still resumes from its job's cursor).
     """
 
     name: str
     long: bool
     interval_s: float
-    datasets: tuple[str, ...]
+    calls: tuple[Endpoint, ...]
+    stores: tuple[Dataset, ...]
     pages: PageSource
     cursor: type[CursorShape]
     """The shape of the cursors the sync writes; any other cursor is refused."""
     incremental: bool = False
-    methods: tuple[str, ...] = ()
-    """The WB methods (endpoint names) the sync calls: what a cabinet's token must allow."""
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The names of the WB methods it calls."""
+        return tuple(ep.name for ep in self.calls)
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The names of the datasets it stores."""
+        return tuple(ds.name for ds in self.stores)
+
+    def claims(self) -> Iterator[Claim]:
+        """The queue, and the methods (with sections and groups) and datasets it brings."""
+        yield Claim(SYNCS, self.name, self)
+        for ep in self.calls:
+            yield from ep.claims()
+        for ds in self.stores:
+            yield from ds.claims()
 
     def check_cursor(self, cursor: object) -> None:
         """``MalformedJobError`` naming the field and the fault unless ``cursor`` is None (start

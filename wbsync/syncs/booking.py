@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import CursorShape, Sync, SyncInput, SyncPage
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -24,10 +26,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="booking-slot-monitor",
-    methods=("tariffs.acceptance_coefficients",),
+    calls=(eps.TARIFFS_ACCEPTANCE_COEFFICIENTS,),
     long=False,
     interval_s=60,
-    datasets=("acceptance_coefficients",),
+    stores=(dataset("acceptance_coefficients"),),
     pages=pages,
     cursor=BookingCursor,
 )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import CardsPosition, CursorShape, Sync, SyncInput, SyncPage, optional
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -23,10 +25,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="catalog-sync",
-    methods=("content.cards_list",),
+    calls=(eps.CONTENT_CARDS_LIST,),
     long=True,
     interval_s=3600,
-    datasets=("cards",),
+    stores=(dataset("cards"),),
     pages=pages,
     cursor=CatalogCursor,
     incremental=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-from wbsync.store.datasets import funnel_history_rows
+from wbsync.store.datasets import dataset, funnel_history_rows
 from wbsync.syncs.base import (
     CardsPosition,
     Count,
@@ -21,6 +21,7 @@ from wbsync.syncs.base import (
     SyncPage,
     optional,
 )
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -55,10 +56,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="digitization-sync",
-    methods=("content.cards_list", "analytics.sales_funnel_history"),
+    calls=(eps.CONTENT_CARDS_LIST, eps.ANALYTICS_SALES_FUNNEL_HISTORY),
     long=True,
     interval_s=3600,
-    datasets=("funnel_history",),
+    stores=(dataset("funnel_history"),),
     pages=pages,
     cursor=DigitizationCursor,
 )

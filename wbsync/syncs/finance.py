@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage, optional
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -27,10 +29,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-finance-sync",
-    methods=("finance.detailed_report",),
+    calls=(eps.FINANCE_DETAILED_REPORT,),
     long=True,
     interval_s=6 * 3600,
-    datasets=("finance_report",),
+    stores=(dataset("finance_report"),),
     pages=pages,
     cursor=FinanceCursor,
     incremental=True,

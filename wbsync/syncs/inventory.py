@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage, optional
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -23,10 +25,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="inventory-sync",
-    methods=("analytics.stocks_wb_warehouses",),
+    calls=(eps.ANALYTICS_STOCKS_WB_WAREHOUSES,),
     long=True,
     interval_s=30 * 60,
-    datasets=("stocks",),
+    stores=(dataset("stocks"),),
     pages=pages,
     cursor=InventoryCursor,
 )

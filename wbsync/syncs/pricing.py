@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Count, CursorShape, Flag, Sync, SyncInput, SyncPage, optional
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 _BATCH = 1000  # WB takes at most 1000 items an upload
@@ -58,10 +60,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="pricing-bulk",
-    methods=("prices.upload_task", "prices.goods_list"),
+    calls=(eps.PRICES_UPLOAD_TASK, eps.PRICES_GOODS_LIST),
     long=False,
     interval_s=15 * 60,
-    datasets=("prices",),
+    stores=(dataset("prices"),),
     pages=pages,
     cursor=PricingCursor,
 )

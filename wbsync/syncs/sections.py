@@ -8,7 +8,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import CursorShape, Sync, SyncInput, SyncPage, Text, optional
+from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
 
@@ -64,10 +66,10 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="rnp-sections-sync",
-    methods=("statistics.orders", "statistics.sales"),
+    calls=(eps.STATISTICS_ORDERS, eps.STATISTICS_SALES),
     long=True,
     interval_s=30 * 60,
-    datasets=("orders", "sales"),
+    stores=(dataset("orders"), dataset("sales")),
     pages=pages,
     cursor=SectionsCursor,
     incremental=True,

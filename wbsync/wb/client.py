@@ -104,7 +104,7 @@ class WbClient:
         token: str | WbToken,
         limiter: RateLimiter,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
         http: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 60.0,
@@ -117,7 +117,8 @@ class WbClient:
         )
         self._limiter = limiter
         self._feedback = Feedback(limiter, cabinet=cabinet_name)
-        self._settings = settings or Settings()
+        # Given by whoever composes the application: the client never reads the environment.
+        self._settings = settings
         self._http = http
         self._owns_http = http is None
         self._retry = retry or RetryPolicy()
@@ -185,7 +186,7 @@ class WbClient:
                 await self._backoff(ep, failures, "transport error")
                 continue
             response, content = answer
-            count_upstream(ep.section.value, str(response.status_code))
+            count_upstream(ep.section.name, str(response.status_code))
             headers = self._rate_headers(ep, scope, response)
             if response.status_code == 429:
                 limited += 1
@@ -236,7 +237,7 @@ class WbClient:
                 ) as response:
                     return response, await self._body(ep, response)
         except (httpx.TransportError, TimeoutError) as exc:
-            count_upstream(ep.section.value, "transport")
+            count_upstream(ep.section.name, "transport")
             why = (
                 f"no whole answer from WB within {deadline_s:g} s (WBSYNC_WB_REQUEST_DEADLINE_S)"
                 if isinstance(exc, TimeoutError)

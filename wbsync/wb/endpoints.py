@@ -15,31 +15,39 @@ method is its own group, named after the method.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Literal
 
-from wbsync.config import Settings
+from wbsync.config import ALL_TOKEN_TYPES, Settings
 from wbsync.errors import TokenError
 from wbsync.ratelimit.scope import Limit
+from wbsync.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.wb.tokens import Category, TokenType, WbToken
 
 __all__ = [
+    "ANALYTICS",
     "ANALYTICS_SALES_FUNNEL_HISTORY",
     "ANALYTICS_STOCKS_WB_WAREHOUSES",
+    "CONTENT",
     "CONTENT_CARDS_LIST",
     "ENDPOINTS",
+    "FINANCE",
     "FINANCE_DETAILED_REPORT",
-    "HOST_PREFIX",
+    "GROUPS",
+    "PRICES",
     "PRICES_GOODS_LIST",
     "PRICES_UPLOAD_TASK",
+    "PROMOTION",
     "PROMOTION_ADVERTS",
     "PROMOTION_FULLSTATS",
     "PROMOTION_GET_BIDS",
     "PROMOTION_SET_BIDS",
-    "SANDBOX_SECTIONS",
+    "SECTIONS",
+    "STATISTICS",
     "STATISTICS_ORDERS",
     "STATISTICS_SALES",
+    "TARIFFS",
     "TARIFFS_ACCEPTANCE_COEFFICIENTS",
     "Endpoint",
     "Section",
@@ -50,34 +58,38 @@ __all__ = [
     "group_token_types",
 ]
 
+SECTIONS: Table[Section] = Table("WB section")
+"""Every registered WB section (host), by name."""
 
-class Section(StrEnum):
-    """WB API sections wbsync uses; each has its own host (and can have its own base URL)."""
+ENDPOINTS: Table[Endpoint] = Table("WB method")
+"""Every registered WB method, by name (e.g. ``"finance.detailed_report"``)."""
 
-    FINANCE = "finance"
-    STATISTICS = "statistics"
-    PROMOTION = "promotion"
-    ANALYTICS = "analytics"
-    CONTENT = "content"
-    PRICES = "prices"
-    TARIFFS = "tariffs"
+GROUPS: Table[TypeLimits] = Table("limit group")
+"""Every limit group (one shared budget per seller) and its limits per token type."""
 
 
-HOST_PREFIX: dict[Section, str] = {
-    Section.FINANCE: "finance-api",
-    Section.STATISTICS: "statistics-api",
-    Section.PROMOTION: "advert-api",
-    Section.ANALYTICS: "seller-analytics-api",
-    Section.CONTENT: "content-api",
-    Section.PRICES: "discounts-prices-api",
-    Section.TARIFFS: "common-api",
-}
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A WB API section: its own host ``https://<host_prefix>.wildberries.ru`` (and its own base
+    URL setting, ``WBSYNC_WB_BASE_URLS[name]``); ``sandbox`` when WB runs a ``-sandbox`` twin
+    host (WB's /ping table), the only place Test tokens work."""
+
+    name: str
+    host_prefix: str
+    sandbox: bool = False
+
+    def claims(self) -> Iterator[Claim]:
+        """The section's name."""
+        yield Claim(SECTIONS, self.name, self)
 
 
-#: Sections with a ``-sandbox`` twin host (WB's /ping table); Test tokens work only there.
-SANDBOX_SECTIONS = frozenset(
-    {Section.CONTENT, Section.PRICES, Section.STATISTICS, Section.PROMOTION}
-)
+FINANCE = Section("finance", "finance-api")
+STATISTICS = Section("statistics", "statistics-api", sandbox=True)
+PROMOTION = Section("promotion", "advert-api", sandbox=True)
+ANALYTICS = Section("analytics", "seller-analytics-api")
+CONTENT = Section("content", "content-api", sandbox=True)
+PRICES = Section("prices", "discounts-prices-api", sandbox=True)
+TARIFFS = Section("tariffs", "common-api")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +106,15 @@ class TypeLimits:
         limit: Limit | None = getattr(self, token_type.value)
         return limit
 
+    @classmethod
+    def same(cls, limit: Limit, *, base: Limit | None) -> TypeLimits:
+        """``limit`` for Personal, Service and Test tokens (WB's usual table), ``base`` for Base
+        tokens (None: WB refuses them)."""
+        return cls(personal=limit, service=limit, test=limit, base=base)
+
 
 def _limits(period_s: float, limit: int, burst: int, base: Limit | None) -> TypeLimits:
-    full = Limit(period_s=period_s, limit=limit, burst=burst)
-    return TypeLimits(personal=full, service=full, test=full, base=base)
+    return TypeLimits.same(Limit(period_s=period_s, limit=limit, burst=burst), base=base)
 
 
 _MIN = 60.0
@@ -106,7 +123,11 @@ _HOUR = 3600.0
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One WB method: its name, where it is, its budget group, category and limits."""
+    """One WB method: its name, where it is, its budget group, category and limits.
+
+    ``group`` names the budget the method spends (WB counts some methods together: all of
+    Prices and Discounts is one); methods in one group must declare the same limits.
+    """
 
     name: str
     section: Section
@@ -120,7 +141,13 @@ class Endpoint:
     @property
     def host_prefix(self) -> str:
         """The production host's first label, e.g. ``finance-api``."""
-        return HOST_PREFIX[self.section]
+        return self.section.host_prefix
+
+    def claims(self) -> Iterator[Claim]:
+        """The method's name, its limit group and its section."""
+        yield from self.section.claims()
+        yield Claim(ENDPOINTS, self.name, self)
+        yield Claim(GROUPS, self.group, self.limits)
 
     def allows(self, token_type: TokenType) -> bool:
         """True when WB lets ``token_type`` call this method."""
@@ -133,7 +160,7 @@ class Endpoint:
         if limit is None:
             raise ValueError(f"{self.name} does not accept {token_type.value} tokens")
         overrides = settings.limit_overrides.get(self.group, {}) if settings else {}
-        override = overrides.get(token_type)
+        override = overrides.get(token_type.value) or overrides.get(ALL_TOKEN_TYPES)
         if override is None:
             return limit
         return Limit(period_s=override.period_s, limit=override.limit, burst=override.burst)
@@ -151,15 +178,15 @@ def base_url(section: Section, settings: Settings | None = None, *, sandbox: boo
     ``ValueError`` for a section without one.
     """
     if sandbox:
-        if section not in SANDBOX_SECTIONS:
-            raise ValueError(f"WB has no sandbox host for the {section.value} section")
+        if not section.sandbox:
+            raise ValueError(f"WB has no sandbox host for the {section.name} section")
         url = settings.wb_sandbox_base_url if settings is not None else None
-        return url.rstrip("/") if url else f"https://{HOST_PREFIX[section]}-sandbox.wildberries.ru"
+        return url.rstrip("/") if url else f"https://{section.host_prefix}-sandbox.wildberries.ru"
     if settings is not None:
-        url = settings.wb_base_urls.get(section.value) or settings.wb_base_url
+        url = settings.wb_base_urls.get(section.name) or settings.wb_base_url
         if url:
             return url.rstrip("/")
-    return f"https://{HOST_PREFIX[section]}.wildberries.ru"
+    return f"https://{section.host_prefix}.wildberries.ru"
 
 
 def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> None:
@@ -176,9 +203,9 @@ def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> 
         )
     if ep.writes and token.read_only:
         raise TokenError(f"token is read-only; {ep.name} writes", cabinet=cabinet)
-    if token.type is TokenType.TEST and ep.section not in SANDBOX_SECTIONS:
+    if token.type is TokenType.TEST and not ep.section.sandbox:
         raise TokenError(
-            f"a Test token works only on WB's sandbox hosts, and the {ep.section.value} section "
+            f"a Test token works only on WB's sandbox hosts, and the {ep.section.name} section "
             f"({ep.name}) has none; use a Personal or Service token",
             cabinet=cabinet,
         )
@@ -202,7 +229,7 @@ _PRICES = _limits(6.0, 10, 5, Limit(_HOUR, 4, 1))
 
 FINANCE_DETAILED_REPORT = _ep(
     "finance.detailed_report",
-    Section.FINANCE,
+    FINANCE,
     "POST",
     "/api/finance/v1/sales-reports/detailed",
     Category.FINANCE,
@@ -210,7 +237,7 @@ FINANCE_DETAILED_REPORT = _ep(
 )
 STATISTICS_ORDERS = _ep(
     "statistics.orders",
-    Section.STATISTICS,
+    STATISTICS,
     "GET",
     "/api/v1/supplier/orders",
     Category.STATISTICS,
@@ -218,7 +245,7 @@ STATISTICS_ORDERS = _ep(
 )
 STATISTICS_SALES = _ep(
     "statistics.sales",
-    Section.STATISTICS,
+    STATISTICS,
     "GET",
     "/api/v1/supplier/sales",
     Category.STATISTICS,
@@ -226,7 +253,7 @@ STATISTICS_SALES = _ep(
 )
 PROMOTION_ADVERTS = _ep(
     "promotion.adverts",
-    Section.PROMOTION,
+    PROMOTION,
     "GET",
     "/api/advert/v2/adverts",
     Category.PROMOTION,
@@ -234,7 +261,7 @@ PROMOTION_ADVERTS = _ep(
 )
 PROMOTION_FULLSTATS = _ep(
     "promotion.fullstats",
-    Section.PROMOTION,
+    PROMOTION,
     "GET",
     "/adv/v3/fullstats",
     Category.PROMOTION,
@@ -242,7 +269,7 @@ PROMOTION_FULLSTATS = _ep(
 )
 PROMOTION_GET_BIDS = _ep(
     "promotion.get_bids",
-    Section.PROMOTION,
+    PROMOTION,
     "POST",
     "/adv/v0/normquery/get-bids",
     Category.PROMOTION,
@@ -250,7 +277,7 @@ PROMOTION_GET_BIDS = _ep(
 )
 PROMOTION_SET_BIDS = _ep(
     "promotion.set_bids",
-    Section.PROMOTION,
+    PROMOTION,
     "POST",
     "/adv/v0/normquery/bids",
     Category.PROMOTION,
@@ -259,7 +286,7 @@ PROMOTION_SET_BIDS = _ep(
 )
 ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
     "analytics.sales_funnel_history",
-    Section.ANALYTICS,
+    ANALYTICS,
     "POST",
     "/api/analytics/v3/sales-funnel/products/history",
     Category.ANALYTICS,
@@ -267,7 +294,7 @@ ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
 )
 ANALYTICS_STOCKS_WB_WAREHOUSES = _ep(
     "analytics.stocks_wb_warehouses",
-    Section.ANALYTICS,
+    ANALYTICS,
     "POST",
     "/api/analytics/v1/stocks-report/wb-warehouses",
     Category.ANALYTICS,
@@ -275,7 +302,7 @@ ANALYTICS_STOCKS_WB_WAREHOUSES = _ep(
 )
 CONTENT_CARDS_LIST = _ep(
     "content.cards_list",
-    Section.CONTENT,
+    CONTENT,
     "POST",
     "/content/v2/get/cards/list",
     Category.CONTENT,
@@ -283,7 +310,7 @@ CONTENT_CARDS_LIST = _ep(
 )
 PRICES_GOODS_LIST = _ep(
     "prices.goods_list",
-    Section.PRICES,
+    PRICES,
     "GET",
     "/api/v2/list/goods/filter",
     Category.PRICES,
@@ -292,7 +319,7 @@ PRICES_GOODS_LIST = _ep(
 )
 PRICES_UPLOAD_TASK = _ep(
     "prices.upload_task",
-    Section.PRICES,
+    PRICES,
     "POST",
     "/api/v2/upload/task",
     Category.PRICES,
@@ -303,32 +330,31 @@ PRICES_UPLOAD_TASK = _ep(
 # WB: acceptance coefficients answer a token of any category.
 TARIFFS_ACCEPTANCE_COEFFICIENTS = _ep(
     "tariffs.acceptance_coefficients",
-    Section.TARIFFS,
+    TARIFFS,
     "GET",
     "/api/tariffs/v1/acceptance/coefficients",
     None,
     _limits(_MIN, 6, 6, Limit(_HOUR, 1, 1)),
 )
 
-ENDPOINTS: dict[str, Endpoint] = {
-    e.name: e
-    for e in (
-        FINANCE_DETAILED_REPORT,
-        STATISTICS_ORDERS,
-        STATISTICS_SALES,
-        PROMOTION_ADVERTS,
-        PROMOTION_FULLSTATS,
-        PROMOTION_GET_BIDS,
-        PROMOTION_SET_BIDS,
-        ANALYTICS_SALES_FUNNEL_HISTORY,
-        ANALYTICS_STOCKS_WB_WAREHOUSES,
-        CONTENT_CARDS_LIST,
-        PRICES_GOODS_LIST,
-        PRICES_UPLOAD_TASK,
-        TARIFFS_ACCEPTANCE_COEFFICIENTS,
-    )
-}
-"""Every method wbsync uses, by name."""
+# The built-in methods, declared like a plugin's (their sections come with them).
+_builtin = Registrar(BUILTIN)
+_builtin.declare(
+    FINANCE_DETAILED_REPORT,
+    STATISTICS_ORDERS,
+    STATISTICS_SALES,
+    PROMOTION_ADVERTS,
+    PROMOTION_FULLSTATS,
+    PROMOTION_GET_BIDS,
+    PROMOTION_SET_BIDS,
+    ANALYTICS_SALES_FUNNEL_HISTORY,
+    ANALYTICS_STOCKS_WB_WAREHOUSES,
+    CONTENT_CARDS_LIST,
+    PRICES_GOODS_LIST,
+    PRICES_UPLOAD_TASK,
+    TARIFFS_ACCEPTANCE_COEFFICIENTS,
+)
+_builtin.commit()
 
 
 def group_token_types() -> dict[str, list[TokenType]]:

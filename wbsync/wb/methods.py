@@ -6,15 +6,22 @@ after them, so a sync can store rows and cursor page by page and pick up after a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from wbsync.context import report_upstream_failure
-from wbsync.errors import WbBadResponseError
 from wbsync.wb import endpoints as eps
-from wbsync.wb.client import WbClient, WbReply
+from wbsync.wb.client import WbClient
+from wbsync.wb.paging import (
+    Page,
+    Row,
+    bad_reply,
+    batch_pages,
+    batches,
+    key_pages,
+    offset_pages,
+    rows_at,
+)
 
 __all__ = [
     "Page",
@@ -33,53 +40,6 @@ __all__ = [
     "upload_prices",
 ]
 
-Row = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One reply's rows and the cursor to resume after them."""
-
-    rows: list[Row]
-    cursor: Any
-
-
-def _bad_reply(reply: WbReply, ep: eps.Endpoint, what: str) -> WbBadResponseError:
-    """An unusable reply, already counted against the running job's failure budget (so the
-    budget stops the job from inside it, like any other upstream failure)."""
-    error = WbBadResponseError(
-        f"{what}{_error_object(reply.data)}",
-        method=ep.name,
-        status=reply.status,
-        request_id=reply.request_id,
-    )
-    report_upstream_failure(error)
-    return error
-
-
-def _error_object(data: Any) -> str:
-    """WB's words when a 2xx body is an error object (``title``/``detail``/``errorText``)."""
-    if not isinstance(data, dict):
-        return ""
-    words = data.get("detail") or data.get("errorText") or data.get("title")
-    return f"; WB said: {str(words)[:200]}" if words else ""
-
-
-def _rows(reply: WbReply, ep: eps.Endpoint, *path: str) -> list[Row]:
-    data = reply.data
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
-    if data is None and reply.status == 204:
-        return []
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise _bad_reply(reply, ep, f"expected a list of objects at {'.'.join(path) or 'body'}")
-    return data
-
-
-def _batches(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
 
 async def finance_detailed_report(
     client: WbClient,
@@ -97,19 +57,19 @@ async def finance_detailed_report(
     """
     ep = eps.FINANCE_DETAILED_REPORT
     limit = limit or client.settings.wb_finance_page_rows
-    while True:
+
+    async def fetch(after: int) -> list[Row]:
         body = {
             "dateFrom": date_from.isoformat(),
             "dateTo": date_to.isoformat(),
             "limit": limit,
-            "rrdId": rrd_id,
+            "rrdId": after,
             "period": period,
         }
-        rows = _rows(await client.call(ep, json=body), ep)
-        if not rows:
-            return
-        rrd_id = int(rows[-1]["rrdId"])
-        yield Page(rows, rrd_id)
+        return rows_at(await client.call(ep, json=body), ep)
+
+    async for page in key_pages(fetch, after=rrd_id, key=lambda row: int(row["rrdId"])):
+        yield page
 
 
 #: How far before the last row's lastChangeDate the next statistics page starts. WB's dateFrom
@@ -134,7 +94,7 @@ async def _statistics(
     """
     known = set(seen)
     while True:
-        rows = _rows(await client.call(ep, params={"dateFrom": date_from}), ep)
+        rows = rows_at(await client.call(ep, params={"dateFrom": date_from}), ep)
         fresh = [r for r in rows if str(r.get(key)) not in known]
         if not fresh:
             return
@@ -173,38 +133,40 @@ async def adverts(
     if payment_type:
         params["payment_type"] = payment_type
     if not ids:
-        return _rows(await client.call(ep, params=params or None), ep, "adverts")
+        return rows_at(await client.call(ep, params=params or None), ep, "adverts")
     out: list[Row] = []
-    for batch in _batches(list(ids), 50):
+    for batch in batches(list(ids), 50):
         reply = await client.call(ep, params=params | {"ids": ",".join(map(str, batch))})
-        out += _rows(reply, ep, "adverts")
+        out += rows_at(reply, ep, "adverts")
     return out
 
 
-async def fullstats(
+def fullstats(
     client: WbClient, *, ids: Sequence[int], begin: date, end: date
 ) -> AsyncIterator[Page]:
     """Full stats of ``ids`` in batches of 50; the cursor is how many ids are done."""
-    ep, done = eps.PROMOTION_FULLSTATS, 0
-    for batch in _batches(list(ids), 50):
+    ep = eps.PROMOTION_FULLSTATS
+
+    async def fetch(batch: Sequence[int]) -> list[Row]:
         params = {
             "ids": ",".join(map(str, batch)),
             "beginDate": begin.isoformat(),
             "endDate": end.isoformat(),
         }
-        rows = _rows(await client.call(ep, params=params), ep)
-        done += len(batch)
-        yield Page(rows, done)
+        return rows_at(await client.call(ep, params=params), ep)
+
+    return batch_pages(list(ids), 50, fetch)
 
 
-async def get_bids(client: WbClient, items: Sequence[tuple[int, int]]) -> AsyncIterator[Page]:
+def get_bids(client: WbClient, items: Sequence[tuple[int, int]]) -> AsyncIterator[Page]:
     """Search-cluster bids of (advert_id, nm_id) pairs, 100 per call; cursor = pairs done."""
-    ep, done = eps.PROMOTION_GET_BIDS, 0
-    for batch in _batches(list(items), 100):
+    ep = eps.PROMOTION_GET_BIDS
+
+    async def fetch(batch: Sequence[tuple[int, int]]) -> list[Row]:
         body = {"items": [{"advert_id": a, "nm_id": n} for a, n in batch]}
-        rows = _rows(await client.call(ep, json=body), ep, "bids")
-        done += len(batch)
-        yield Page(rows, done)
+        return rows_at(await client.call(ep, json=body), ep, "bids")
+
+    return batch_pages(list(items), 100, fetch)
 
 
 async def set_bids(client: WbClient, bids: Sequence[Row]) -> None:
@@ -214,44 +176,42 @@ async def set_bids(client: WbClient, bids: Sequence[Row]) -> None:
     body that is an error object (or anything else) is an unusable reply, never a success.
     """
     ep = eps.PROMOTION_SET_BIDS
-    for batch in _batches(list(bids), 100):
+    for batch in batches(list(bids), 100):
         reply = await client.call(ep, json={"bids": list(batch)})
         if reply.data is not None and reply.data != {}:
-            raise _bad_reply(reply, ep, "expected no body from a bid update")
+            raise bad_reply(reply, ep, "expected no body from a bid update")
 
 
-async def funnel_history(
+def funnel_history(
     client: WbClient, *, nm_ids: Sequence[int], start: date, end: date, aggregation: str = "day"
 ) -> AsyncIterator[Page]:
     """Sales-funnel history of ``nm_ids``, 20 per call; the cursor is how many ids are done."""
-    ep, done = eps.ANALYTICS_SALES_FUNNEL_HISTORY, 0
-    for batch in _batches(list(nm_ids), 20):
+    ep = eps.ANALYTICS_SALES_FUNNEL_HISTORY
+
+    async def fetch(batch: Sequence[int]) -> list[Row]:
         body = {
             "nmIds": list(batch),
             "aggregationLevel": aggregation,
             "selectedPeriod": {"start": start.isoformat(), "end": end.isoformat()},
         }
-        rows = _rows(await client.call(ep, json=body), ep)
-        done += len(batch)
-        yield Page(rows, done)
+        return rows_at(await client.call(ep, json=body), ep)
+
+    return batch_pages(list(nm_ids), 20, fetch)
 
 
-async def stocks(
+def stocks(
     client: WbClient, *, limit: int = 250_000, offset: int = 0, nm_ids: Sequence[int] = ()
 ) -> AsyncIterator[Page]:
     """Stocks by WB warehouses, offset paging; the cursor is the next offset."""
     ep = eps.ANALYTICS_STOCKS_WB_WAREHOUSES
-    while True:
+
+    async def fetch(limit: int, offset: int) -> list[Row]:
         body: Row = {"limit": limit, "offset": offset}
         if nm_ids:
             body["nmIds"] = list(nm_ids)
-        rows = _rows(await client.call(ep, json=body), ep, "data", "items")
-        if not rows:
-            return
-        offset += len(rows)
-        yield Page(rows, offset)
-        if len(rows) < limit:
-            return
+        return rows_at(await client.call(ep, json=body), ep, "data", "items")
+
+    return offset_pages(fetch, limit=limit, offset=offset)
 
 
 async def cards(
@@ -269,7 +229,7 @@ async def cards(
             }
         }
         reply = await client.call(ep, json=body)
-        rows = _rows(reply, ep, "cards")
+        rows = rows_at(reply, ep, "cards")
         got = reply.data.get("cursor") or {}
         if rows:
             position = {"updatedAt": got.get("updatedAt"), "nmID": got.get("nmID")}
@@ -278,16 +238,15 @@ async def cards(
             return
 
 
-async def goods(client: WbClient, *, limit: int = 1000, offset: int = 0) -> AsyncIterator[Page]:
+def goods(client: WbClient, *, limit: int = 1000, offset: int = 0) -> AsyncIterator[Page]:
     """Goods with prices, limit + offset until an empty list; the cursor is the next offset."""
     ep = eps.PRICES_GOODS_LIST
-    while True:
+
+    async def fetch(limit: int, offset: int) -> list[Row]:
         reply = await client.call(ep, params={"limit": limit, "offset": offset})
-        rows = _rows(reply, ep, "data", "listGoods")
-        if not rows:
-            return
-        offset += len(rows)
-        yield Page(rows, offset)
+        return rows_at(reply, ep, "data", "listGoods")
+
+    return offset_pages(fetch, limit=limit, offset=offset, stop_short=False)
 
 
 async def upload_prices(client: WbClient, items: Sequence[Row]) -> int:
@@ -296,7 +255,7 @@ async def upload_prices(client: WbClient, items: Sequence[Row]) -> int:
     reply = await client.call(ep, json={"data": list(items)})
     data = reply.data.get("data") if isinstance(reply.data, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("id"), int):
-        raise _bad_reply(reply, ep, "upload reply has no task id")
+        raise bad_reply(reply, ep, "upload reply has no task id")
     task_id: int = data["id"]
     return task_id
 
@@ -307,4 +266,4 @@ async def acceptance_coefficients(
     """Acceptance coefficients (``coefficient`` -1 closed, 0 free, >0 paid)."""
     ep = eps.TARIFFS_ACCEPTANCE_COEFFICIENTS
     params = {"warehouseIDs": ",".join(map(str, warehouse_ids))} if warehouse_ids else None
-    return _rows(await client.call(ep, params=params), ep)
+    return rows_at(await client.call(ep, params=params), ep)

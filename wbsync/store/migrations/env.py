@@ -32,6 +32,8 @@ def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
+        # A plugin's own revisions keep their own version table (wbsync.store.declared).
+        version_table=config.attributes.get("version_table", "alembic_version"),
         # SQLite can only add columns; batch mode rebuilds tables for anything else.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,

@@ -1,0 +1,205 @@
+"""The example plugin (examples/wbsync-deductions) end to end, as an installed package: migrate,
+the emulator serving its method, a worker syncing it (rows exact, deferred on its own bucket),
+the status page and metrics showing it, and a stock process sharing the database and Redis that
+shows it as not loaded here, with 200s.
+
+`make test` installs the example into the suite's environment (pip); elsewhere the test gives
+its processes the example's sources and a distribution with its entry points on PYTHONPATH, so
+it runs either way. Every process that loads the plugin is a subprocess: this one stays stock.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api_support import API_KEY, AUTH
+from tests.plugin_support import EMULATOR_GROUP, GROUP, install, plugin_env
+from wbsync.emulator import Emulator, EmulatorConfig
+from wbsync.procs import free_port
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "wbsync-deductions"
+QUEUE = "wb-deductions-sync"
+SELLER = "7d2b4a1e-0c9f-4e51-9a30-5c1d8f2e6b47"
+SCALE = 0.01  # WB's minute is 0.6 s; the deferral threshold 50 ms
+SEED = 11
+SECRET = "example-plugin-secret-key"
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """What the processes need on PYTHONPATH to find the plugin (nothing when pip-installed)."""
+    try:
+        distribution("wbsync-deductions")
+        return []
+    except PackageNotFoundError:
+        entries = {
+            GROUP: {"deductions": "wbsync_deductions:register"},
+            EMULATOR_GROUP: {"deductions": "wbsync_deductions:register_emulated"},
+        }
+        return [
+            install(tmp_path_factory.mktemp("site"), "wbsync-deductions", entries),
+            EXAMPLE / "src",
+        ]
+
+
+def _expected_rows(anchor: date) -> list[dict[str, Any]]:
+    """The emulator's deductions of SELLER, computed here from the example's own generator."""
+    sys.path.insert(0, str(EXAMPLE / "src"))
+    try:
+        from wbsync_deductions.emulated import deduction_rows
+    finally:
+        sys.path.remove(str(EXAMPLE / "src"))
+    from wbsync.emulator.state import seller_data
+
+    rows: list[dict[str, Any]] = deduction_rows(
+        seller_data(EmulatorConfig(seed=SEED, anchor_date=anchor), SELLER)
+    )
+    return rows
+
+
+@contextmanager
+def _serving(argv: list[str], env: dict[str, str], url: str) -> Iterator[subprocess.Popen[str]]:
+    """A wbsync process answering at ``url``; SIGTERM and a clean exit at the end (the
+    emulator, a development server, may also end by the signal itself)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wbsync", *argv], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            try:
+                httpx.get(url, timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, f"{argv[0]} did not come up"
+                time.sleep(0.05)
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    clean = (0, -signal.SIGTERM) if argv[0] == "emulator" else (0,)
+    assert process.returncode in clean, stderr
+
+
+def _wbsync(env: dict[str, str], *argv: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "wbsync", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _stored(db: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(db) as conn:
+        return [json.loads(data) for (data,) in conn.execute("SELECT data FROM wb_deductions")]
+
+
+def _key(row: dict[str, Any]) -> tuple[int, str, int]:
+    return (row["nmId"], row["dtBonus"], row["newShkId"])
+
+
+def run_of(status: dict[str, Any]) -> dict[str, Any]:
+    """The plugin queue's last runs in a one-cabinet status."""
+    [cabinet] = status["cabinets"]
+    found: list[dict[str, Any]] = [r for r in cabinet["runs"] if r["queue"] == QUEUE]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
+    tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
+) -> None:
+    anchor = date.today()
+    (tmp_path / "emulator.json").write_text(
+        json.dumps({"seed": SEED, "anchor_date": anchor.isoformat(), "time_scale": SCALE})
+    )
+    db = tmp_path / "wbsync.db"
+    emulator_port, run_port, stock_port = free_port(), free_port(), free_port()
+    common = {
+        "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{db}",
+        "WBSYNC_REDIS_URL": redis_url,
+        "WBSYNC_REDIS_PREFIX": prefix,
+        "WBSYNC_SECRET_KEY": SECRET,
+        "WBSYNC_API_KEYS": f'["{API_KEY}"]',
+        "WBSYNC_TIME_SCALE": str(SCALE),
+        "WBSYNC_WB_BASE_URL": f"http://127.0.0.1:{emulator_port}",
+    }
+    with_plugin = plugin_env(*sites, **common, WBSYNC_PLUGINS='["deductions"]')
+    stock = plugin_env(*sites, **common, WBSYNC_PLUGINS="[]")
+
+    migrated = _wbsync(with_plugin, "migrate")
+    assert "tables created for plugins' datasets: wb_deductions" in migrated
+    token = Emulator(EmulatorConfig(seed=SEED)).token(SELLER)
+    _wbsync(with_plugin, "cabinets", "add", "shop", "--token", token)
+
+    emulator = ["emulator", "--port", str(emulator_port), "-c", str(tmp_path / "emulator.json")]
+    emulator += ["--sandbox-port", str(free_port())]
+    run = ["run", "--with-api", "--queues", QUEUE, "--port", str(run_port)]
+    expected = sorted(_expected_rows(anchor), key=_key)
+    assert len(expected) > 2000  # three pages of 1000: waits on the 1-a-minute bucket
+    with (
+        _serving(emulator, with_plugin, f"http://127.0.0.1:{emulator_port}/"),
+        _serving(run, with_plugin, f"http://127.0.0.1:{run_port}/healthz"),
+    ):
+        deadline = time.monotonic() + 90
+        while len(_stored(db)) < len(expected):
+            assert time.monotonic() < deadline, f"{len(_stored(db))} of {len(expected)} rows"
+            time.sleep(0.1)
+        assert sorted(_stored(db), key=_key) == expected
+
+        base = f"http://127.0.0.1:{run_port}"
+        metrics = httpx.get(f"{base}/metrics", headers=AUTH).text
+        deferred = (
+            f'wbsync_rate_limit_reschedules_total{{queue="{QUEUE}",scope="analytics.deductions"}}'
+        )
+        [line] = [line for line in metrics.splitlines() if line.startswith(deferred)]
+        assert float(line.split()[-1]) >= 1  # page 2 waits a minute after page 1, at any speed
+        assert f'wbsync_sync_rows_total{{queue="{QUEUE}"}}' in metrics
+
+        deadline = time.monotonic() + 30
+        while True:  # the status index is rebuilt within its TTL
+            status = httpx.get(f"{base}/api/v1/status", headers=AUTH).json()
+            if status["cabinets"] and status["cabinets"][0]["runs"]:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert run_of(status)["loaded"] is True
+        assert run_of(status)["success_rows"] == len(expected)
+        assert QUEUE in status["queues"] and status["unloaded_queues"] == []
+        page = httpx.get(f"{base}/", headers=AUTH)
+        assert page.status_code == 200 and f"<td>{QUEUE}</td><td>long</td>" in page.text
+
+    # A stock process on the same database and Redis: not loaded here, never a failure.
+    assert "is current" in _wbsync(stock, "migrate")
+    with _serving(
+        ["api", "--port", str(stock_port)], stock, f"http://127.0.0.1:{stock_port}/healthz"
+    ):
+        base = f"http://127.0.0.1:{stock_port}"
+        reply = httpx.get(f"{base}/api/v1/status", headers=AUTH)
+        assert reply.status_code == 200, reply.text
+        assert run_of(reply.json())["loaded"] is False
+        assert QUEUE not in reply.json()["queues"]
+        assert reply.json()["unloaded_queues"] == [QUEUE]
+        page = httpx.get(f"{base}/", headers=AUTH)
+        assert page.status_code == 200, page.text
+        assert f"{QUEUE} (not loaded here):" in page.text
+        assert f'<tr class="unloaded"><td>{QUEUE}</td>' in page.text

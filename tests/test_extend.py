@@ -1,0 +1,152 @@
+"""The public surface for plugins (``wbsync.extend``) and the registry behind it."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import wbsync.extend
+from wbsync.errors import ConfigError
+from wbsync.extend import (
+    DATASETS,
+    ENDPOINTS,
+    GROUPS,
+    SECTIONS,
+    SYNCS,
+    CursorShape,
+    Dataset,
+    Endpoint,
+    KeyField,
+    Limit,
+    Registrar,
+    Section,
+    Sync,
+    SyncInput,
+    SyncPage,
+    TypeLimits,
+)
+from wbsync.wb import endpoints as eps
+
+
+def test_exported_members() -> None:
+    """Every name in ``__all__`` exists and is documented; nothing public is left out."""
+    exported = set(wbsync.extend.__all__)
+    public = {name for name in dir(wbsync.extend) if not name.startswith("_")}
+    assert public - {"annotations"} == exported
+    for name in exported:
+        member = getattr(wbsync.extend, name)
+        if inspect.isclass(member) or inspect.isfunction(member):
+            assert member.__doc__, name
+
+
+def test_the_built_ins_are_registered_through_the_registrar() -> None:
+    assert len(SYNCS) == 9
+    assert len(ENDPOINTS) == 13
+    assert len(DATASETS) == 11
+    assert {SYNCS.owner(q) for q in SYNCS} == {"wbsync"}
+    assert {ep.name for sync in SYNCS.values() for ep in sync.calls} == set(ENDPOINTS)
+    assert {ds.name for sync in SYNCS.values() for ds in sync.stores} == set(DATASETS)
+    assert {ep.section.name for ep in ENDPOINTS.values()} == set(SECTIONS)
+    assert GROUPS["prices"] == eps.PRICES_GOODS_LIST.limits
+
+
+async def _no_pages(inp: SyncInput) -> object:  # pragma: no cover - never run
+    yield SyncPage.checkpoint({})
+
+
+_LIMITS = TypeLimits.same(Limit(period_s=60.0, limit=1, burst=1), base=None)
+_SECTION = Section("test-reports", "test-reports-api")
+_EP = Endpoint("test.reports", _SECTION, "GET", "/r", "test.reports", None, _LIMITS)
+_DS = Dataset("test_reports", "GET /r", (KeyField("id", "id"),))
+
+
+def _sync(name: str, *, calls: tuple[Endpoint, ...] = (_EP,), ds: Dataset = _DS) -> Sync:
+    return Sync(
+        name=name,
+        long=True,
+        interval_s=60.0,
+        calls=calls,
+        stores=(ds,),
+        pages=_no_pages,  # type: ignore[arg-type]
+        cursor=CursorShape,
+    )
+
+
+def _drop(registrar: Registrar) -> None:
+    """Undo a test's registration (the registry is process-wide)."""
+    for claim in registrar._claims:
+        if claim.table.owner(claim.key) == registrar.owner:
+            claim.table._drop(claim.key)
+
+
+def test_a_plugin_sync_brings_its_method_section_group_and_dataset() -> None:
+    registrar = Registrar("test-plugin")
+    registrar.declare(_sync("test-reports-sync", calls=(_EP, eps.PROMOTION_ADVERTS)))
+    registrar.commit()
+    try:
+        assert SYNCS["test-reports-sync"].methods == ("test.reports", "promotion.adverts")
+        assert ENDPOINTS.owner("test.reports") == "test-plugin"
+        assert SECTIONS["test-reports"] is _SECTION
+        assert GROUPS["test.reports"] == _LIMITS
+        assert DATASETS.owner("test_reports") == "test-plugin"
+        # A built-in method it calls stays wbsync's.
+        assert ENDPOINTS.owner("promotion.adverts") == "wbsync"
+    finally:
+        _drop(registrar)
+    assert "test-reports-sync" not in SYNCS
+
+
+@pytest.mark.parametrize(
+    ("sync", "message"),
+    [
+        (_sync("rnp-finance-sync"), "queue 'rnp-finance-sync' is already declared by 'wbsync'"),
+        (
+            _sync("q", ds=Dataset("orders", "x", (KeyField("id", "id"),))),
+            "dataset 'orders' is already declared by 'wbsync'",
+        ),
+        (
+            _sync("q", calls=(Endpoint("x.y", _SECTION, "GET", "/y", "prices", None, _LIMITS),)),
+            "limit group 'prices' is already declared by 'wbsync'",
+        ),
+        (
+            _sync(
+                "q",
+                calls=(Endpoint("x.y", Section("finance", "f"), "GET", "/", "x", None, _LIMITS),),
+            ),
+            "WB section 'finance' is already declared by 'wbsync'",
+        ),
+    ],
+)
+def test_a_clash_is_refused_with_one_line_and_registers_nothing(sync: Sync, message: str) -> None:
+    before = {t.kind: dict(t) for t in (SYNCS, ENDPOINTS, DATASETS, SECTIONS, GROUPS)}
+    registrar = Registrar("clashing")
+    registrar.declare(sync)
+    with pytest.raises(ConfigError) as caught:
+        registrar.commit()
+    assert str(caught.value) == f"plugin 'clashing': {message}"
+    assert {t.kind: dict(t) for t in (SYNCS, ENDPOINTS, DATASETS, SECTIONS, GROUPS)} == before
+
+
+def test_two_plugins_clashing_with_each_other_register_neither() -> None:
+    from wbsync.registry import commit_all
+
+    first, second = Registrar("first"), Registrar("second")
+    first.declare(_sync("shared-queue"))
+    second.declare(_sync("shared-queue", ds=Dataset("other", "x", (KeyField("id", "id"),))))
+    with pytest.raises(ConfigError, match="plugin 'second': queue 'shared-queue' is already"):
+        commit_all([first, second])
+    assert "shared-queue" not in SYNCS
+    assert "test_reports" not in DATASETS
+
+
+def test_exported_members_of_the_emulator_surface() -> None:
+    """The emulator's surface for plugins: every name exists and is documented."""
+    import wbsync.emulator.extend as emulated
+
+    public = {name for name in dir(emulated) if not name.startswith("_")}
+    assert public - {"annotations"} == set(emulated.__all__)
+    for name in emulated.__all__:
+        member = getattr(emulated, name)
+        if inspect.isclass(member) or inspect.isfunction(member):
+            assert member.__doc__, name

@@ -1,0 +1,43 @@
+"""What a plugin needs to add an emulated WB method, so its sync is testable offline.
+
+An entry point in the ``wbsync.emulator`` group names a callable that takes a
+:class:`Registrar` and declares :class:`EmulatedMethod` values on it (docs/extending.md)::
+
+    [project.entry-points."wbsync.emulator"]
+    deductions = "wbsync_deductions.emulated:register"
+
+A method is written from WB's documents, not from the plugin's client: its :class:`Method`
+(verb, path, host, token category, :class:`Rate` per token :class:`Kind`, limit group) is
+served by the emulator's gateway like the built-in ones (token checks, WB's limits and 429s,
+faults, the sandbox host), then its handler answers a :class:`Call` from the seller's generated
+:class:`SellerData` (``cached`` builds a seller's rows once). Like the rest of the emulator, this
+module imports nothing of the client or the syncs.
+"""
+
+from __future__ import annotations
+
+from wbsync.emulator.dataset import Row, SellerData, iso_z
+from wbsync.emulator.handlers import HANDLERS, Call, EmulatedMethod, Handler
+from wbsync.emulator.replies import BadRequest, json_reply
+from wbsync.emulator.state import cached
+from wbsync.emulator.tokens import Kind
+from wbsync.emulator.wbdocs import METHODS, Method, Rate
+from wbsync.registry import Registrar
+
+__all__ = [
+    "HANDLERS",
+    "METHODS",
+    "BadRequest",
+    "Call",
+    "EmulatedMethod",
+    "Handler",
+    "Kind",
+    "Method",
+    "Rate",
+    "Registrar",
+    "Row",
+    "SellerData",
+    "cached",
+    "iso_z",
+    "json_reply",
+]

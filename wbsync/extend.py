@@ -1,0 +1,103 @@
+"""What a plugin needs to add a sync to wbsync: the public surface, and only it.
+
+A plugin is an installed package with an entry point in the ``wbsync.plugins`` group naming a
+callable that takes a :class:`Registrar` and declares its syncs on it (docs/extending.md)::
+
+    [project.entry-points."wbsync.plugins"]
+    deductions = "wbsync_deductions:register"
+
+    def register(registrar: Registrar) -> None:
+        registrar.declare(SYNC)
+
+A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Section` with its
+:class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
+key), so declaring the sync declares them all. The nine built-in syncs are declared with exactly
+these types and the same :class:`Registrar`. Everything not listed in ``__all__`` is private to
+wbsync and may change without notice.
+
+The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
+:data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
+
+A declared dataset gets its standard table from ``wbsync migrate`` with no migration code; a
+plugin that needs more declares an :class:`AlembicBranch` of its own revisions.
+"""
+
+from __future__ import annotations
+
+from wbsync.context import deferral_threshold_ms, run_with_rate_limit_deferral
+from wbsync.errors import RateLimitDeferred, WbApiError
+from wbsync.ratelimit.scope import Limit
+from wbsync.registry import BUILTIN, Registrar, Table
+from wbsync.store.datasets import DATASETS, Dataset, KeyField, KeyKind
+from wbsync.store.declared import AlembicBranch
+from wbsync.syncs.base import (
+    SYNCS,
+    Count,
+    Cursor,
+    CursorShape,
+    Flag,
+    Sync,
+    SyncInput,
+    SyncOptions,
+    SyncPage,
+    Text,
+    optional,
+)
+from wbsync.wb.client import WbClient, WbReply
+from wbsync.wb.endpoints import ENDPOINTS, GROUPS, SECTIONS, Endpoint, Section, TypeLimits
+from wbsync.wb.paging import (
+    Page,
+    Row,
+    bad_reply,
+    batch_pages,
+    batches,
+    key_pages,
+    offset_pages,
+    rows_at,
+)
+from wbsync.wb.tokens import Category, TokenType
+
+__all__ = [
+    "BUILTIN",
+    "DATASETS",
+    "ENDPOINTS",
+    "GROUPS",
+    "SECTIONS",
+    "SYNCS",
+    "AlembicBranch",
+    "Category",
+    "Count",
+    "Cursor",
+    "CursorShape",
+    "Dataset",
+    "Endpoint",
+    "Flag",
+    "KeyField",
+    "KeyKind",
+    "Limit",
+    "Page",
+    "RateLimitDeferred",
+    "Registrar",
+    "Row",
+    "Section",
+    "Sync",
+    "SyncInput",
+    "SyncOptions",
+    "SyncPage",
+    "Table",
+    "Text",
+    "TokenType",
+    "TypeLimits",
+    "WbApiError",
+    "WbClient",
+    "WbReply",
+    "bad_reply",
+    "batch_pages",
+    "batches",
+    "deferral_threshold_ms",
+    "key_pages",
+    "offset_pages",
+    "optional",
+    "rows_at",
+    "run_with_rate_limit_deferral",
+]

@@ -1,0 +1,87 @@
+"""Where the application is composed: settings read, plugins loaded, then the settings' names
+checked against the registry the plugins completed. Every command starts here (``wbsync.cli``).
+
+``Settings`` checks each value on its own; what depends on other layers (a queue, a WB method, a
+limit group or token type named in a setting, a Redis URL's form) is checked here, with the same
+one-line ``ConfigError`` (the variable, what is wrong, what exists).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from wbsync import plugins
+from wbsync.config import ALL_TOKEN_TYPES, SETTINGS_TABLE, Settings, get_settings
+from wbsync.emulator.wbdocs import METHODS
+from wbsync.errors import ConfigError
+from wbsync.redis_client import url_problem
+from wbsync.store.datasets import DATASETS
+from wbsync.syncs import SYNCS
+from wbsync.wb.endpoints import ENDPOINTS, GROUPS, SECTIONS, group_token_types
+from wbsync.wb.tokens import TokenType
+
+__all__ = ["check", "load_settings", "start"]
+
+# What `wbsync plugins` reports per plugin.
+_REPORTED: tuple[Any, ...] = (SYNCS, DATASETS, ENDPOINTS, SECTIONS, GROUPS, METHODS)
+
+
+def load_settings() -> Settings:
+    """The process's settings, with the plugins loaded and every name checked (once)."""
+    settings = get_settings()
+    start(settings)
+    return settings
+
+
+def start(settings: Settings) -> list[plugins.Loaded]:
+    """Load the allowed plugins, then check ``settings`` against the registry;
+    ``ConfigError`` in one line on a refused plugin or a wrong name."""
+    loaded = plugins.load(allow=settings.plugins, tables=_REPORTED)
+    problems = check(settings)
+    if problems:
+        raise ConfigError("; ".join(problems) + f" ({SETTINGS_TABLE})")
+    return loaded
+
+
+def check(settings: Settings) -> list[str]:
+    """What in ``settings`` names something that does not exist, one line per variable."""
+    problems = []
+    if settings.redis_url and (problem := url_problem(settings.redis_url)):
+        problems.append(f"WBSYNC_REDIS_URL: {problem}")
+    for field in ("queue_concurrency", "fanout_intervals_s"):
+        unknown = sorted(set(getattr(settings, field)) - set(SYNCS))
+        if unknown:
+            problems.append(
+                f"WBSYNC_{field.upper()}: unknown queue(s) {unknown}; queues: {', '.join(SYNCS)}"
+            )
+    unknown = [n for n in settings.wb_disabled_methods if n not in ENDPOINTS]
+    if unknown:
+        problems.append(
+            f"WBSYNC_WB_DISABLED_METHODS: unknown WB method(s) {unknown}; "
+            f"known: {', '.join(ENDPOINTS)}"
+        )
+    problem = _override_problem(settings)
+    if problem:
+        problems.append(f"WBSYNC_LIMIT_OVERRIDES: {problem}")
+    return problems
+
+
+def _override_problem(settings: Settings) -> str | None:
+    allowed = group_token_types()
+    for group, per_type in settings.limit_overrides.items():
+        if group not in allowed:
+            close = [g for g in allowed if g.startswith(f"{group}.")] or (
+                difflib.get_close_matches(group, allowed, n=1, cutoff=0.5)
+            )
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            return f"no limit group {group!r}; {hint}groups: {', '.join(allowed)}"
+        for name in per_type:
+            if name == ALL_TOKEN_TYPES:
+                continue
+            if name not in {t.value for t in TokenType}:
+                kinds = ", ".join(t.value for t in TokenType)
+                return f"{group}: no token type {name!r}; types: {kinds}"
+            if TokenType(name) not in allowed[group]:
+                return f"{name} tokens may not call {group}: drop that override"
+    return None

@@ -1,0 +1,86 @@
+"""Storage for what plugins declare, without migration code of their own.
+
+* A dataset a plugin declares gets its standard table (``wb_<name>``: cabinet, key columns, the
+  row, when it was written) from :func:`create_declared_tables`, which ``Database.migrate`` runs
+  under its migration lock after wbsync's own migrations; each table is recorded in
+  ``wb_declared_datasets`` with its key, so a plugin that later changes a dataset's key is
+  refused with what to do instead of writing into a table of another shape.
+* A plugin that needs more (an index, a table of its own, a changed key) declares an
+  :class:`AlembicBranch`: a directory of Alembic revisions (its first has
+  ``down_revision = None``), which ``Database.migrate`` upgrades right after wbsync's own, in
+  the same transaction and under the same lock, one command. Its revisions are recorded in a
+  version table of its own (``alembic_version_<label>``): a process that does not load the
+  plugin shares the database and still migrates and starts, never meeting a revision it cannot
+  resolve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Connection, select
+
+from wbsync.errors import StoreError
+from wbsync.registry import BUILTIN, Claim, Table
+from wbsync.store.datasets import DATASETS
+from wbsync.store.schema import dataset_table, declared_datasets, utcnow
+
+__all__ = ["MIGRATION_BRANCHES", "AlembicBranch", "create_declared_tables"]
+
+MIGRATION_BRANCHES: Table[AlembicBranch] = Table("migration branch")
+"""Every registered Alembic branch, by its label."""
+
+
+@dataclass(frozen=True, slots=True)
+class AlembicBranch:
+    """A plugin's own Alembic revisions: ``label`` (its revisions' ``branch_labels``) and the
+    directory that holds them."""
+
+    label: str
+    directory: Path
+
+    @property
+    def version_table(self) -> str:
+        """Where the branch's revision is recorded."""
+        return f"alembic_version_{self.label}"
+
+    def claims(self) -> Iterator[Claim]:
+        """The branch's label."""
+        yield Claim(MIGRATION_BRANCHES, self.label, self)
+
+
+def create_declared_tables(conn: Connection) -> list[str]:
+    """Create and record the standard table of each registered plugin dataset not recorded yet;
+    the names of the tables created. ``StoreError`` when a recorded key differs from the
+    declared one."""
+    recorded = {row.dataset: row for row in conn.execute(select(declared_datasets))}
+    created = []
+    for name, ds in DATASETS.items():
+        owner = DATASETS.owner(name)
+        if owner == BUILTIN or owner is None:
+            continue
+        key = [[k.column, k.kind] for k in ds.key]
+        known = recorded.get(name)
+        if known is not None:
+            if known.key != key:
+                raise StoreError(
+                    f"dataset {name!r} ({owner}): its table {known.table_name} was created with "
+                    f"key {known.key}, the plugin now declares {key}; ship an Alembic branch "
+                    "that changes the table (docs/extending.md), or keep the key"
+                )
+            continue
+        table = dataset_table(ds)
+        table.create(conn, checkfirst=True)
+        conn.execute(
+            declared_datasets.insert().values(
+                dataset=name,
+                table_name=table.name,
+                owner=owner,
+                key=key,
+                created_at=utcnow(),
+            )
+        )
+        created.append(table.name)
+    return created
