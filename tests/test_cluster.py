@@ -1,14 +1,16 @@
 """wbsync on a real Redis Cluster of three masters on loopback (skipped where redis-server has no
 cluster support): key layout, deferral and resume, anti-overlap, penalties across processes, the
-fan-out and the syncs against the emulator, the status page, and a master restarted mid-run."""
+fan-out and the syncs against the emulator, the status page, a master restarted mid-run, and the
+errors redis-py's cluster client raises while it reconnects."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -18,15 +20,16 @@ from redis.asyncio.cluster import RedisCluster
 from tests.conftest_store import DatabaseFactory
 from tests.test_jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
 from tests.waiting import wait_for
-from wbsync import clock, keys, redis_client
+from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.api import create_app
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import ConfigError, RedisUnavailableError
+from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue
+from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.redis_cluster import EmbeddedCluster
@@ -35,6 +38,7 @@ from wbsync.service import active_cabinet_ids
 from wbsync.store import Cabinet
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
+from wbsync.throughput import Throughput
 from wbsync.wb import endpoints as eps
 
 
@@ -177,6 +181,101 @@ async def test_a_slow_window_does_not_hold_the_slot(
     await client.delete(keys.bucket_key(prefix, slow))  # open the window (a missing bucket is full)
     await queue.promote_delayed()
     await wait_for(lambda: harness.count("completed", "slow") == 1)
+
+
+T = TypeVar("T")
+
+
+async def _dropped_under(client: RedisCluster, key: str, call: Awaitable[T]) -> T:
+    """Await ``call`` with the connections to ``key``'s node dropped just as its command is
+    being sent, as redis-py drops a connection itself when a command on it fails (a node
+    failing over): the command meets a connection with no writer and redis-py raises
+    ``AttributeError: 'NoneType' object has no attribute 'writelines'``.
+
+    A command takes a connection from the node's pool and, in the same turn of the event loop,
+    starts its write (under a timeout, as a task of its own) and yields: the loop is turned until
+    a connection is taken, which puts the command exactly there. redis-py has no public way to
+    see this, hence its pool's private fields.
+    """
+    node = client.get_node_from_key(key)
+    assert node is not None
+    task = asyncio.ensure_future(call)
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if len(node._free) < len(node._connections):
+            break
+    else:
+        raise AssertionError("the command never took a connection")
+    for connection in node._connections:
+        await connection.disconnect(nowait=True)
+    return await task
+
+
+async def test_a_connection_dropped_under_a_command_is_a_redis_failure_not_a_crash(
+    cluster: EmbeddedCluster, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = redis_bounds.connect(cluster.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        scope = BucketScope("cab-drop", "finance", ONE_PER_20S)
+        bucket = keys.bucket_key(prefix, scope)
+        await client.get(bucket)  # a connection to the bucket's node is open
+        with pytest.raises(AttributeError, match="writelines"):  # the fault, from redis-py
+            await _dropped_under(client, bucket, client.get(bucket))
+
+        limiter = RateLimiter(client, prefix=prefix)
+        await limiter.peek(scope)
+        with pytest.raises(RedisUnavailableError, match="AttributeError in the Redis client"):
+            await _dropped_under(client, bucket, limiter.try_acquire(scope))
+
+        throughput = Throughput(client, prefix=prefix)
+        await throughput.record("q-drop", pages=1)
+        minute = keys.throughput_key(prefix, "q-drop", int(clock.now_ms() // 60_000))
+        caplog.set_level(logging.WARNING, logger="wbsync.throughput")
+        await _dropped_under(client, minute, throughput.record("q-drop", pages=1))  # no raise
+        [line] = [r.getMessage() for r in caplog.records if r.name == "wbsync.throughput"]
+        assert "throughput of q-drop not recorded" in line and "writelines" in line
+    finally:
+        await client.aclose()
+
+
+async def test_a_job_that_meets_a_dropped_connection_spends_no_attempt(
+    cluster: EmbeddedCluster, prefix: str
+) -> None:
+    client = redis_bounds.connect(cluster.url)
+    assert isinstance(client, RedisCluster)
+    limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
+    scope = BucketScope("cab-once", "finance", ONE_PER_20S)
+    runs: list[int] = []
+
+    async def process(job: JobHandle) -> None:
+        runs.append(job.attempts_made)
+        await limiter.peek(scope)  # the bucket's node has a connection
+        if len(runs) == 1:  # the first run meets the reconnect; the next one does not
+            await _dropped_under(client, keys.bucket_key(prefix, scope), limiter.acquire(scope))
+        else:
+            await limiter.acquire(scope)
+
+    policy = FailurePolicy(budget=3, retry_ms=10, retry_max_ms=100)
+    outcomes: list[str] = []
+    queue = SyncQueue("cl-drop", redis_url=cluster.url, prefix=f"{prefix}:q", attempts=1)
+    worker = SyncWorker(
+        "cl-drop",
+        policy.wrap(process),
+        redis_url=cluster.url,
+        prefix=f"{prefix}:q",
+        on_outcome=lambda o: outcomes.append(o.outcome),
+    )
+    await worker.start()
+    try:
+        await queue.enqueue("cab-once")
+        await wait_for(lambda: "completed" in outcomes or "failed" in outcomes)
+        assert outcomes == ["deferred", "completed"]  # one attempt allowed, none spent
+        assert runs == [0, 0]
+    finally:
+        await worker.close()
+        await queue.close()
+        await client.aclose()
 
 
 PENALIZE = """

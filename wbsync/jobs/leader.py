@@ -20,9 +20,8 @@ from importlib import resources
 from typing import Any
 
 from wbsync import keys
-from wbsync.errors import RedisUnavailableError
 from wbsync.metrics import FANOUT_LEADER
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import RedisClient, redis_failures
 
 log = logging.getLogger(__name__)
 
@@ -80,26 +79,20 @@ class FanOutLeases:
         """Each queue's next fan-out time (Redis clock, ms); None if it never ran."""
         if not queues:
             return {}
-        try:
+        with redis_failures("fan-out schedule: Redis failed"):
             values = await self._redis.hmget(self._schedule, list(queues))
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
         return {q: None if v is None else int(v) for q, v in zip(queues, values, strict=True)}
 
     async def set_due_ms(self, due: Mapping[str, int]) -> None:
         """Record the queues' next fan-out times, for whichever process leads next."""
         if not due:
             return
-        try:
-            mapping: dict[Any, Any] = dict(due)
+        mapping: dict[Any, Any] = dict(due)
+        with redis_failures("fan-out schedule: Redis failed"):
             await self._redis.hset(self._schedule, mapping=mapping)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
 
     async def _call(self, queues: Sequence[str], lease_ms: int) -> list[int]:
         lease_keys = [keys.fanout_lease_key(self._prefix, q) for q in queues]
-        try:
+        with redis_failures("fan-out lease: Redis failed"):
             reply = await self._script(keys=lease_keys, args=[self.owner, lease_ms])
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"fan-out lease: Redis failed: {exc}") from exc
         return [int(x) for x in reply]

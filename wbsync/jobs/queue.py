@@ -42,7 +42,7 @@ from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter, encode
 from wbsync.metrics import JOB_DURATION
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import RedisClient, describe, is_redis_failure, redis_failures
 
 log = logging.getLogger(__name__)
 
@@ -293,15 +293,13 @@ class SyncQueue:
         results: dict[str, EnqueueResult] = {}
         for start in range(0, len(distinct), batch):
             chunk = distinct[start : start + batch]
-            try:
+            with redis_failures(f"could not enqueue on {self.name}", QueueError):
                 async with self._queue.client.pipeline(transaction=False) as pipe:
                     for cabinet in chunk:
                         pipe.exists(self._queue.toKey(job_id(self.name, cabinet)))
                     stored = await pipe.execute()
                 fresh = [c for c, exists in zip(chunk, stored, strict=True) if not exists]
                 await self._add([self._bulk_entry(c, data, delay_ms) for c in fresh])
-            except REDIS_ERRORS as exc:
-                raise QueueError(f"could not enqueue on {self.name}: {exc}") from exc
             for cabinet in fresh:
                 results[cabinet] = EnqueueResult(job_id(self.name, cabinet), True, "waiting")
             for cabinet, exists in zip(chunk, stored, strict=True):
@@ -311,15 +309,13 @@ class SyncQueue:
 
     async def _skip_or_replace(self, cabinet: str, data: Mapping[str, Any] | None) -> EnqueueResult:
         jid = job_id(self.name, cabinet)
-        try:
+        with redis_failures(f"could not enqueue {jid}", QueueError):
             state = await self._queue.getJobState(jid)
             if state in LIVE_STATES:
                 return EnqueueResult(job_id=jid, added=False, state=state)
             if state in _FINISHED_STATES:
                 await self._queue.remove(jid)
             await self._add([self._bulk_entry(cabinet, data)])
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not enqueue {jid}: {exc}") from exc
         return EnqueueResult(job_id=jid, added=True, state="waiting")
 
     async def _add(self, entries: list[dict[str, Any]]) -> None:
@@ -357,27 +353,22 @@ class SyncQueue:
             state = str(await job.getState())
             if state == "failed":
                 await job.retry("failed", {"resetAttemptsMade": True})
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not retry {jid}: {exc}") from exc
         except Exception as exc:  # BullMQ raises a bare Exception when the job moved meanwhile
-            raise QueueError(f"could not retry {jid}: {exc}") from exc
+            why = describe(exc) if is_redis_failure(exc) else str(exc)
+            raise QueueError(f"could not retry {jid}: {why}") from exc
         return state
 
     async def promote_delayed(self) -> None:
         """Make every delayed job due now (an operator's "run the deferred jobs now")."""
-        try:
+        with redis_failures(f"could not promote delayed jobs of {self.name}", QueueError):
             await self._queue.promoteJobs()
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not promote delayed jobs of {self.name}: {exc}") from exc
 
     async def failed_at(self) -> dict[str, int]:
         """Every cabinet whose job sits in ``failed``, with the time (ms) it failed."""
-        try:
+        with redis_failures(f"could not read failed jobs of {self.name}", QueueError):
             entries = await self._queue.client.zrange(
                 self._queue.keys["failed"], 0, -1, withscores=True
             )
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not read failed jobs of {self.name}: {exc}") from exc
         head = f"{self.name}."
         return {
             _text(jid).removeprefix(head): int(score)
@@ -387,28 +378,22 @@ class SyncQueue:
 
     async def job(self, cabinet: str) -> JobView | None:
         """The cabinet's job in this queue, if one is stored."""
-        try:
+        with redis_failures(f"could not read a job of {self.name}", QueueError):
             job = await self._queue.getJob(job_id(self.name, cabinet))
             return None if job is None else await self._view(job)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not read a job of {self.name}: {exc}") from exc
 
     async def live_jobs(self) -> dict[str, JobView]:
         """Every cabinet that has a live job in this queue, with that job."""
-        try:
+        with redis_failures(f"could not read the jobs of {self.name}", QueueError):
             jobs = await self._queue.getJobs(list(LIVE_STATES))
             views = await asyncio.gather(*(self._view(job) for job in jobs if job))
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not read the jobs of {self.name}: {exc}") from exc
         return {view.cabinet: view for view in views if view.state in LIVE_STATES}
 
     async def counts(self) -> dict[str, int]:
         """Number of jobs per state."""
         states = (*LIVE_STATES, *_FINISHED_STATES)
-        try:
+        with redis_failures(f"could not count the jobs of {self.name}", QueueError):
             counts = await self._queue.getJobCounts(*states)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not count the jobs of {self.name}: {exc}") from exc
         return {state: int(counts.get(state, 0)) for state in states}
 
     async def _view(self, job: bullmq.Job) -> JobView:
@@ -467,10 +452,8 @@ async def job_states(client: RedisClient, queues: Sequence[SyncQueue]) -> dict[s
         )
         for queue in queues
     ]
-    try:
+    with redis_failures("could not read job states", QueueError):
         replies = await redis_client.run_scripts(client, calls)
-    except REDIS_ERRORS as exc:
-        raise QueueError(f"could not read job states: {exc}") from exc
     out: dict[str, dict[str, str]] = {}
     for queue, joined in zip(queues, replies, strict=True):
         states: dict[str, str] = {}
@@ -489,7 +472,7 @@ async def read_jobs(
 
     A delayed job's time to run again is read with it.
     """
-    try:
+    with redis_failures("could not read jobs", QueueError):
         async with client.pipeline(transaction=False) as pipe:
             for queue, cabinet, state in jobs:
                 jid = job_id(queue.name, cabinet)
@@ -497,8 +480,6 @@ async def read_jobs(
                 if state == "delayed":
                     pipe.zscore(queue._queue.keys["delayed"], jid)
             replies = iter(await pipe.execute())
-    except REDIS_ERRORS as exc:
-        raise QueueError(f"could not read jobs: {exc}") from exc
     views: list[JobView | None] = []
     for queue, cabinet, state in jobs:
         fields = next(replies)
@@ -699,10 +680,8 @@ class SyncWorker:
         now = math.floor(clock.now_ms())
         options = {"skipAttempt": True, "fieldsToUpdate": _delayed_fields(data, now)}
         keys, args = scripts.moveToDelayedArgs(jid, now, token, max(0, resume_at_ms - now), options)
-        try:
+        with redis_failures(f"could not defer job {jid}", QueueError):
             result = await scripts.commands["moveToDelayed"](keys=keys, args=args)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not defer job {jid}: {exc}") from exc
         if isinstance(result, int) and result < 0:
             # -1 no job, -2 no lock, -3 not active, -6 another token's lock: not ours any more.
             raise JobLockLostError(f"job {jid}: lock lost before it could be deferred")
@@ -721,10 +700,8 @@ class SyncWorker:
             log.error("job %s of %s is malformed and fails: %s", job.id, self.name, exc)
             raise bullmq.UnrecoverableError(str(exc)) from None
         if fixed is not None:
-            try:
+            with redis_failures(f"could not save data of job {job.id}", QueueError):
                 await job.updateData(fixed)
-            except REDIS_ERRORS as exc:
-                raise QueueError(f"could not save data of job {job.id}: {exc}") from exc
 
     def _wake_at(self, at_ms: int) -> None:
         """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""

@@ -26,10 +26,10 @@ from redis.asyncio.cluster import RedisCluster
 
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
-from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
+from wbsync.errors import RateLimitDeferred, RateLimitExceeded
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.scope import BucketScope, Limit
-from wbsync.redis_client import REDIS_ERRORS, RedisClient, run_scripts
+from wbsync.redis_client import RedisClient, redis_failures, run_scripts
 
 if TYPE_CHECKING:
     from wbsync.config import Settings
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 _SCRIPTS = resources.files("wbsync.ratelimit")
 _BUCKET = _SCRIPTS.joinpath("bucket.lua").read_text(encoding="utf-8")
 _LEARN = _SCRIPTS.joinpath("learn.lua").read_text(encoding="utf-8")
+_FAILED = "rate limiter: Redis failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +163,7 @@ class RateLimiter:
         if not scopes:
             return []
         names = [keys.bucket_key(self._prefix, scope) for scope in scopes]
-        try:
+        with redis_failures(_FAILED):
             stored = await (
                 self._redis.mget_nonatomic(names)  # a cluster's buckets sit in many slots
                 if isinstance(self._redis, RedisCluster)
@@ -176,8 +177,6 @@ class RateLimiter:
                     for s in (scopes[i] for i in used)
                 ],
             )
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         out = [TryResult(acquired=True, remaining=s.limit.burst, wait_ms=0) for s in scopes]
         for i, reply in zip(used, replies, strict=True):
             out[i] = _result(int(reply))
@@ -202,7 +201,7 @@ class RateLimiter:
         learned limit now in force when it got stricter, else None (also when WB is no
         stricter than the table: nothing is stored).
         """
-        try:
+        with redis_failures(_FAILED):
             changed, interval_ms, burst_now, stored = await self._learn(
                 keys=[keys.learned_key(self._prefix, scope)],
                 args=[
@@ -216,8 +215,6 @@ class RateLimiter:
             )
             if stored:
                 await self._index_learned(scope)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         if not changed:
             return None
         LEARNED_LIMITS.labels(scope.group).inc()
@@ -236,13 +233,11 @@ class RateLimiter:
     async def learned_cabinets(self) -> set[str]:
         """The cabinets (WB seller ids, as in ``BucketScope.cabinet``) with a learned limit in
         force for any of their buckets: one read of the index, however many buckets exist."""
-        try:
+        with redis_failures(_FAILED):
             members = cast(
                 "list[str | bytes]",
                 await self._redis.zrangebyscore(self._learned_index, clock.now_ms(), "+inf"),
             )
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         return {_text(m).rpartition(":")[0] for m in members}
 
     async def learned(self, scope: BucketScope) -> Learned | None:
@@ -254,15 +249,13 @@ class RateLimiter:
         """``learned`` of many buckets, in the order given, in one pipeline."""
         if not scopes:
             return []
-        try:
+        with redis_failures(_FAILED):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for scope in scopes:
                     key = keys.learned_key(self._prefix, scope)
                     pipe.hmget(key, "interval_ms", "burst")
                     pipe.pttl(key)
                 replies = await pipe.execute()
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         out: list[Learned | None] = []
         for (interval_ms, burst), ttl_ms in zip(replies[::2], replies[1::2], strict=True):
             found = interval_ms is not None and burst is not None and ttl_ms >= 0
@@ -271,14 +264,12 @@ class RateLimiter:
 
     async def forget(self, scope: BucketScope) -> bool:
         """Drop the bucket's learned limit (the table applies again); True if there was one."""
-        try:
+        with redis_failures(_FAILED):
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.delete(keys.learned_key(self._prefix, scope))
                 pipe.zrem(self._learned_index, _member(scope))
                 deleted, _ = await pipe.execute()
             return bool(deleted)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
 
     async def acquire(self, scope: BucketScope) -> Acquired:
         """Take one token, waiting or deferring as the policy above says."""
@@ -318,15 +309,13 @@ class RateLimiter:
     async def _pass(
         self, scope: BucketScope, *, cost: int, penalty_ms: float, level: int = -1
     ) -> TryResult:
-        try:
+        with redis_failures(_FAILED):
             reply = int(
                 await self._script(
                     keys=self._keys(scope),
                     args=self._args(scope, cost=cost, penalty_ms=penalty_ms, level=level),
                 )
             )
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         return _result(reply)
 
     def _observe(self, scope: BucketScope, outcome: str, waited_ms: float) -> None:
