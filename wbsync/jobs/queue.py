@@ -26,6 +26,7 @@ What it adds to the library, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -57,13 +58,31 @@ CLUSTER_ADDS_IN_FLIGHT = 32
 
 
 class _Worker(bullmq.Worker):  # type: ignore[misc]
-    """BullMQ's worker with its blocking wait capped below the client's command timeout, and
-    its blocking connection named as Node BullMQ names a worker's."""
+    """BullMQ's worker, made to treat Redis as infrastructure:
+
+    * its blocking wait is capped below the client's command timeout, and its blocking
+      connection named as Node BullMQ names a worker's;
+    * every Redis failure of a fetch of jobs is followed by a ``FailureBackoff`` pause. BullMQ
+      waits only 0.1 s after an error it does not take for a connection error, and redis-py's
+      cluster client raises many (cluster down, TRYAGAIN, AttributeError while it reconnects):
+      one loop per slot spun while a shard was down. Once closing it fetches nothing (BullMQ
+      retries a failed fetch at once while it closes, until the grace ends);
+    * a job that a fetch given up on took anyway is put back (``_put_back_taken``);
+    * the end of each run (completed, retried, failed) is written through Redis failures
+      (``_end``).
+    """
 
     def __init__(self, *args: Any, connection_name: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._connection_name = connection_name
         self._named = False
+        self._fetches = redis_bounds.FailureBackoff()
+        self._stopping = asyncio.Event()
+        self._given_up: dict[str, float] = {}  # tokens of fetches given up on: when
+        # BullMQ writes a run's end through these four, once each (a job's moveToFailed picks
+        # one of the last three); there is no other place to put the retry.
+        for name in ("moveToCompleted", "moveToFailed", "moveToDelayed", "retryJob"):
+            setattr(self.backend, name, self._persistent(getattr(self.backend, name)))
 
     @property
     def maximumBlockTimeout(self) -> float:
@@ -75,6 +94,141 @@ class _Worker(bullmq.Worker):  # type: ignore[misc]
         if not self._named:
             await self.blockingRedisConnection.set_client_name(self._connection_name)
             self._named = True
+
+    def isConnectionError(self, error: Exception) -> bool:
+        # BullMQ retries these after ``runRetryDelay`` (0: ``getNextJob`` takes the pause).
+        return is_redis_failure(error) or bool(super().isConnectionError(error))
+
+    async def close(self, force: bool = False) -> None:
+        self._stopping.set()
+        await super().close(force)
+
+    async def getNextJob(self, token: str) -> Any:
+        if self.closing:
+            return None
+        try:
+            job = await super().getNextJob(token)
+        except Exception as exc:
+            if not self.isConnectionError(exc):
+                raise
+            # A fetch that timed out may still run on the server (a half-open link).
+            self._given_up[token] = clock.monotonic()
+            pause = self._fetches.failed()
+            if self._fetches.failures == 1:
+                log.warning(
+                    "%s: fetching jobs failed (%s); trying again after pauses of %.0f s "
+                    "doubling up to %.0f s",
+                    self.name,
+                    describe(exc),
+                    pause,
+                    redis_bounds.OUTAGE_BACKOFF_CAP_S,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            raise
+        if self._fetches.failures:
+            log.info("%s: fetching jobs again", self.name)
+        self._fetches.succeeded()
+        if self._given_up:
+            await self._put_back_taken()
+        return job
+
+    async def _put_back_taken(self) -> None:
+        """Put back (due now, no attempt spent) the jobs locked by a fetch this worker gave up
+        on: over a half-open link a ``moveToActive`` that timed out on the client can run once
+        the link heals, leaving a job active under a lock nobody renews until the stalled-job
+        check (one to two lock periods later). Looked for at each fetch while such a fetch is
+        younger than a lock period; past that its lock has expired and the check takes over."""
+        horizon = clock.monotonic() - self.opts["lockDuration"] / 1000.0
+        self._given_up = {t: at for t, at in self._given_up.items() if at > horizon}
+        tokens = set(self._given_up)
+        try:
+            put = await _put_back_locked(self.client, self.backend, lambda t: t in tokens)
+        except Exception as exc:
+            if not is_redis_failure(exc):
+                raise
+            return  # looked for again at the next fetch
+        for jid, token in put:
+            self._given_up.pop(token, None)
+            log.warning(
+                "%s: job %s was taken by a fetch this worker had given up on (Redis answered "
+                "late); put back",
+                self.name,
+                jid,
+            )
+
+    def _persistent(self, write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def written(*args: Any, **kwargs: Any) -> Any:
+            return await self._end(write, *args, **kwargs)
+
+        return written
+
+    async def _end(self, write: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Write a run's end; after a Redis failure, again after a ``FailureBackoff`` pause
+        while the job's lock is surely still ours (half its duration: the lock was renewed at
+        most that long before the first failure).
+
+        BullMQ writes the end once: a failure there failed the job with the Redis error (an
+        attempt spent) or, when that write failed too, left it active with nothing logged.
+        Past the lock, BullMQ is told to write nothing more (``DelayedError``) and the
+        stalled-job check puts the job back once its lock has expired.
+        """
+        jid = getattr(args[0], "id", args[0])
+        backoff = redis_bounds.FailureBackoff()
+        give_up_at = clock.monotonic() + self.opts["lockDuration"] / 2000.0
+        while True:
+            try:
+                return await write(*args, **kwargs)
+            except Exception as exc:
+                if not self.isConnectionError(exc):
+                    raise
+                pause = backoff.failed()
+                if self.forceClosing or clock.monotonic() + pause > give_up_at:
+                    log.warning(
+                        "job %s: the end of its run could not be written (%s); the stalled-job "
+                        "check puts it back once its lock expired",
+                        jid,
+                        describe(exc),
+                    )
+                    raise bullmq.DelayedError() from exc
+                log.warning(
+                    "job %s: the end of its run could not be written (%s); trying again in %.0f s",
+                    jid,
+                    describe(exc),
+                    pause,
+                )
+                await asyncio.sleep(pause)
+
+
+async def _put_back_locked(
+    client: RedisClient, backend: Any, locked_by: Callable[[str], bool]
+) -> list[tuple[str, str]]:
+    """Move the active jobs whose lock ``locked_by`` matches to delayed, due now, without
+    spending an attempt (BullMQ's lock-checked ``moveToDelayed``); the (job id, lock) moved.
+
+    One job that cannot be moved is logged and left to the stalled-job check; the others are
+    still moved.
+    """
+    active = [_text(j) for j in await client.lrange(backend.keys["active"], 0, -1)]
+    if not active:
+        return []
+    async with client.pipeline(transaction=False) as pipe:
+        for jid in active:
+            pipe.get(f"{backend.toKey(jid)}:lock")
+        locks = await pipe.execute()
+    moved = []
+    for jid, lock in zip(active, locks, strict=True):
+        token = _text(lock) if lock else None
+        if token is None or not locked_by(token):
+            continue
+        try:
+            now = math.ceil(clock.now_ms())
+            await backend.moveToDelayed(jid, now, 0, token, {"skipAttempt": True})
+        except Exception as exc:
+            log.warning("could not put back job %s (it is taken over later): %s", jid, exc)
+            continue
+        moved.append((jid, token))
+    return moved
 
 
 def job_id(queue: str, cabinet: str) -> str:
@@ -533,8 +687,9 @@ class SyncWorker:
             "stalledInterval": lock_duration_ms,
             "maxStalledCount": 10,
             "drainDelay": redis_bounds.BLOCK_CEILING_S,
-            # After a Redis error the worker asks again this soon (BullMQ's default: 15 s).
-            "runRetryDelay": round(1000 * redis_bounds.RECONNECT_DELAY_S),
+            # After a Redis error BullMQ asks again at once (its default: 15 s later): the
+            # worker's own fetch has paused for a ``FailureBackoff`` before it gave up.
+            "runRetryDelay": 0,
         }
         self._worker: bullmq.Worker | None = None
         self._writer: JobDataWriter | None = None
@@ -589,13 +744,10 @@ class SyncWorker:
             {"connection": redis_bounds.connect(self._redis_url), "prefix": self._prefix},
         )
         try:
-            active = await queue.client.lrange(queue.keys["active"], 0, -1)
-            for jid in active:
-                token = await queue.client.get(f"{queue.toKey(jid)}:lock")
-                job = await bullmq.Job.fromId(queue, jid) if token else None
-                if job is not None and str(token).startswith(f"{worker_id}:"):
-                    await job.moveToDelayed(math.ceil(clock.now_ms()), token)
-                    log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
+            ours = f"{worker_id}:"
+            put = await _put_back_locked(queue.client, queue.backend, lambda t: t.startswith(ours))
+            for jid, _ in put:
+                log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
         except Exception as exc:
             log.warning("%s: could not check for unrun jobs (taken over later): %s", self.name, exc)
         finally:
