@@ -52,6 +52,16 @@ def cluster() -> Iterator[EmbeddedCluster]:
         pytest.skip(f"no Redis Cluster here: {exc}")
 
 
+@pytest.fixture(scope="session")
+def replicated() -> Iterator[EmbeddedCluster]:
+    """A three-master cluster with a replica per master, for the fail-over test."""
+    try:
+        with EmbeddedCluster(replicas=1) as started:
+            yield started
+    except RedisUnavailableError as exc:
+        pytest.skip(f"no Redis Cluster here: {exc}")
+
+
 @pytest.fixture
 async def client(cluster: EmbeddedCluster) -> AsyncIterator[RedisCluster]:
     connected = redis_client.connect(cluster.url)
@@ -329,20 +339,27 @@ async def emulator() -> AsyncIterator[Emulator]:
         yield emu
 
 
-@pytest.fixture
-async def runtime(
-    cluster: EmbeddedCluster, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
-) -> AsyncIterator[Runtime]:
+async def _start_runtime(
+    url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator, **extra: Any
+) -> Runtime:
     settings = Settings(
-        redis_url=cluster.url,
+        redis_url=url,
         redis_prefix=prefix,
         database_url=await database_factory.new_url("sqlite"),
         secret_key=SecretStr(SECRET),
         api_keys=[SecretStr(API_KEY)],
         wb_base_url=emulator.base_url,
         time_scale=FLOW_SCALE,
+        **extra,
     )
-    started = await Runtime(settings, redis_url=cluster.url).start()
+    return await Runtime(settings, redis_url=url).start()
+
+
+@pytest.fixture
+async def runtime(
+    cluster: EmbeddedCluster, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
+) -> AsyncIterator[Runtime]:
+    started = await _start_runtime(cluster.url, prefix, database_factory, emulator)
     try:
         yield started
     finally:
@@ -436,6 +453,46 @@ async def test_a_master_restarted_mid_run_loses_nothing(
     # away: redis-py's cluster client can raise an AttributeError from a connection it is
     # reconnecting; the job's next attempt continues from its cursor.)
     assert (await runtime.queue(FINANCE).counts())["failed"] == 0
+
+
+async def test_a_failover_mid_run_spends_no_attempt_and_orphans_no_job(
+    replicated: EmbeddedCluster,
+    prefix: str,
+    database_factory: DatabaseFactory,
+    emulator: Emulator,
+) -> None:
+    """``CLUSTER FAILOVER`` of the finance queue's master while its syncs run, with one attempt
+    per job: every job completes, none fails, the rows are exact."""
+    runtime = await _start_runtime(
+        replicated.url, prefix, database_factory, emulator, job_attempts=1
+    )
+    cabinets = [
+        await runtime.store.cabinets.add(f"fo-{i}", emulator.token(s), s)
+        for i, s in enumerate(SELLERS)
+    ]
+    outcomes: list[Outcome] = []
+    workers = await _run_workers(runtime, [FINANCE], outcomes)
+    client = redis_client.connect(replicated.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        queue_key = f"{runtime.queue_prefix}:{keys.bullmq_queue_name(FINANCE)}:wait"
+        await client.initialize()
+        master = replicated.ports.index(_port_of(client, queue_key))
+        await runtime.queue(FINANCE).enqueue_many([str(c.id) for c in cabinets])
+        await wait_for(lambda: _stored(runtime, cabinets, at_least=6))  # mid-run
+        await asyncio.to_thread(replicated.failover, master)
+        await wait_for(lambda: _finance_exact(runtime, emulator, cabinets), timeout_s=60)
+        await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 3)
+        assert not [o for o in outcomes if o.outcome == "failed"]
+        counts = await runtime.queue(FINANCE).counts()
+        assert counts["failed"] == counts["active"] == 0
+    finally:
+        for worker in workers:
+            await worker.close()
+        await client.aclose()
+        async for key in runtime.redis.scan_iter(match=f"{prefix}*"):
+            await runtime.redis.delete(key)
+        await runtime.aclose()
 
 
 _AUTH = {"Authorization": f"Bearer {API_KEY}"}
