@@ -79,6 +79,7 @@ class _Worker(bullmq.Worker):  # type: ignore[misc]
         self._fetches = redis_bounds.FailureBackoff()
         self._stopping = asyncio.Event()
         self._given_up: dict[str, float] = {}  # tokens of fetches given up on: when
+        self._looked_at = 0.0
         # BullMQ writes a run's end through these four, once each (a job's moveToFailed picks
         # one of the last three); there is no other place to put the retry.
         for name in ("moveToCompleted", "moveToFailed", "moveToDelayed", "retryJob"):
@@ -129,7 +130,7 @@ class _Worker(bullmq.Worker):  # type: ignore[misc]
         if self._fetches.failures:
             log.info("%s: fetching jobs again", self.name)
         self._fetches.succeeded()
-        if self._given_up:
+        if self._given_up and clock.monotonic() - self._looked_at >= redis_bounds.RECONNECT_DELAY_S:
             await self._put_back_taken()
         return job
 
@@ -137,8 +138,10 @@ class _Worker(bullmq.Worker):  # type: ignore[misc]
         """Put back (due now, no attempt spent) the jobs locked by a fetch this worker gave up
         on: over a half-open link a ``moveToActive`` that timed out on the client can run once
         the link heals, leaving a job active under a lock nobody renews until the stalled-job
-        check (one to two lock periods later). Looked for at each fetch while such a fetch is
-        younger than a lock period; past that its lock has expired and the check takes over."""
+        check (one to two lock periods later). Looked for at a fetch (at most once per
+        ``RECONNECT_DELAY_S``) while such a fetch is younger than a lock period; past that its
+        lock has expired and the check takes over."""
+        self._looked_at = clock.monotonic()
         horizon = clock.monotonic() - self.opts["lockDuration"] / 1000.0
         self._given_up = {t: at for t, at in self._given_up.items() if at > horizon}
         tokens = set(self._given_up)
