@@ -21,6 +21,7 @@ from wbsync.errors import QueueError
 from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.procs import free_port
 from wbsync.redis_server import EmbeddedRedis
+from wbsync.throughput import Throughput
 
 # Generous: the bound is what matters, not how close to it a loaded machine gets.
 SLACK_S = 5.0
@@ -270,3 +271,27 @@ async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
         finally:
             await worker.close()
             await queue.close()
+
+
+async def test_throughput_counts_against_a_refusing_redis_cost_a_bounded_number_of_calls(
+    refusing_server: tuple[str, list[int]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pages stored while Redis refuses: the first count's call fails (one WARNING), the next
+    ones within the pause are dropped without a call, instead of one failing call (and one
+    WARNING) per page."""
+    url, accepted = refusing_server
+    client = redis_bounds.connect(url)
+    caplog.set_level(logging.WARNING, logger="wbsync.throughput")
+    try:
+        throughput = Throughput(client, prefix="bounds:tp")
+        began = time.monotonic()
+        for _ in range(50):
+            await throughput.record("q-refused", pages=1)
+        took_s = time.monotonic() - began
+    finally:
+        await client.aclose()
+    # At most one call (retried on fresh connections) per pause of RECONNECT_DELAY_S or more,
+    # however slow the machine; before, 50 calls.
+    calls = len(accepted) / (redis_bounds.RETRIES + 1)
+    assert calls <= 1 + took_s / redis_bounds.RECONNECT_DELAY_S
+    assert len(_messages(caplog, "throughput of q-refused not recorded")) == 1
