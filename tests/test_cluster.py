@@ -1,14 +1,17 @@
 """wbsync on a real Redis Cluster of three masters on loopback (skipped where redis-server has no
 cluster support): key layout, deferral and resume, anti-overlap, penalties across processes, the
-fan-out and the syncs against the emulator, the status page, and a master restarted mid-run."""
+fan-out and the syncs against the emulator, the status page, a master restarted mid-run, and the
+errors redis-py's cluster client raises while it reconnects."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -18,15 +21,16 @@ from redis.asyncio.cluster import RedisCluster
 from tests.conftest_store import DatabaseFactory
 from tests.test_jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
 from tests.waiting import wait_for
-from wbsync import clock, keys, redis_client
+from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.api import create_app
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import ConfigError, RedisUnavailableError
+from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue
+from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.redis_cluster import EmbeddedCluster
@@ -35,6 +39,7 @@ from wbsync.service import active_cabinet_ids
 from wbsync.store import Cabinet
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
+from wbsync.throughput import Throughput
 from wbsync.wb import endpoints as eps
 
 
@@ -43,6 +48,16 @@ def cluster() -> Iterator[EmbeddedCluster]:
     """One three-master cluster for the session's cluster tests."""
     try:
         with EmbeddedCluster() as started:
+            yield started
+    except RedisUnavailableError as exc:
+        pytest.skip(f"no Redis Cluster here: {exc}")
+
+
+@pytest.fixture
+def replicated() -> Iterator[EmbeddedCluster]:
+    """A three-master cluster with a replica per master, of one test's own (it fails one over)."""
+    try:
+        with EmbeddedCluster(replicas=1) as started:
             yield started
     except RedisUnavailableError as exc:
         pytest.skip(f"no Redis Cluster here: {exc}")
@@ -179,6 +194,101 @@ async def test_a_slow_window_does_not_hold_the_slot(
     await wait_for(lambda: harness.count("completed", "slow") == 1)
 
 
+T = TypeVar("T")
+
+
+async def _dropped_under(client: RedisCluster, key: str, call: Awaitable[T]) -> T:
+    """Await ``call`` with the connections to ``key``'s node dropped just as its command is
+    being sent, as redis-py drops a connection itself when a command on it fails (a node
+    failing over): the command meets a connection with no writer and redis-py raises
+    ``AttributeError: 'NoneType' object has no attribute 'writelines'``.
+
+    A command takes a connection from the node's pool and, in the same turn of the event loop,
+    starts its write (under a timeout, as a task of its own) and yields: the loop is turned until
+    a connection is taken, which puts the command exactly there. redis-py has no public way to
+    see this, hence its pool's private fields.
+    """
+    node = client.get_node_from_key(key)
+    assert node is not None
+    task = asyncio.ensure_future(call)
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if len(node._free) < len(node._connections):
+            break
+    else:
+        raise AssertionError("the command never took a connection")
+    for connection in node._connections:
+        await connection.disconnect(nowait=True)
+    return await task
+
+
+async def test_a_connection_dropped_under_a_command_is_a_redis_failure_not_a_crash(
+    cluster: EmbeddedCluster, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = redis_bounds.connect(cluster.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        scope = BucketScope("cab-drop", "finance", ONE_PER_20S)
+        bucket = keys.bucket_key(prefix, scope)
+        await client.get(bucket)  # a connection to the bucket's node is open
+        with pytest.raises(AttributeError, match="writelines"):  # the fault, from redis-py
+            await _dropped_under(client, bucket, client.get(bucket))
+
+        limiter = RateLimiter(client, prefix=prefix)
+        await limiter.peek(scope)
+        with pytest.raises(RedisUnavailableError, match="AttributeError in the Redis client"):
+            await _dropped_under(client, bucket, limiter.try_acquire(scope))
+
+        throughput = Throughput(client, prefix=prefix)
+        await throughput.record("q-drop", pages=1)
+        minute = keys.throughput_key(prefix, "q-drop", int(clock.now_ms() // 60_000))
+        caplog.set_level(logging.WARNING, logger="wbsync.throughput")
+        await _dropped_under(client, minute, throughput.record("q-drop", pages=1))  # no raise
+        [line] = [r.getMessage() for r in caplog.records if r.name == "wbsync.throughput"]
+        assert "throughput of q-drop not recorded" in line and "writelines" in line
+    finally:
+        await client.aclose()
+
+
+async def test_a_job_that_meets_a_dropped_connection_spends_no_attempt(
+    cluster: EmbeddedCluster, prefix: str
+) -> None:
+    client = redis_bounds.connect(cluster.url)
+    assert isinstance(client, RedisCluster)
+    limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
+    scope = BucketScope("cab-once", "finance", ONE_PER_20S)
+    runs: list[int] = []
+
+    async def process(job: JobHandle) -> None:
+        runs.append(job.attempts_made)
+        await limiter.peek(scope)  # the bucket's node has a connection
+        if len(runs) == 1:  # the first run meets the reconnect; the next one does not
+            await _dropped_under(client, keys.bucket_key(prefix, scope), limiter.acquire(scope))
+        else:
+            await limiter.acquire(scope)
+
+    policy = FailurePolicy(budget=3, retry_ms=10, retry_max_ms=100)
+    outcomes: list[str] = []
+    queue = SyncQueue("cl-drop", redis_url=cluster.url, prefix=f"{prefix}:q", attempts=1)
+    worker = SyncWorker(
+        "cl-drop",
+        policy.wrap(process),
+        redis_url=cluster.url,
+        prefix=f"{prefix}:q",
+        on_outcome=lambda o: outcomes.append(o.outcome),
+    )
+    await worker.start()
+    try:
+        await queue.enqueue("cab-once")
+        await wait_for(lambda: "completed" in outcomes or "failed" in outcomes)
+        assert outcomes == ["deferred", "completed"]  # one attempt allowed, none spent
+        assert runs == [0, 0]
+    finally:
+        await worker.close()
+        await queue.close()
+        await client.aclose()
+
+
 PENALIZE = """
 import asyncio, sys
 from wbsync import redis_client
@@ -231,20 +341,27 @@ async def emulator() -> AsyncIterator[Emulator]:
         yield emu
 
 
-@pytest.fixture
-async def runtime(
-    cluster: EmbeddedCluster, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
-) -> AsyncIterator[Runtime]:
+async def _start_runtime(
+    url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator, **extra: Any
+) -> Runtime:
     settings = Settings(
-        redis_url=cluster.url,
+        redis_url=url,
         redis_prefix=prefix,
         database_url=await database_factory.new_url("sqlite"),
         secret_key=SecretStr(SECRET),
         api_keys=[SecretStr(API_KEY)],
         wb_base_url=emulator.base_url,
         time_scale=FLOW_SCALE,
+        **extra,
     )
-    started = await Runtime(settings, redis_url=cluster.url).start()
+    return await Runtime(settings, redis_url=url).start()
+
+
+@pytest.fixture
+async def runtime(
+    cluster: EmbeddedCluster, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
+) -> AsyncIterator[Runtime]:
+    started = await _start_runtime(cluster.url, prefix, database_factory, emulator)
     try:
         yield started
     finally:
@@ -335,10 +452,62 @@ async def test_a_master_restarted_mid_run_loses_nothing(
     finally:
         for worker in workers:
             await worker.close()
-    # Every job finished and none failed for good. (An attempt may fail while the master is
-    # away: redis-py's cluster client can raise an AttributeError from a connection it is
-    # reconnecting; the job's next attempt continues from its cursor.)
+    # Every job finished and none failed: whatever the cluster client raised while the master
+    # was away (an AttributeError from a connection it reconnects, too) was a Redis failure.
     assert (await runtime.queue(FINANCE).counts())["failed"] == 0
+
+
+async def test_a_failover_mid_run_spends_no_attempt_and_orphans_no_job(
+    replicated: EmbeddedCluster,
+    prefix: str,
+    database_factory: DatabaseFactory,
+    emulator: Emulator,
+) -> None:
+    """``CLUSTER FAILOVER`` of the finance queue's master while its syncs run and other
+    commands are in flight, with one attempt per job: every job completes, none fails, no job
+    is left active, the rows are exact."""
+    runtime = await _start_runtime(
+        replicated.url, prefix, database_factory, emulator, job_attempts=1
+    )
+    cabinets = [
+        await runtime.store.cabinets.add(f"fo-{i}", emulator.token(s), s)
+        for i, s in enumerate(SELLERS)
+    ]
+    outcomes: list[Outcome] = []
+    workers = await _run_workers(runtime, [FINANCE], outcomes)
+    client = redis_client.connect(replicated.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        queue_key = f"{runtime.queue_prefix}:{keys.bullmq_queue_name(FINANCE)}:wait"
+        await client.initialize()
+        master = replicated.ports.index(_port_of(client, queue_key))
+        await runtime.queue(FINANCE).enqueue_many([str(c.id) for c in cabinets])
+        await wait_for(lambda: _stored(runtime, cabinets, at_least=6))  # mid-run
+        # Commands in flight on the runtime's client (the one the jobs' limiter uses) while the
+        # master hands over, as many processes' are in production.
+        stop = asyncio.Event()
+        load = [asyncio.ensure_future(_keep_busy(runtime, cabinets, stop)) for _ in range(20)]
+        await asyncio.to_thread(replicated.failover, master)
+        stop.set()
+        await asyncio.gather(*load)
+        await wait_for(lambda: _finance_exact(runtime, emulator, cabinets), timeout_s=60)
+        await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 3)
+        assert not [o for o in outcomes if o.outcome == "failed"]
+        counts = await runtime.queue(FINANCE).counts()
+        assert counts["failed"] == counts["active"] == 0
+    finally:
+        for worker in workers:
+            await worker.close()
+        await client.aclose()
+        await runtime.aclose()
+
+
+async def _keep_busy(runtime: Runtime, cabinets: list[Cabinet], stop: asyncio.Event) -> None:
+    """Read the cabinets' finance buckets until ``stop``; a failing read is the fail-over's."""
+    scopes = [runtime.client(c).scope(eps.FINANCE_DETAILED_REPORT) for c in cabinets]
+    while not stop.is_set():
+        with contextlib.suppress(RedisUnavailableError):
+            await runtime.limiter.peek_many(scopes)
 
 
 _AUTH = {"Authorization": f"Bearer {API_KEY}"}

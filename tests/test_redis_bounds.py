@@ -1,8 +1,10 @@
-"""Redis bounds: a hung, dead or restarted Redis costs a bounded time, on every client we make."""
+"""Redis bounds: a hung, dead, restarted, refusing or half-open Redis costs a bounded time and
+a bounded number of calls, on every client we make, and loses no job."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import time
@@ -12,11 +14,14 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from tests.tcp_proxy import TcpProxy
 from tests.waiting import wait_for
 from wbsync import keys, redis_bounds
 from wbsync.errors import QueueError
-from wbsync.jobs.queue import JobHandle, SyncQueue, SyncWorker
+from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
+from wbsync.procs import free_port
 from wbsync.redis_server import EmbeddedRedis
+from wbsync.throughput import Throughput
 
 # Generous: the bound is what matters, not how close to it a loaded machine gets.
 SLACK_S = 5.0
@@ -142,3 +147,151 @@ async def test_an_idle_worker_never_times_out_its_wait_for_jobs(
         await worker.close()
         await queue.close()
         await control.aclose()
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def _messages(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+async def test_a_run_whose_end_cannot_be_written_is_written_once_redis_answers(
+    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """BullMQ's completion meets a Redis that went away: it is written once Redis answers
+    (one attempt allowed, none spent), not failed with "Error 111 connecting" nor left active."""
+    caplog.set_level(logging.WARNING, logger="wbsync.jobs.queue")
+    async with TcpProxy(_port(private_redis.url)) as proxy:
+        outcomes: list[str] = []
+
+        async def process(_job: JobHandle) -> None:
+            proxy.refuse()  # the run is done; its end meets a Redis that is gone
+
+        queue = SyncQueue("qend", redis_url=private_redis.url, prefix="bounds:end", attempts=1)
+        worker = SyncWorker(
+            "qend",
+            process,
+            redis_url=proxy.url,
+            prefix="bounds:end",
+            on_outcome=lambda o: outcomes.append(o.outcome),
+        )
+        await worker.start()
+        try:
+            await queue.enqueue("cab-1")
+            await wait_for(lambda: _messages(caplog, "the end of its run could not be written"))
+            proxy.heal()
+            await wait_for(lambda: outcomes == ["completed"])
+            counts = await queue.counts()
+            assert counts["failed"] == counts["active"] == 0
+        finally:
+            await worker.close()
+            await queue.close()
+
+
+def _fetch_calls(stats: dict[str, dict[str, int]]) -> int:
+    """Calls (run or refused) of the commands a worker fetches jobs with."""
+    return sum(
+        stats.get(f"cmdstat_{name}", {}).get(field, 0)
+        for name in ("bzpopmin", "evalsha", "eval")
+        for field in ("calls", "rejected_calls")
+    )
+
+
+async def test_a_worker_whose_fetches_fail_backs_off_instead_of_spinning(
+    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis that refuses every write (a replica: READONLY, as a demoted master answers
+    after a fail-over) is not a connection error to BullMQ, which tried again every 0.1 s per
+    slot; the worker pauses (FailureBackoff) instead: at most a call per slot per
+    RECONNECT_DELAY_S, fewer as the failures go on."""
+    caplog.set_level(logging.WARNING, logger="wbsync.jobs.queue")
+    control = redis_bounds.connect(private_redis.url)
+    worker = SyncWorker(
+        "qspin", _never_run, redis_url=private_redis.url, prefix="bounds:spin", concurrency=2
+    )
+    await worker.start()
+    try:
+        await control.execute_command("REPLICAOF", "127.0.0.1", str(free_port()))
+        await wait_for(lambda: _messages(caplog, "read only replica"))
+        await control.config_resetstat()
+        began = time.monotonic()
+        await wait_for(lambda: time.monotonic() - began > WINDOW_S)
+        calls = _fetch_calls(await control.info("commandstats"))
+        # Each slot: one call at once, then one per pause of at least RECONNECT_DELAY_S.
+        assert calls <= 2 * (1 + WINDOW_S / redis_bounds.RECONNECT_DELAY_S)
+    finally:
+        await control.execute_command("REPLICAOF", "NO", "ONE")
+        await worker.close()
+        await control.aclose()
+
+
+WINDOW_S = 5.0
+
+
+async def _never_run(_job: JobHandle) -> None:
+    raise AssertionError("no job is added")
+
+
+async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
+    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A half-open link: the fetch (moveToActive) of the second job times out on the client
+    and runs on the server when the link heals; the job, locked by a fetch nobody waits for,
+    is put back at once, not left active until the stalled-job check (a 2-minute lock here)."""
+    caplog.set_level(logging.WARNING, logger="wbsync.jobs.queue")
+    async with TcpProxy(_port(private_redis.url)) as proxy:
+        done: list[str] = []
+
+        async def process(job: JobHandle) -> None:
+            done.append(job.cabinet)
+
+        def held_after_first(outcome: Outcome) -> None:
+            if outcome.outcome == "completed" and len(done) == 1:
+                proxy.hold()  # the worker's next fetch is sent into a half-open link
+
+        queue = SyncQueue("qlate", redis_url=private_redis.url, prefix="bounds:late")
+        worker = SyncWorker(
+            "qlate",
+            process,
+            redis_url=proxy.url,
+            prefix="bounds:late",
+            lock_duration_ms=120_000,
+            on_outcome=held_after_first,
+        )
+        await queue.enqueue_many(["cab-a", "cab-b"])
+        await worker.start()
+        try:
+            await wait_for(lambda: _messages(caplog, "fetching jobs failed"))
+            proxy.heal()
+            await wait_for(lambda: len(done) == 2)  # far within the lock's 120 s
+            [line] = _messages(caplog, "taken by a fetch this worker had given up on")
+            assert "put back" in line
+        finally:
+            await worker.close()
+            await queue.close()
+
+
+async def test_throughput_counts_against_a_refusing_redis_cost_a_bounded_number_of_calls(
+    refusing_server: tuple[str, list[int]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pages stored while Redis refuses: the first count's call fails (one WARNING), the next
+    ones within the pause are dropped without a call, instead of one failing call (and one
+    WARNING) per page."""
+    url, accepted = refusing_server
+    client = redis_bounds.connect(url)
+    caplog.set_level(logging.WARNING, logger="wbsync.throughput")
+    try:
+        throughput = Throughput(client, prefix="bounds:tp")
+        began = time.monotonic()
+        for _ in range(50):
+            await throughput.record("q-refused", pages=1)
+        took_s = time.monotonic() - began
+    finally:
+        await client.aclose()
+    # At most one call (retried on fresh connections) per pause of RECONNECT_DELAY_S or more,
+    # however slow the machine; before, 50 calls.
+    calls = len(accepted) / (redis_bounds.RETRIES + 1)
+    assert calls <= 1 + took_s / redis_bounds.RECONNECT_DELAY_S
+    assert len(_messages(caplog, "throughput of q-refused not recorded")) == 1

@@ -21,6 +21,7 @@ from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.redis_server import EmbeddedRedis
 from wbsync.runtime import Runtime
 from wbsync.syncs import SYNCS
 
@@ -205,3 +206,29 @@ async def test_ctrl_c_ends_the_demo_promptly_and_stops_its_private_redis(tmp_pat
     assert time.monotonic() - began < STOP_BOUND_S
     assert demo.returncode == 130, stderr.decode()[-2000:]
     assert not _alive(redis)
+
+
+REDIS_GONE_GRACE_S = 30.0
+
+
+async def test_sigterm_with_redis_gone_stops_without_waiting_for_the_grace(tmp_path: Path) -> None:
+    """Redis killed under an idle ``wbsync run``: a SIGTERM stops it well within its grace (its
+    workers fetch nothing once stopping; BullMQ retried the failed fetches at once, spinning,
+    until the grace was over). Nothing runs, so nothing justifies waiting for the grace."""
+    with EmbeddedRedis() as redis:
+        env = {
+            **os.environ,
+            "WBSYNC_REDIS_URL": redis.url,
+            "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'gone.db'}",
+            "WBSYNC_SECRET_KEY": SECRET,
+            "WBSYNC_SHUTDOWN_GRACE_S": str(REDIS_GONE_GRACE_S),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wbsync", "run", env=env, stderr=asyncio.subprocess.PIPE
+        )
+        await _serving(process)
+        os.kill(redis.pid, signal.SIGKILL)
+    process.send_signal(signal.SIGTERM)
+    began = time.monotonic()
+    await _stopped(process, REDIS_GONE_GRACE_S)
+    assert time.monotonic() - began < REDIS_GONE_GRACE_S

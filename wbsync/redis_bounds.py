@@ -14,12 +14,20 @@ minutes:
 So against a Redis that refuses connections a command fails after the backoffs (well under a
 second); against one that hangs, after ``COMMAND_TIMEOUT_S``. Blocking
 commands (the worker's wait for jobs) must block for less than the command timeout:
-``BLOCK_CEILING_S``; when that wait fails, the worker tries again after ``RECONNECT_DELAY_S``.
-BullMQ's own defaults (20 retries up to 20 s apart; 15 s before a worker asks again) are not used.
+``BLOCK_CEILING_S``. BullMQ's own defaults (20 retries up to 20 s apart; 15 s before a worker
+asks again) are not used.
+
+No loop spins while Redis (or one shard of a cluster) fails: each loop that calls Redis over and
+over (a worker's fetch of jobs, the fan-out and its leader lease, the throughput counts) waits
+after a failure with a ``FailureBackoff``: ``RECONNECT_DELAY_S`` doubling per failure in a row,
+up to ``OUTAGE_BACKOFF_CAP_S``, back to nothing at the first success. So a loop makes at most
+one call per ``RECONNECT_DELAY_S`` during an outage, and fewer the longer it lasts, and is back
+at most ``OUTAGE_BACKOFF_CAP_S`` after Redis is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -40,8 +48,28 @@ BACKOFF_CAP_S = 0.5
 # Longest blocking wait (BullMQ's BZPOPMIN on the queue's marker): below the command timeout,
 # with room for Redis's 10 Hz timer and a loaded event loop.
 BLOCK_CEILING_S = 2.0
-# A worker whose wait for jobs failed (Redis down) asks again after this long.
+# A loop whose Redis call failed calls again after this long, doubling per failure in a row...
 RECONNECT_DELAY_S = 1.0
+# ... up to this long.
+OUTAGE_BACKOFF_CAP_S = 8.0
+
+
+@dataclass(slots=True)
+class FailureBackoff:
+    """How long a loop waits after Redis failed ``failures`` times in a row (see above)."""
+
+    base_s: float = RECONNECT_DELAY_S
+    cap_s: float = OUTAGE_BACKOFF_CAP_S
+    failures: int = 0
+
+    def failed(self) -> float:
+        """Count a failure; the seconds to wait before the next call."""
+        self.failures += 1
+        return float(min(self.cap_s, self.base_s * 2.0 ** (self.failures - 1)))
+
+    def succeeded(self) -> None:
+        """Redis answered: the next failure waits ``base_s`` again."""
+        self.failures = 0
 
 
 def retry_policy() -> Retry:

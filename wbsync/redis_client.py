@@ -7,12 +7,21 @@ for TLS); the client asks the seeds for the slot map and follows it (MOVED, ASK,
 wbsync's keys are laid out for a cluster: each queue's BullMQ keys share one hash tag (the
 queue's name, see ``wbsync.keys``) and each bucket's key has its own, so every Lua call's keys
 sit in one slot while the nine queues and the buckets spread over the masters.
+
+Every failure of a Redis call is translated here, at one boundary (``redis_failures``), into
+wbsync's infrastructure error: a job that meets one spends no attempt. A failure is any of
+redis-py's errors (connection, timeout, loading, read-only replica, MOVED/ASK/TRYAGAIN past the
+client's retries, cluster down) and anything else raised from inside redis-py's own code: its
+async cluster client raises ``AttributeError`` ("'NoneType' object has no attribute
+'writelines'") and ``TypeError`` from a connection it dropped while a command was under way, as
+it does during a fail-over.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
@@ -22,13 +31,63 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException, RedisError
 
-from wbsync.errors import ConfigError
+from wbsync.errors import ConfigError, RedisUnavailableError, WbSyncError
 
 RedisClient = Redis | RedisCluster
 """What every part of wbsync that talks to Redis accepts."""
 
-REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
-"""Every failure a Redis call can raise; a cluster's routing errors are not ``RedisError``s."""
+# redis-py's own error classes; a cluster's routing errors are not ``RedisError``s.
+_REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+
+
+def is_redis_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure of a Redis call (see the module's docstring).
+
+    A cancellation is not one, nor is an error of wbsync's own or one raised outside redis-py
+    (a bug in the caller stays a bug).
+    """
+    if isinstance(exc, _REDIS_ERRORS):
+        return True
+    if not isinstance(exc, Exception) or isinstance(exc, WbSyncError):
+        return False
+    return _raised_in_redis_py(exc)
+
+
+def _raised_in_redis_py(exc: BaseException) -> bool:
+    """Whether ``exc`` passed through redis-py's code on its way up."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module == "redis" or module.startswith("redis."):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """A Redis failure in a few words: redis-py's message, with the class when it is not one of
+    redis-py's errors (a bare "'NoneType' object has no attribute ..." says nothing)."""
+    if isinstance(exc, _REDIS_ERRORS):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__} in the Redis client: {exc}"
+
+
+@contextmanager
+def redis_failures(
+    what: str, error: Callable[[str], WbSyncError] = RedisUnavailableError
+) -> Iterator[None]:
+    """Translate a Redis failure inside the block into ``error("<what>: <why>")``.
+
+    ``error`` is an infrastructure error (``RedisUnavailableError``, or ``QueueError`` for the
+    job queue's operations); anything that is not a Redis failure passes through untouched.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if not is_redis_failure(exc):
+            raise
+        raise error(f"{what}: {describe(exc)}") from exc
+
 
 _CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
 _EXAMPLE = "redis+cluster://host1:6379,host2:6379"
@@ -159,12 +218,14 @@ async def run_scripts(
 
 
 __all__ = [
-    "REDIS_ERRORS",
     "ClusterSeeds",
     "RedisClient",
     "connect",
+    "describe",
     "is_cluster",
+    "is_redis_failure",
     "parse_cluster_url",
+    "redis_failures",
     "run_scripts",
     "url_problem",
 ]

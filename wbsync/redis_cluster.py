@@ -4,7 +4,9 @@ Each master is a ``redis-server --cluster-enabled yes`` child on a free port wit
 of its own; the slots are split in three equal ranges and the nodes introduced to each other
 (``CLUSTER ADDSLOTSRANGE`` and ``CLUSTER MEET``, so ``redis-cli`` is not needed). ``restart``
 stops one master after saving its data and starts it again on the same port and directory,
-as a rolling restart of a production node does.
+as a rolling restart of a production node does. With ``replicas=1`` each master gets a replica
+(``CLUSTER REPLICATE``), and ``failover`` has a master's replica take over (``CLUSTER
+FAILOVER``, the manual fail-over an operator runs, without data loss).
 """
 
 from __future__ import annotations
@@ -28,10 +30,16 @@ SLOTS = 16384
 class EmbeddedCluster:
     """``with EmbeddedCluster() as cluster: cluster.url`` (a ``redis+cluster://`` URL)."""
 
-    def __init__(self, *, masters: int = 3, startup_timeout_s: float = 20.0) -> None:
-        if masters < 1:
-            raise ValueError(f"masters must be >= 1, got {masters}")
+    def __init__(
+        self, *, masters: int = 3, replicas: int = 0, startup_timeout_s: float = 20.0
+    ) -> None:
+        if masters < 1 or replicas not in (0, 1):
+            raise ValueError(f"need masters >= 1 and replicas 0 or 1, got {masters}, {replicas}")
         self._masters = masters
+        self._replicas = replicas
+        self.replica_ports: list[int] = []
+        """Master ``i``'s replica listens on ``replica_ports[i]`` (until a fail-over swaps
+        them: ``failover`` keeps ``ports`` the masters' and ``replica_ports`` the replicas')."""
         self._startup_timeout_s = startup_timeout_s
         self._binary = ""
         self._dir: tempfile.TemporaryDirectory[str] | None = None
@@ -45,7 +53,8 @@ class EmbeddedCluster:
         """The cluster's URL, naming every master as a seed node."""
         if not self.ports:
             raise RedisUnavailableError("the embedded cluster is not started")
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports)
+        nodes = [*self.ports, *self.replica_ports]
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in nodes)
 
     def start(self) -> EmbeddedCluster:
         """Start the masters, assign the slots, and wait until every node reports the cluster ok."""
@@ -54,16 +63,31 @@ class EmbeddedCluster:
         self._binary = find_redis_server()
         self._dir = tempfile.TemporaryDirectory(prefix="wbsync-cluster-")
         self.ports = [free_port() for _ in range(self._masters)]
+        self.replica_ports = [free_port() for _ in range(self._masters * self._replicas)]
         # The cluster bus defaults to port + 10000, which may be taken or past 65535.
-        self._bus_ports = {port: free_port() for port in self.ports}
+        self._bus_ports = {port: free_port() for port in (*self.ports, *self.replica_ports)}
         try:
-            for port in self.ports:
+            for port in (*self.ports, *self.replica_ports):
                 self._spawn(port)
             self._form()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def failover(self, index: int) -> None:
+        """Have master ``index``'s replica take over (``CLUSTER FAILOVER``); wait until the
+        replica is master and every node reports the cluster ok."""
+        master, replica = self.ports[index], self.replica_ports[index]
+        with redis.Redis(port=replica, socket_timeout=5, decode_responses=True) as node:
+            node.execute_command("CLUSTER", "FAILOVER")
+            deadline = time.monotonic() + self._startup_timeout_s
+            while node.execute_command("ROLE")[0] != "master":
+                if time.monotonic() > deadline:
+                    raise RedisUnavailableError(f"the replica on {replica} did not take over")
+                time.sleep(0.05)
+        self.ports[index], self.replica_ports[index] = replica, master
+        self._wait_ok()
 
     def restart(self, index: int) -> None:
         """Save master ``index``'s data, stop it, and start it again on the same port."""
@@ -124,11 +148,33 @@ class EmbeddedCluster:
                     node.execute_command(
                         "CLUSTER", "MEET", "127.0.0.1", other, self._bus_ports[other]
                     )
+        for master, replica in zip(self.ports, self.replica_ports, strict=False):
+            with redis.Redis(port=replica, socket_timeout=5, decode_responses=True) as node:
+                node.execute_command(
+                    "CLUSTER", "MEET", "127.0.0.1", master, self._bus_ports[master]
+                )
+        for master, replica in zip(self.ports, self.replica_ports, strict=False):
+            self._replicate(replica, master)
         self._wait_ok()
+
+    def _replicate(self, replica: int, master: int) -> None:
+        """Make ``replica`` a replica of ``master`` once it has learnt the master's node id."""
+        with redis.Redis(port=master, socket_timeout=5, decode_responses=True) as node:
+            master_id = str(node.execute_command("CLUSTER", "MYID"))
+        deadline = time.monotonic() + self._startup_timeout_s
+        with redis.Redis(port=replica, socket_timeout=5, decode_responses=True) as node:
+            while True:
+                try:
+                    node.execute_command("CLUSTER", "REPLICATE", master_id)
+                    return
+                except redis.ResponseError:  # the master is not known to it yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
 
     def _wait_ok(self) -> None:
         deadline = time.monotonic() + self._startup_timeout_s
-        while not all(self._node_ok(port) for port in self.ports):
+        while not all(self._node_ok(port) for port in (*self.ports, *self.replica_ports)):
             if time.monotonic() > deadline:
                 raise RedisUnavailableError("the embedded cluster did not reach state ok")
             time.sleep(0.05)
@@ -137,7 +183,8 @@ class EmbeddedCluster:
         with redis.Redis(port=port, socket_timeout=5, decode_responses=True) as node:
             info = node.execute_command("CLUSTER", "INFO")
             text = info if isinstance(info, str) else str(info)
-            known = f"cluster_known_nodes:{self._masters}" in text
+            nodes = self._masters * (1 + self._replicas)
+            known = f"cluster_known_nodes:{nodes}" in text
             return known and "cluster_state:ok" in text
 
     def __enter__(self) -> EmbeddedCluster:

@@ -20,7 +20,7 @@ from wbsync.health import Health, Probe
 from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import SyncQueue
 from wbsync.ratelimit import RateLimiter
-from wbsync.redis_client import REDIS_ERRORS
+from wbsync.redis_client import is_redis_failure
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
@@ -79,7 +79,9 @@ class Runtime:
     async def _check_redis(self) -> None:
         try:
             await self.redis.ping()
-        except REDIS_ERRORS as exc:
+        except Exception as exc:
+            if not is_redis_failure(exc):
+                raise
             raise ConfigError(
                 f"WBSYNC_REDIS_URL: Redis at {without_password(self.redis_url)} did not answer "
                 f"({type(exc).__name__}: {exc}); start Redis there or fix the URL (host, port, "

@@ -3,6 +3,10 @@
 Shared by every process (the status page shows the whole deployment, not one process), one
 small hash per (queue, minute) that expires after ``KEEP_S``. Recording is one pipelined
 ``HINCRBY`` + ``EXPIRE``; reading the last hour is one pipeline of ``HMGET``s.
+
+A count that cannot be written (Redis failed) is dropped, never raised: after a failure no count
+is written for a ``FailureBackoff`` pause (``wbsync.redis_bounds``), so an outage costs one
+WARNING and a bounded number of calls, not one of each per stored page.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from dataclasses import dataclass
 from wbsync import clock, keys
 from wbsync.context import current_job
 from wbsync.errors import RedisUnavailableError
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_bounds import FailureBackoff
+from wbsync.redis_client import RedisClient, redis_failures
 
 __all__ = ["HISTORY_MINUTES", "KEEP_S", "History", "Throughput"]
 
@@ -41,23 +46,33 @@ class Throughput:
     def __init__(self, redis: RedisClient, *, prefix: str) -> None:
         self._redis = redis
         self._prefix = prefix
+        self._backoff = FailureBackoff()
+        self._paused_until = 0.0
 
     async def record(self, queue: str, *, pages: int = 0, upstream_429: int = 0) -> None:
         """Add to this minute's counts of ``queue``; a Redis failure is logged, never raised.
 
         The history is for people: losing a count must not fail the sync that made it.
         """
+        if clock.monotonic() < self._paused_until:
+            return  # Redis failed a moment ago: the count is dropped without a call
         key = keys.throughput_key(self._prefix, queue, int(clock.now_ms() // 60_000))
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                if pages:
-                    pipe.hincrby(key, "pages", pages)
-                if upstream_429:
-                    pipe.hincrby(key, "upstream_429", upstream_429)
-                pipe.expire(key, KEEP_S)
-                await pipe.execute()
-        except REDIS_ERRORS as exc:
-            log.warning("throughput of %s not recorded: %s", queue, exc)
+            with redis_failures(f"throughput of {queue} not recorded"):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    if pages:
+                        pipe.hincrby(key, "pages", pages)
+                    if upstream_429:
+                        pipe.hincrby(key, "upstream_429", upstream_429)
+                    pipe.expire(key, KEEP_S)
+                    await pipe.execute()
+        except RedisUnavailableError as exc:
+            pause = self._backoff.failed()
+            self._paused_until = clock.monotonic() + pause
+            if self._backoff.failures == 1:  # once per outage
+                log.warning("%s; counts are dropped until Redis answers", exc)
+            return
+        self._backoff.succeeded()
 
     async def rate_limited(self) -> None:
         """WB answered 429 to the running job's request (nothing is recorded outside jobs)."""
@@ -69,14 +84,12 @@ class Throughput:
         """The last ``minutes`` minutes (the current one last) of every queue."""
         now = int(clock.now_ms() // 60_000)
         span = list(range(now - minutes + 1, now + 1))
-        try:
+        with redis_failures("could not read the throughput history"):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for queue in queues:
                     for minute in span:
                         pipe.hmget(keys.throughput_key(self._prefix, queue, minute), list(_FIELDS))
                 replies = iter(await pipe.execute())
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"could not read the throughput history: {exc}") from exc
         out: dict[str, dict[str, list[int]]] = {}
         for queue in queues:
             series: dict[str, list[int]] = {f: [] for f in _FIELDS}

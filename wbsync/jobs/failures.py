@@ -26,9 +26,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from wbsync import clock
 from wbsync.context import counting_upstream_failures
 from wbsync.errors import (
@@ -52,13 +49,9 @@ __all__ = ["FailureBudget", "FailurePolicy", "backoff_ms"]
 log = logging.getLogger(__name__)
 
 _UPSTREAM = (WbServerError, WbTransportError, WbBadResponseError)
-_INFRASTRUCTURE = (
-    StoreUnavailableError,
-    RedisUnavailableError,
-    QueueError,
-    RedisConnectionError,
-    RedisTimeoutError,
-)
+# Every Redis failure reaches here as one of these: ``wbsync.redis_client.redis_failures``
+# translates them where the call is made (the limiter, the throughput counts, the job queue).
+_INFRASTRUCTURE = (StoreUnavailableError, RedisUnavailableError, QueueError)
 
 
 def backoff_ms(retry: int, *, base_ms: float, max_ms: float) -> float:

@@ -35,6 +35,7 @@ from wbsync.errors import WbSyncError
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
+from wbsync.redis_bounds import FailureBackoff
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ class FanOut:
         names = list(self._queues)
         look_every = self._failed_retry_s / 4
         look_at = clock.monotonic() + look_every
+        failing = FailureBackoff()
         try:
             while not stop.is_set():
                 timeout = leases.poll_s
@@ -140,8 +142,12 @@ class FanOut:
                     if leading and look_at <= clock.monotonic():
                         look_at = clock.monotonic() + look_every
                         await self.retry_failed(held.queues)
-                except WbSyncError as exc:  # Redis or the database hiccuped: try next poll
-                    log.warning("fan-out failed: %s", exc)
+                except WbSyncError as exc:  # Redis or the database hiccuped: try again later
+                    # A poll is short when a fan-out is due; an outage must not make it a spin.
+                    timeout = max(timeout, failing.failed())
+                    log.warning("fan-out failed: %s; trying again in %.0f s", exc, timeout)
+                else:
+                    failing.succeeded()
                 if leading:  # a follower waits for the lease only: it looks at no failed jobs
                     timeout = min(timeout, max(0.0, look_at - clock.monotonic()))
                 try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.lua import lua_script
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import RedisClient, redis_failures
 
 __all__ = ["JobDataWriter", "decode", "encode"]
 
@@ -55,10 +55,8 @@ class JobDataWriter:
     async def save(self, job_id: str, token: str, data: Mapping[str, Any]) -> None:
         """Replace ``job_id``'s data; ``JobLockLostError`` if ``token`` no longer holds its lock."""
         key = self._job_key(job_id)
-        try:
+        with redis_failures(f"could not save data of job {job_id}", QueueError):
             result = await self._script(keys=[key, f"{key}:lock"], args=[token, encode(data)])
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not save data of job {job_id}: {exc}") from exc
         if int(result) != 1:
             raise JobLockLostError(
                 f"job {job_id}: its lock is no longer this worker's; its data was not written"

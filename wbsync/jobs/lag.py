@@ -24,7 +24,7 @@ from typing import Any
 from wbsync import clock, keys
 from wbsync.errors import RedisUnavailableError
 from wbsync.metrics import SYNC_LAG
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import RedisClient, redis_failures
 
 __all__ = [
     "DUE_FIELD",
@@ -81,26 +81,25 @@ class LagHistory:
         SYNC_LAG.labels(queue).observe(lag_ms / 1000.0)
         key = keys.lag_key(self._prefix, queue)
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.lpush(key, f"{int(clock.now_ms())}:{int(lag_ms)}")
-                pipe.ltrim(key, 0, LAG_SAMPLES - 1)
-                pipe.expire(key, _KEEP_S)
-                await pipe.execute()
-        except REDIS_ERRORS as exc:
-            log.warning("lag of %s not recorded: %s", queue, exc)
+            with redis_failures(f"lag of {queue} not recorded"):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.lpush(key, f"{int(clock.now_ms())}:{int(lag_ms)}")
+                    pipe.ltrim(key, 0, LAG_SAMPLES - 1)
+                    pipe.expire(key, _KEEP_S)
+                    await pipe.execute()
+        except RedisUnavailableError as exc:
+            log.warning("%s", exc)
 
     async def recent(
         self, queues: Sequence[str], window_s: float = LAG_WINDOW_S
     ) -> dict[str, LagFigure]:
         """The figures of the queues with runs in the last ``window_s`` (one pipeline)."""
         since = clock.now_ms() - window_s * 1000.0
-        try:
+        with redis_failures("could not read the sync lags"):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for queue in queues:
                     pipe.lrange(keys.lag_key(self._prefix, queue), 0, LAG_SAMPLES - 1)
                 replies = await pipe.execute()
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"could not read the sync lags: {exc}") from exc
         out = {}
         for queue, entries in zip(queues, replies, strict=True):
             lags = sorted(_lag_s(entry) for entry in entries if _started(entry) >= since)

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from wbsync import keys
-from wbsync.errors import RedisUnavailableError
 from wbsync.lua import lua_script
 from wbsync.metrics import FANOUT_LEADER
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import RedisClient, redis_failures
 
 log = logging.getLogger(__name__)
 
@@ -82,26 +81,20 @@ class FanOutLeases:
         enqueued; None if it was never fanned out."""
         if not queues:
             return {}
-        try:
+        with redis_failures("fan-out schedule: Redis failed"):
             values = await self._redis.hmget(self._schedule, list(queues))
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
         return {q: None if v is None else int(v) for q, v in zip(queues, values, strict=True)}
 
     async def set_through_ms(self, through: Mapping[str, int]) -> None:
         """Record how far the queues were fanned out, for whichever process leads next."""
         if not through:
             return
-        try:
-            mapping: dict[Any, Any] = dict(through)
+        mapping: dict[Any, Any] = dict(through)
+        with redis_failures("fan-out schedule: Redis failed"):
             await self._redis.hset(self._schedule, mapping=mapping)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"fan-out schedule: Redis failed: {exc}") from exc
 
     async def _call(self, queues: Sequence[str], lease_ms: int) -> list[int]:
         lease_keys = [keys.fanout_lease_key(self._prefix, q) for q in queues]
-        try:
+        with redis_failures("fan-out lease: Redis failed"):
             reply = await self._script(keys=lease_keys, args=[self.owner, lease_ms])
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"fan-out lease: Redis failed: {exc}") from exc
         return [int(x) for x in reply]

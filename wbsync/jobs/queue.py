@@ -26,6 +26,7 @@ What it adds to the library, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -41,7 +42,7 @@ from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter, decode, encode
 from wbsync.lua import lua_script
 from wbsync.metrics import JOB_DURATION
-from wbsync.redis_client import REDIS_ERRORS, RedisClient
+from wbsync.redis_client import RedisClient, describe, is_redis_failure, redis_failures
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,32 @@ CLUSTER_ADDS_IN_FLIGHT = 32
 
 
 class _Worker(bullmq.Worker):  # type: ignore[misc]
-    """BullMQ's worker with its blocking wait capped below the client's command timeout, and
-    its blocking connection named as Node BullMQ names a worker's."""
+    """BullMQ's worker, made to treat Redis as infrastructure:
+
+    * its blocking wait is capped below the client's command timeout, and its blocking
+      connection named as Node BullMQ names a worker's;
+    * every Redis failure of a fetch of jobs is followed by a ``FailureBackoff`` pause. BullMQ
+      waits only 0.1 s after an error it does not take for a connection error, and redis-py's
+      cluster client raises many (cluster down, TRYAGAIN, AttributeError while it reconnects):
+      one loop per slot spun while a shard was down. Once closing it fetches nothing (BullMQ
+      retries a failed fetch at once while it closes, until the grace ends);
+    * a job that a fetch given up on took anyway is put back (``_put_back_taken``);
+    * the end of each run (completed, retried, failed) is written through Redis failures
+      (``_end``).
+    """
 
     def __init__(self, *args: Any, connection_name: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._connection_name = connection_name
         self._named = False
+        self._fetches = redis_bounds.FailureBackoff()
+        self._stopping = asyncio.Event()
+        self._given_up: dict[str, float] = {}  # tokens of fetches given up on: when
+        self._looked_at = 0.0
+        # BullMQ writes a run's end through these four, once each (a job's moveToFailed picks
+        # one of the last three); there is no other place to put the retry.
+        for name in ("moveToCompleted", "moveToFailed", "moveToDelayed", "retryJob"):
+            setattr(self.backend, name, self._persistent(getattr(self.backend, name)))
 
     @property
     def maximumBlockTimeout(self) -> float:
@@ -94,6 +114,143 @@ class _Worker(bullmq.Worker):  # type: ignore[misc]
         if not self._named:
             await self.blockingRedisConnection.set_client_name(self._connection_name)
             self._named = True
+
+    def isConnectionError(self, error: Exception) -> bool:
+        # BullMQ retries these after ``runRetryDelay`` (0: ``getNextJob`` takes the pause).
+        return is_redis_failure(error) or bool(super().isConnectionError(error))
+
+    async def close(self, force: bool = False) -> None:
+        self._stopping.set()
+        await super().close(force)
+
+    async def getNextJob(self, token: str) -> Any:
+        if self.closing:
+            return None
+        try:
+            job = await super().getNextJob(token)
+        except Exception as exc:
+            if not self.isConnectionError(exc):
+                raise
+            # A fetch that timed out may still run on the server (a half-open link).
+            self._given_up[token] = clock.monotonic()
+            pause = self._fetches.failed()
+            if self._fetches.failures == 1:
+                log.warning(
+                    "%s: fetching jobs failed (%s); trying again after pauses of %.0f s "
+                    "doubling up to %.0f s",
+                    self.name,
+                    describe(exc),
+                    pause,
+                    redis_bounds.OUTAGE_BACKOFF_CAP_S,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            raise
+        if self._fetches.failures:
+            log.info("%s: fetching jobs again", self.name)
+        self._fetches.succeeded()
+        if self._given_up and clock.monotonic() - self._looked_at >= redis_bounds.RECONNECT_DELAY_S:
+            await self._put_back_taken()
+        return job
+
+    async def _put_back_taken(self) -> None:
+        """Put back (due now, no attempt spent) the jobs locked by a fetch this worker gave up
+        on: over a half-open link a ``moveToActive`` that timed out on the client can run once
+        the link heals, leaving a job active under a lock nobody renews until the stalled-job
+        check (one to two lock periods later). Looked for at a fetch (at most once per
+        ``RECONNECT_DELAY_S``) while such a fetch is younger than a lock period; past that its
+        lock has expired and the check takes over."""
+        self._looked_at = clock.monotonic()
+        horizon = clock.monotonic() - self.opts["lockDuration"] / 1000.0
+        self._given_up = {t: at for t, at in self._given_up.items() if at > horizon}
+        tokens = set(self._given_up)
+        try:
+            put = await _put_back_locked(self.client, self.backend, lambda t: t in tokens)
+        except Exception as exc:
+            if not is_redis_failure(exc):
+                raise
+            return  # looked for again at the next fetch
+        for jid, token in put:
+            self._given_up.pop(token, None)
+            log.warning(
+                "%s: job %s was taken by a fetch this worker had given up on (Redis answered "
+                "late); put back",
+                self.name,
+                jid,
+            )
+
+    def _persistent(self, write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def written(*args: Any, **kwargs: Any) -> Any:
+            return await self._end(write, *args, **kwargs)
+
+        return written
+
+    async def _end(self, write: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Write a run's end; after a Redis failure, again after a ``FailureBackoff`` pause
+        while the job's lock is surely still ours (half its duration: the lock was renewed at
+        most that long before the first failure).
+
+        BullMQ writes the end once: a failure there failed the job with the Redis error (an
+        attempt spent) or, when that write failed too, left it active with nothing logged.
+        Past the lock, BullMQ is told to write nothing more (``DelayedError``) and the
+        stalled-job check puts the job back once its lock has expired.
+        """
+        jid = getattr(args[0], "id", args[0])
+        backoff = redis_bounds.FailureBackoff()
+        give_up_at = clock.monotonic() + self.opts["lockDuration"] / 2000.0
+        while True:
+            try:
+                return await write(*args, **kwargs)
+            except Exception as exc:
+                if not self.isConnectionError(exc):
+                    raise
+                pause = backoff.failed()
+                if self.forceClosing or clock.monotonic() + pause > give_up_at:
+                    log.warning(
+                        "job %s: the end of its run could not be written (%s); the stalled-job "
+                        "check puts it back once its lock expired",
+                        jid,
+                        describe(exc),
+                    )
+                    raise bullmq.DelayedError() from exc
+                log.warning(
+                    "job %s: the end of its run could not be written (%s); trying again in %.0f s",
+                    jid,
+                    describe(exc),
+                    pause,
+                )
+                await asyncio.sleep(pause)
+
+
+async def _put_back_locked(
+    client: RedisClient, backend: Any, locked_by: Callable[[str], bool]
+) -> list[tuple[str, str]]:
+    """Move the active jobs whose lock ``locked_by`` matches to delayed, due now, without
+    spending an attempt (BullMQ's lock-checked ``moveToDelayed``); the (job id, lock) moved.
+
+    One job that cannot be moved is logged and left to the stalled-job check; the others are
+    still moved.
+    """
+    active = [_text(j) for j in await client.lrange(backend.keys["active"], 0, -1)]
+    if not active:
+        return []
+    async with client.pipeline(transaction=False) as pipe:
+        for jid in active:
+            pipe.get(f"{backend.toKey(jid)}:lock")
+        locks = await pipe.execute()
+    moved = []
+    for jid, lock in zip(active, locks, strict=True):
+        token = _text(lock) if lock else None
+        if token is None or not locked_by(token):
+            continue
+        try:
+            now = math.ceil(clock.now_ms())
+            await backend.moveToDelayed(jid, now, 0, token, {"skipAttempt": True})
+        except Exception as exc:
+            log.warning("could not put back job %s (it is taken over later): %s", jid, exc)
+            continue
+        moved.append((jid, token))
+    return moved
 
 
 def job_id(queue: str, cabinet: str) -> str:
@@ -312,15 +469,13 @@ class SyncQueue:
         results: dict[str, EnqueueResult] = {}
         for start in range(0, len(distinct), batch):
             chunk = distinct[start : start + batch]
-            try:
+            with redis_failures(f"could not enqueue on {self.name}", QueueError):
                 async with self._queue.client.pipeline(transaction=False) as pipe:
                     for cabinet in chunk:
                         pipe.exists(self._queue.toKey(job_id(self.name, cabinet)))
                     stored = await pipe.execute()
                 fresh = [c for c, exists in zip(chunk, stored, strict=True) if not exists]
                 await self._add([self._bulk_entry(c, data, delay_ms) for c in fresh])
-            except REDIS_ERRORS as exc:
-                raise QueueError(f"could not enqueue on {self.name}: {exc}") from exc
             for cabinet in fresh:
                 results[cabinet] = EnqueueResult(job_id(self.name, cabinet), True, "waiting")
             for cabinet, exists in zip(chunk, stored, strict=True):
@@ -330,15 +485,13 @@ class SyncQueue:
 
     async def _skip_or_replace(self, cabinet: str, data: Mapping[str, Any] | None) -> EnqueueResult:
         jid = job_id(self.name, cabinet)
-        try:
+        with redis_failures(f"could not enqueue {jid}", QueueError):
             state = await self._queue.getJobState(jid)
             if state in LIVE_STATES:
                 return EnqueueResult(job_id=jid, added=False, state=state)
             if state in _FINISHED_STATES:
                 await self._queue.remove(jid)
             await self._add([self._bulk_entry(cabinet, data)])
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not enqueue {jid}: {exc}") from exc
         return EnqueueResult(job_id=jid, added=True, state="waiting")
 
     async def _add(self, entries: list[dict[str, Any]]) -> None:
@@ -376,27 +529,22 @@ class SyncQueue:
             state = str(await job.getState())
             if state == "failed":
                 await job.retry("failed", {"resetAttemptsMade": True})
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not retry {jid}: {exc}") from exc
         except Exception as exc:  # BullMQ raises a bare Exception when the job moved meanwhile
-            raise QueueError(f"could not retry {jid}: {exc}") from exc
+            why = describe(exc) if is_redis_failure(exc) else str(exc)
+            raise QueueError(f"could not retry {jid}: {why}") from exc
         return state
 
     async def promote_delayed(self) -> None:
         """Make every delayed job due now (an operator's "run the deferred jobs now")."""
-        try:
+        with redis_failures(f"could not promote delayed jobs of {self.name}", QueueError):
             await self._queue.promoteJobs()
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not promote delayed jobs of {self.name}: {exc}") from exc
 
     async def failed_at(self) -> dict[str, int]:
         """Every cabinet whose job sits in ``failed``, with the time (ms) it failed."""
-        try:
+        with redis_failures(f"could not read failed jobs of {self.name}", QueueError):
             entries = await self._queue.client.zrange(
                 self._queue.keys["failed"], 0, -1, withscores=True
             )
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not read failed jobs of {self.name}: {exc}") from exc
         head = f"{self.name}."
         return {
             _text(jid).removeprefix(head): int(score)
@@ -407,32 +555,26 @@ class SyncQueue:
     async def job(self, cabinet: str) -> JobView | None:
         """The cabinet's job in this queue, if one is stored."""
         jid = job_id(self.name, cabinet)
-        try:
+        with redis_failures(f"could not read a job of {self.name}", QueueError):
             try:
                 job = await self._queue.getJob(jid)
             except ValueError:  # data BullMQ cannot parse: the view from the stored fields
                 state = await self._queue.getJobState(jid)
                 return (await read_jobs(self._queue.client, [(self, cabinet, state)]))[0]
             return None if job is None else await self._view(job)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not read a job of {self.name}: {exc}") from exc
 
     async def live_jobs(self) -> dict[str, JobView]:
         """Every cabinet that has a live job in this queue, with that job."""
-        try:
+        with redis_failures(f"could not read the jobs of {self.name}", QueueError):
             jobs = await self._queue.getJobs(list(LIVE_STATES))
             views = await asyncio.gather(*(self._view(job) for job in jobs if job))
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not read the jobs of {self.name}: {exc}") from exc
         return {view.cabinet: view for view in views if view.state in LIVE_STATES}
 
     async def counts(self) -> dict[str, int]:
         """Number of jobs per state."""
         states = (*LIVE_STATES, *_FINISHED_STATES)
-        try:
+        with redis_failures(f"could not count the jobs of {self.name}", QueueError):
             counts = await self._queue.getJobCounts(*states)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not count the jobs of {self.name}: {exc}") from exc
         return {state: int(counts.get(state, 0)) for state in states}
 
     async def _view(self, job: bullmq.Job) -> JobView:
@@ -491,10 +633,8 @@ async def job_states(client: RedisClient, queues: Sequence[SyncQueue]) -> dict[s
         )
         for queue in queues
     ]
-    try:
+    with redis_failures("could not read job states", QueueError):
         replies = await redis_client.run_scripts(client, calls)
-    except REDIS_ERRORS as exc:
-        raise QueueError(f"could not read job states: {exc}") from exc
     out: dict[str, dict[str, str]] = {}
     for queue, joined in zip(queues, replies, strict=True):
         states: dict[str, str] = {}
@@ -513,7 +653,7 @@ async def read_jobs(
 
     A delayed job's time to run again is read with it.
     """
-    try:
+    with redis_failures("could not read jobs", QueueError):
         async with client.pipeline(transaction=False) as pipe:
             for queue, cabinet, state in jobs:
                 jid = job_id(queue.name, cabinet)
@@ -521,8 +661,6 @@ async def read_jobs(
                 if state == "delayed":
                     pipe.zscore(queue._queue.keys["delayed"], jid)
             replies = iter(await pipe.execute())
-    except REDIS_ERRORS as exc:
-        raise QueueError(f"could not read jobs: {exc}") from exc
     views: list[JobView | None] = []
     for queue, cabinet, state in jobs:
         fields = next(replies)
@@ -576,8 +714,9 @@ class SyncWorker:
             "stalledInterval": lock_duration_ms,
             "maxStalledCount": 10,
             "drainDelay": redis_bounds.BLOCK_CEILING_S,
-            # After a Redis error the worker asks again this soon (BullMQ's default: 15 s).
-            "runRetryDelay": round(1000 * redis_bounds.RECONNECT_DELAY_S),
+            # After a Redis error BullMQ asks again at once (its default: 15 s later): the
+            # worker's own fetch has paused for a ``FailureBackoff`` before it gave up.
+            "runRetryDelay": 0,
         }
         self._worker: bullmq.Worker | None = None
         self._writer: JobDataWriter | None = None
@@ -636,23 +775,12 @@ class SyncWorker:
             {"connection": redis_bounds.connect(self._redis_url), "prefix": self._prefix},
         )
         try:
-            active = await queue.client.lrange(queue.keys["active"], 0, -1)
-        except REDIS_ERRORS as exc:
+            ours = f"{worker_id}:"
+            put = await _put_back_locked(queue.client, queue.backend, lambda t: t.startswith(ours))
+            for jid, _ in put:
+                log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
+        except Exception as exc:
             log.warning("%s: could not check for unrun jobs (taken over later): %s", self.name, exc)
-            active = []
-        try:
-            for jid in active:
-                try:
-                    token = await queue.client.get(f"{queue.toKey(jid)}:lock")
-                    if token is None or not str(token).startswith(f"{worker_id}:"):
-                        continue
-                    now = math.floor(clock.now_ms())
-                    await queue.backend.moveToDelayed(jid, now, 0, token, {"skipAttempt": True})
-                    log.info("%s: put back job %s, fetched as the worker stopped", self.name, jid)
-                except Exception as exc:  # BullMQ raises a bare Exception for a job gone meanwhile
-                    log.warning(
-                        "%s: could not put back job %s (taken over later): %s", self.name, jid, exc
-                    )
         finally:
             await queue.close()
 
@@ -735,10 +863,8 @@ class SyncWorker:
         now = math.floor(clock.now_ms())
         options = {"skipAttempt": True, "fieldsToUpdate": _delayed_fields(data, now)}
         keys, args = scripts.moveToDelayedArgs(jid, now, token, max(0, resume_at_ms - now), options)
-        try:
+        with redis_failures(f"could not defer job {jid}", QueueError):
             result = await scripts.commands["moveToDelayed"](keys=keys, args=args)
-        except REDIS_ERRORS as exc:
-            raise QueueError(f"could not defer job {jid}: {exc}") from exc
         if isinstance(result, int) and result < 0:
             # -1 no job, -2 no lock, -3 not active, -6 another token's lock: not ours any more.
             raise JobLockLostError(f"job {jid}: lock lost before it could be deferred")
@@ -757,10 +883,8 @@ class SyncWorker:
             log.error("job %s of %s is malformed and fails: %s", job.id, self.name, exc)
             raise bullmq.UnrecoverableError(str(exc)) from None
         if fixed is not None:
-            try:
+            with redis_failures(f"could not save data of job {job.id}", QueueError):
                 await job.updateData(fixed)
-            except REDIS_ERRORS as exc:
-                raise QueueError(f"could not save data of job {job.id}: {exc}") from exc
 
     def _wake_at(self, at_ms: int) -> None:
         """Add a queue marker just after ``at_ms``, so a blocked worker takes the job on time."""

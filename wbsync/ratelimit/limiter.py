@@ -28,17 +28,18 @@ from redis.asyncio.cluster import RedisCluster
 
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
-from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
+from wbsync.errors import RateLimitDeferred, RateLimitExceeded
 from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.scope import BucketScope, Limit
-from wbsync.redis_client import REDIS_ERRORS, RedisClient, run_scripts
+from wbsync.redis_client import RedisClient, redis_failures, run_scripts
 
 if TYPE_CHECKING:
     from wbsync.config import Settings
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 _LEARN = lua_script("wbsync.ratelimit", "learn.lua")
+_FAILED = "rate limiter: Redis failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +175,7 @@ class RateLimiter:
         if not scopes:
             return []
         names = [keys.bucket_key(self._prefix, scope) for scope in scopes]
-        try:
+        with redis_failures(_FAILED):
             stored = await (
                 self._redis.mget_nonatomic(names)  # a cluster's buckets sit in many slots
                 if isinstance(self._redis, RedisCluster)
@@ -188,8 +189,6 @@ class RateLimiter:
                     for s in (scopes[i] for i in used)
                 ],
             )
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         out = [TryResult(acquired=True, remaining=s.limit.burst, wait_ms=0) for s in scopes]
         for i, reply in zip(used, replies, strict=True):
             out[i] = _result(int(reply))
@@ -215,7 +214,7 @@ class RateLimiter:
         learned limit now in force when it got stricter, else None (also when WB is no
         stricter than the table: nothing is stored).
         """
-        try:
+        with redis_failures(_FAILED):
             changed, interval_ms, burst_now, stored = await self._learn(
                 keys=[keys.learned_key(self._prefix, scope)],
                 args=[
@@ -230,8 +229,6 @@ class RateLimiter:
             )
             if stored:
                 await self._index_learned(scope)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         if not changed:
             return None
         LEARNED_LIMITS.labels(scope.group).inc()
@@ -241,13 +238,11 @@ class RateLimiter:
         """Note a 429 on the bucket; True when another was noted within ``window_ms`` before
         (that one's note is then used up), False when this is the first."""
         key = keys.learn_evidence_key(self._prefix, scope)
-        try:
+        with redis_failures(_FAILED):
             first = await self._redis.set(key, 1, nx=True, px=max(1, math.ceil(window_ms)))
             if first:
                 return False
             await self._redis.delete(key)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         return True
 
     def _bounded(self, ms: float) -> float:
@@ -267,13 +262,11 @@ class RateLimiter:
     async def learned_cabinets(self) -> set[str]:
         """The cabinets (WB seller ids, as in ``BucketScope.cabinet``) with a learned limit in
         force for any of their buckets: one read of the index, however many buckets exist."""
-        try:
+        with redis_failures(_FAILED):
             members = cast(
                 "list[str | bytes]",
                 await self._redis.zrangebyscore(self._learned_index, clock.now_ms(), "+inf"),
             )
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         return {_text(m).rpartition(":")[0] for m in members}
 
     async def learned(self, scope: BucketScope) -> Learned | None:
@@ -285,15 +278,13 @@ class RateLimiter:
         """``learned`` of many buckets, in the order given, in one pipeline."""
         if not scopes:
             return []
-        try:
+        with redis_failures(_FAILED):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for scope in scopes:
                     key = keys.learned_key(self._prefix, scope)
                     pipe.hmget(key, "interval_ms", "burst")
                     pipe.pttl(key)
                 replies = await pipe.execute()
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         out: list[Learned | None] = []
         for (interval_ms, burst), ttl_ms in zip(replies[::2], replies[1::2], strict=True):
             found = interval_ms is not None and burst is not None and ttl_ms >= 0
@@ -302,14 +293,12 @@ class RateLimiter:
 
     async def forget(self, scope: BucketScope) -> bool:
         """Drop the bucket's learned limit (the table applies again); True if there was one."""
-        try:
+        with redis_failures(_FAILED):
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.delete(keys.learned_key(self._prefix, scope))
                 pipe.zrem(self._learned_index, _member(scope))
                 deleted, _ = await pipe.execute()
             return bool(deleted)
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
 
     async def acquire(self, scope: BucketScope) -> Acquired:
         """Take one token, waiting or deferring as the policy above says."""
@@ -350,15 +339,13 @@ class RateLimiter:
     async def _pass(
         self, scope: BucketScope, *, cost: int, penalty_ms: float, level: int = -1
     ) -> TryResult:
-        try:
+        with redis_failures(_FAILED):
             reply = int(
                 await self._script(
                     keys=self._keys(scope),
                     args=self._args(scope, cost=cost, penalty_ms=penalty_ms, level=level),
                 )
             )
-        except REDIS_ERRORS as exc:
-            raise RedisUnavailableError(f"rate limiter: Redis failed: {exc}") from exc
         return _result(reply)
 
     def _observe(self, scope: BucketScope, outcome: str, waited_ms: float) -> None:
