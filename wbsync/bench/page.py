@@ -267,7 +267,9 @@ class Bare:
         async def upsert(
             cabinet: int, dataset: str, rows: list[Mapping[str, Any]], dumps: Callable[[Any], str]
         ) -> None:
-            await conn.executemany(sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)])
+            await conn.executemany(
+                sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
+            )
 
         return upsert
 
@@ -286,7 +288,9 @@ class Bare:
         async def upsert(
             cabinet: int, dataset: str, rows: list[Mapping[str, Any]], dumps: Callable[[Any], str]
         ) -> None:
-            await conn.executemany(sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)])
+            await conn.executemany(
+                sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
+            )
             await conn.commit()
 
         return upsert
@@ -304,10 +308,20 @@ class Bare:
             self._next_cabinet += 1
             cabinet = self._next_cabinet
             scope = BucketScope(cabinet=f"bare-{cabinet}", group="bench", limit=_BARE_LIMIT)
-            bucket = [keys.bucket_key("wbsync-bench", scope), keys.learned_key("wbsync-bench", scope)]
-            args = [repr(_BARE_LIMIT.interval_ms * TIME_SCALE), _BARE_LIMIT.burst, 1, "0.0", "0.0", -1]
+            bucket = [
+                keys.bucket_key("wbsync-bench", scope),
+                keys.learned_key("wbsync-bench", scope),
+            ]
+            args: list[str | int] = [
+                repr(_BARE_LIMIT.interval_ms * TIME_SCALE),
+                _BARE_LIMIT.burst,
+                1,
+                "0.0",
+                "0.0",
+                -1,
+            ]
             for req in recording.requests:
-                await redis.evalsha(self._sha, 2, *bucket, *args)  # type: ignore[misc]
+                await redis.evalsha(self._sha, 2, *bucket, *args)
                 body = await send(req)
                 if body:
                     loads(body)
