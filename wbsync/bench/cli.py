@@ -15,7 +15,7 @@ import importlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -35,6 +35,7 @@ SWEEP = (1, 5, 20, 50)
 ALL_SCALE_CABINETS = 1_000
 
 Runner = Callable[[str], Awaitable[dict[str, Any]]]
+T = TypeVar("T")
 
 
 def _command_line(ctx: typer.Context) -> str:
@@ -47,6 +48,8 @@ def _command_line(ctx: typer.Context) -> str:
         if getattr(param, "is_flag", False):
             flags = param.opts if value else param.secondary_opts
             words.append(flags[0] if flags else "")
+        elif isinstance(value, list | tuple):  # a repeatable option: once per value
+            words += [f"{param.opts[0]} {item}" for item in value]
         else:
             words.append(f"{param.opts[0]} {value}")
     return " ".join(w for w in words if w)
@@ -346,7 +349,7 @@ def page_cmd(
             "on it per run, dropped after); repeat for both. Default: sqlite.",
         ),
     ] = None,
-    cabinets: Annotated[int, typer.Option(help="Cabinets (first runs) per measurement.")] = 20,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (first runs) per measurement.")] = 10,
     rounds: Annotated[int, typer.Option(help="Rounds (ABBA); medians.")] = 3,
     concurrency: Annotated[
         int, typer.Option(help="Jobs per queue of the worker (WBSYNC_SYNC_QUEUE_CONCURRENCY).")
@@ -362,12 +365,14 @@ def page_cmd(
     """Worker CPU and Redis commands per page of each sync, next to bare pipelines."""
     from wbsync.bench import page
 
-    params = page.Params(
-        cabinets=cabinets,
-        rounds=rounds,
-        databases=tuple(db or ("sqlite",)),
-        concurrency=concurrency,
-        only=tuple(sync or ()),
+    params = _checked(
+        lambda: page.Params(
+            cabinets=cabinets,
+            rounds=rounds,
+            databases=tuple(db or ("sqlite",)),
+            concurrency=concurrency,
+            only=tuple(sync or ()),
+        )
     )
     _run_one(
         ctx,
@@ -416,15 +421,18 @@ def capacity_cmd(
     """Steady state of N cabinets on every sync's interval: freshness lag and CPU against N."""
     from wbsync.bench import capacity
 
-    params = capacity.Params(
-        cabinets=_ints(cabinets, "--cabinets"),
-        time_scale=time_scale,
-        processes=processes,
-        concurrency=concurrency,
-        latency_ms=latency_ms,
-        window_s=window_s,
-        drain_s=drain_s,
-        postgres=postgres,
+    counts = _ints(cabinets, "--cabinets")
+    params = _checked(
+        lambda: capacity.Params(
+            cabinets=counts,
+            time_scale=time_scale,
+            processes=processes,
+            concurrency=concurrency,
+            latency_ms=latency_ms,
+            window_s=window_s,
+            drain_s=drain_s,
+            postgres=postgres,
+        )
     )
     _run_one(
         ctx,
@@ -436,6 +444,16 @@ def capacity_cmd(
         docs_dir=docs_dir,
         verbose=verbose,
     )
+
+
+def _checked(build: Callable[[], T]) -> T:
+    """A benchmark's parameters; what they refuse is a usage error (exit 2), said as is."""
+    from wbsync.errors import ConfigError
+
+    try:
+        return build()
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
