@@ -40,7 +40,7 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
-from wbsync.bench.common import percentile, table
+from wbsync.bench.common import percentile, syncs, table
 from wbsync.bench.scaleout import (
     RedisUnderTest,
     WorkerProcesses,
@@ -59,7 +59,6 @@ from wbsync.service import fanout_intervals
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
-from wbsync.syncs import Sync
 
 #: A steady state holds when the pooled lag p95 is within this share of each queue's interval.
 LAG_TARGET = 0.10
@@ -67,23 +66,16 @@ _POLL_S = 0.2
 _LOOKBACK_S = 5.0  # completions are re-read this far back: a commit may land after its stamp
 
 
-def syncs() -> dict[str, Sync]:
-    """The syncs to fan out, by queue name (the sync registry)."""
-    from wbsync.syncs import SYNCS
-
-    return dict(SYNCS)
-
-
 @dataclass
 class Params:
     """What to run."""
 
-    cabinets: tuple[int, ...] = (25, 50, 100, 200)
+    cabinets: tuple[int, ...] = (10, 30, 100)
     time_scale: float = 0.1
     processes: int = 2
     concurrency: int = 5
     latency_ms: float = 0.0
-    window_s: float = 40.0
+    window_s: float = 30.0
     drain_s: float = 10.0
     warmup_timeout_s: float = 180.0
     postgres: str | None = None

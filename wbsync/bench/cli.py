@@ -391,7 +391,7 @@ def capacity_cmd(
     ctx: typer.Context,
     cabinets: Annotated[
         str, typer.Option(help="Cabinet counts N to hold, comma-separated.")
-    ] = "25,50,100,200",
+    ] = "10,30,100",
     time_scale: Annotated[
         float, typer.Option(help="Multiplies WB's periods and the fan-out intervals.")
     ] = 0.1,
@@ -402,7 +402,7 @@ def capacity_cmd(
     latency_ms: Annotated[float, typer.Option(help="The emulator's median reply time.")] = 0.0,
     window_s: Annotated[
         float, typer.Option(help="Measured seconds per N (after the first pass).")
-    ] = 40.0,
+    ] = 30.0,
     drain_s: Annotated[
         float, typer.Option(help="Seconds after the window for its last runs to complete.")
     ] = 10.0,

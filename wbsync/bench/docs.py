@@ -69,7 +69,13 @@ def _meta(r: dict[str, Any]) -> str:
     return (
         f"Command: `{r.get('command', '?')}` ({r.get('measured_at', '?')}, "
         f"{_fmt(r.get('wall_s'))} s). Machine: {m.get('cpu')}, {m.get('cores')} cores, "
-        f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}."
+        f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}"
+        + (
+            f"; load average {', '.join(f'{x:g}' for x in m['load_average'])} at the end "
+            "(1, 5, 15 min)."
+            if m.get("load_average")
+            else "."
+        )
     )
 
 

@@ -55,7 +55,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from wbsync import keys
-from wbsync.bench.common import median, ratio, rounds, table
+from wbsync.bench.common import median, ratio, rounds, syncs, table
 from wbsync.bench.scaleout import (
     FAR_AHEAD_MS,
     RedisUnderTest,
@@ -96,13 +96,6 @@ _BUCKET_LUA = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_te
 #: The bare pipeline's bucket: WB's most common limit shape; only the call's cost matters.
 _BARE_LIMIT = Limit(period_s=60.0, limit=300, burst=5)
 _EXCLUDED_COMMANDS = frozenset({"info"})  # the benchmark's own reads of the counters
-
-
-def syncs() -> dict[str, Sync]:
-    """The syncs to measure, by queue name (the sync registry)."""
-    from wbsync.syncs import SYNCS
-
-    return dict(SYNCS)
 
 
 @dataclass

@@ -47,7 +47,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from wbsync import keys
-from wbsync.bench.common import rounds, table
+from wbsync.bench.common import rounds, syncs, table
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
 from wbsync.config import Settings
@@ -64,7 +64,6 @@ from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
-from wbsync.syncs import SYNCS
 
 REDIS_KINDS = ("single", "cluster")
 SECRET_KEY = "wbsync-bench-scaleout-secret-key"
@@ -104,7 +103,7 @@ class Params:
 
     def deadline_s(self) -> float:
         """How long one run may take before it is called failed."""
-        return self.timeout_s or 120.0 + self.cabinets * len(SYNCS) * 0.1
+        return self.timeout_s or 120.0 + self.cabinets * len(syncs()) * 0.1
 
 
 # --- the machine's and the processes' CPU (Linux /proc) -------------------------------------
@@ -317,7 +316,7 @@ class WorkerProcesses:
 
     async def until_listening(self, queue_prefix: str, timeout_s: float = 120.0) -> None:
         """Until every process's worker of every queue holds its blocking connection."""
-        wanted = {keys.bullmq_worker_connection_name(queue_prefix, q) for q in SYNCS}
+        wanted = {keys.bullmq_worker_connection_name(queue_prefix, q) for q in syncs()}
         deadline = time.monotonic() + timeout_s
         while True:
             names = await self.redis.client_names()
@@ -384,7 +383,7 @@ async def _per_sync(database: Database, since: datetime, cabinets: int) -> dict[
 async def _one_run(
     params: Params, emu: EmulatorProcess, kind: str, processes: int, tmp: Path
 ) -> dict[str, Any]:
-    jobs = params.cabinets * len(SYNCS)
+    jobs = params.cabinets * len(syncs())
     with redis_under_test(kind) as redis:
         async with fresh_database(params.postgres, tmp) as database_url:
             run = WorkerProcesses(
@@ -401,14 +400,14 @@ async def _one_run(
                     ]
                 )
                 leases = FanOutLeases(runtime.redis, prefix=settings.redis_prefix, lease_ms=15_000)
-                await leases.set_due_ms({q: FAR_AHEAD_MS for q in SYNCS})
+                await leases.set_due_ms({q: FAR_AHEAD_MS for q in syncs()})
                 await emu.reset()
                 run.spawn(settings, processes, tmp)
                 try:
                     await run.until_listening(runtime.queue_prefix)
                     ids = [str(c.id) for c in await runtime.store.cabinets.list()]
-                    queues = {name: runtime.queue(name) for name in SYNCS}
-                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in SYNCS})
+                    queues = {name: runtime.queue(name) for name in syncs()}
+                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in syncs()})
                     figures = await _measured(run, redis, runtime.database, fanout, jobs, params)
                 finally:
                     run.stop()
@@ -603,7 +602,7 @@ def tables(result: dict[str, Any]) -> list[Any]:
     ]
     p = result["params"]
     title = (
-        f"scaleout: {p['cabinets']:,} cabinets x {len(SYNCS)} syncs, {p['concurrency']} per "
+        f"scaleout: {p['cabinets']:,} cabinets x {len(syncs())} syncs, {p['concurrency']} per "
         f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}"
     )
     return [table(title, columns, rows)]
