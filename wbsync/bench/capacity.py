@@ -20,7 +20,8 @@ it had then (a lower bound).
 Reported per N: the lag (p50, p95, max) in seconds per queue and, pooled over the queues, as a
 share of each queue's interval; pages per second in the window; the CPU of the workers (their
 processes), of Redis (``INFO cpu``) and of the database (PostgreSQL's backends serving the
-run's database, read from ``/proc``; with SQLite the database works inside the workers), and
+run's database, looked for at every poll and read from ``/proc``, the benchmark's own
+connections left out; with SQLite the database works inside the workers), and
 the emulator's apart, each in cores (CPU seconds per second). The capacity is the largest N
 whose pooled lag p95 stays within ``LAG_TARGET`` (10 %) of the interval.
 """
@@ -90,25 +91,47 @@ class Params:
 # --- CPU of the database's backends --------------------------------------------------------
 
 
-async def _backend_pids(database: Database, url: str) -> list[int]:
-    """PostgreSQL's backends serving ``url``'s database on this host; none for SQLite."""
+async def _backend_pids(database: Database, url: str, own: set[int]) -> list[int]:
+    """PostgreSQL's backends serving ``url``'s database on this host (none for SQLite), less
+    the benchmark's own: each connection this asks on is added to ``own``."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
         return []
     async with database.connection() as conn:
-        rows = await conn.execute(
-            text("SELECT pid FROM pg_stat_activity WHERE datname = :name"),
-            {"name": parsed.database},
+        rows = list(
+            await conn.execute(
+                text("SELECT pid, pg_backend_pid() FROM pg_stat_activity WHERE datname = :name"),
+                {"name": parsed.database},
+            )
         )
-        return [int(pid) for (pid,) in rows]
+    own.update(int(mine) for _, mine in rows)
+    return [int(pid) for pid, _ in rows if int(pid) not in own]
 
 
-def _pids_cpu_s(pids: list[int]) -> dict[int, float]:
-    out = {}
-    for pid in pids:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            out[pid] = process_cpu_s(pid)
-    return out
+class _Backends:
+    """CPU of the PostgreSQL backends serving the run's database over the window.
+
+    The workers' pools open and close connections as load comes and goes, so the backends are
+    looked for at every poll: one there at the window's start counts from its CPU then, one
+    that appears later from zero (its start is the database's work too), each up to the last
+    reading (a backend that exits loses at most one poll's CPU).
+    """
+
+    def __init__(self) -> None:
+        self.base: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.own: set[int] = set()  # the benchmark's own connections: its polling is not ours
+
+    def sample(self, pids: list[int], *, started: bool) -> None:
+        for pid in pids:
+            with contextlib.suppress(OSError, IndexError, ValueError):  # it exited meanwhile
+                cpu = process_cpu_s(pid)
+                if pid not in self.base:
+                    self.base[pid] = 0.0 if started else cpu
+                self.last[pid] = cpu
+
+    def cpu_s(self) -> float:
+        return sum(self.last[p] - self.base[p] for p in self.last if p not in self.own)
 
 
 # --- the lag --------------------------------------------------------------------------------
@@ -206,9 +229,9 @@ async def _observe(
 # --- one N -------------------------------------------------------------------------------------
 
 
-def _cpu(workers: WorkerProcesses, backends: dict[int, float]) -> dict[str, float]:
+def _cpu(workers: WorkerProcesses) -> dict[str, float]:
     worker_s, emulator_s = workers.cpu_s()
-    return {"workers": worker_s, "emulator": emulator_s, "database": sum(backends.values())}
+    return {"workers": worker_s, "emulator": emulator_s}
 
 
 async def _one_n(params: Params, emu: EmulatorProcess, n: int, tmp: Path) -> dict[str, Any]:
@@ -272,30 +295,31 @@ async def _steady(
         await observe()
         await asyncio.sleep(_POLL_S)
     warmup_s = (datetime.now(UTC) - since).total_seconds()
-    backends = await _backend_pids(database, database_url)
-    cpu0, backends0 = _cpu(workers, {}), _pids_cpu_s(backends)
+    backends = _Backends()
+    backends.sample(await _backend_pids(database, database_url, backends.own), started=False)
+    cpu0 = _cpu(workers)
     redis0 = (await redis.totals())["cpu_s"]
     start_ms = time.time() * 1000.0
     started = time.monotonic()
     end = started + params.window_s
     while time.monotonic() < end:
         await observe()
+        backends.sample(await _backend_pids(database, database_url, backends.own), started=True)
         await asyncio.sleep(_POLL_S)
     window_s = time.monotonic() - started
     end_ms = start_ms + window_s * 1000.0
-    backends1 = _pids_cpu_s(backends)
-    cpu1 = _cpu(workers, {})
+    backends.sample(await _backend_pids(database, database_url, backends.own), started=True)
+    cpu1 = _cpu(workers)
     redis1 = (await redis.totals())["cpu_s"]
     drain_end = time.monotonic() + params.drain_s
     while time.monotonic() < drain_end:
         await observe()
         await asyncio.sleep(_POLL_S)
     lags = ledger.lags(start_ms, end_ms, time.time() * 1000.0)
-    database_cpu = sum(backends1[p] - backends0[p] for p in backends1 if p in backends0)
     cores = {
         "workers": (cpu1["workers"] - cpu0["workers"]) / window_s,
         "redis": (redis1 - redis0) / window_s,
-        "database": database_cpu / window_s if backends else None,
+        "database": backends.cpu_s() / window_s if backends.last else None,
         "emulator": (cpu1["emulator"] - cpu0["emulator"]) / window_s,
     }
     return {

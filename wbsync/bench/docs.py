@@ -36,17 +36,22 @@ in a child process on loopback. Comparisons are measured in the same run, interl
 implementations or modes alternate in rounds (ABBA order), so a machine that slows down during
 the run does not favour one side. Medians are over rounds; latency percentiles over every call.
 Each section names the command that produced it and the machine it ran on; the raw results are
-in `benchmarks.json`. Regenerate with `make bench` (about 7 minutes on the machine below;
-it runs scale with 1,000 cabinets, and `wbsync bench scale --write-docs` adds the 10,000-cabinet
-run, about 7 minutes more). `status` and `scaleout` run on their own (`wbsync bench status
---write-docs`, about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default
-1,000 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
+in `benchmarks.json`. Regenerate with `make bench` (about 15 minutes on the machine below: the
+first five benchmarks about 7, page about 2 on SQLite alone, capacity about 5; `wbsync bench all
+--postgres URL` measures page on PostgreSQL too and runs capacity on it). `all` runs scale with
+1,000 cabinets, and `wbsync bench scale --write-docs` adds the 10,000-cabinet run, about 7
+minutes more. `status` and `scaleout` run on their own (`wbsync bench status --write-docs`,
+about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default 1,000
+cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
 section.
 
 The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
-else runs (other test suites ran alongside, load average 2-3). Absolute throughput is therefore
-low and moves by tens of percent between runs; read the ratios measured within one run, and
-the counts (commands, requests, 429s, attempts), which do not depend on load.
+else runs (other test suites ran alongside, load average 2-3; page and capacity ran with load
+average 8-11, four or five busy processes per core, which slows every CPU-second and lengthens
+every wait, so their absolute CPU figures and lags are worse than on a quiet machine; sections
+measured since the load average was recorded give it). Absolute throughput is therefore low and
+moves by tens of percent between runs; read the ratios measured within one run, and the counts
+(commands, requests, 429s, attempts), which do not depend on load.
 """
 
 
@@ -588,7 +593,9 @@ def _capacity(r: dict[str, Any]) -> str:
             f"window have none); missed: fan-outs unserved {p['drain_s']:g} s after the window "
             "(counted at the lag they had then). CPU in cores (CPU seconds per second of the "
             "window): the worker processes, Redis (`INFO cpu`), PostgreSQL's backends serving "
-            "the run's database (`/proc`; with SQLite the database works inside the workers) "
+            "the run's database (looked for at every poll, as the pools open and close "
+            "connections, and read from `/proc`; the benchmark's own connections left out; "
+            "with SQLite the database works inside the workers) "
             "and, apart, the emulator (WB's work, not ours).",
             "",
             _table(columns, rows),
