@@ -391,7 +391,7 @@ def capacity_cmd(
     ctx: typer.Context,
     cabinets: Annotated[
         str, typer.Option(help="Cabinet counts N to hold, comma-separated.")
-    ] = "10,30,100",
+    ] = "3,10,30,60",
     time_scale: Annotated[
         float, typer.Option(help="Multiplies WB's periods and the fan-out intervals.")
     ] = 0.1,

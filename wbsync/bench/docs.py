@@ -600,7 +600,13 @@ def _capacity(r: dict[str, Any]) -> str:
             "",
             _table(columns, rows),
             "",
-            f"Target: lag p95 within {r['lag_target']:.0%} of the interval; {verdict}.",
+            f"Target: lag p95 within {r['lag_target']:.0%} of the interval; {verdict}."
+            + (
+                f" N = {r['overloaded']['cabinets']} was not held: "
+                f"{r['overloaded']['reason']} (larger N were not run)."
+                if r.get("overloaded")
+                else ""
+            ),
             "",
             "![capacity](bench-capacity.png)",
         ]

@@ -103,7 +103,7 @@ class Params:
     """What to run."""
 
     cabinets: int = 10
-    rounds: int = 5
+    rounds: int = 3
     databases: tuple[str, ...] = ("sqlite",)
     """``sqlite`` and/or PostgreSQL server URLs (``postgresql+asyncpg://``): each run gets a
     new database on the server, dropped after."""
