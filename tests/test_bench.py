@@ -241,3 +241,22 @@ def test_capacity_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     doc = (tmp_path / "benchmarks.md").read_text("utf-8")
     assert "capacity: steady state" in doc and "wbsync bench capacity --cabinets 2" in doc
     assert (tmp_path / "bench-capacity.png").stat().st_size > 0
+
+
+async def test_capacity_stops_at_an_n_whose_first_pass_does_not_drain() -> None:
+    """No time at all for the first pass: the smallest N is reported as not held, the larger
+    one is not run, and no capacity is claimed."""
+    params = capacity.Params(
+        cabinets=(3, 2),
+        time_scale=0.01,
+        processes=1,
+        warmup_base_s=0.0,
+        warmup_s_per_cabinet=0.0,
+        window_s=1.0,
+        drain_s=0.0,
+    )
+    result = await capacity.run(params)
+    assert result["runs"] == []
+    assert result["overloaded"]["cabinets"] == 2  # smallest first
+    assert "the first pass of 2 cabinets did not drain in 0 s" in result["overloaded"]["reason"]
+    assert result["capacity_cabinets"] is None

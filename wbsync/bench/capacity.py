@@ -24,8 +24,8 @@ run's database, looked for at every poll and read from ``/proc``, the benchmark'
 connections left out; with SQLite the database works inside the workers), and
 the emulator's apart, each in cores (CPU seconds per second). The capacity is the largest N
 whose pooled lag p95 stays within ``LAG_TARGET`` (10 %) of the interval. An N whose first
-pass does not drain within a minute plus ``warmup_s_per_cabinet`` per cabinet is reported as
-not held, and larger N are not run.
+pass does not drain within ``warmup_base_s`` plus ``warmup_s_per_cabinet`` per cabinet is
+reported as not held, and larger N are not run.
 """
 
 from __future__ import annotations
@@ -80,9 +80,10 @@ class Params:
     latency_ms: float = 0.0
     window_s: float = 30.0
     drain_s: float = 10.0
+    warmup_base_s: float = 60.0
     warmup_s_per_cabinet: float = 2.0
-    """How long the first pass may take to drain, per cabinet (plus a minute): past that the
-    stack cannot keep up with N, and larger N are not run."""
+    """How long the first pass may take to drain: ``warmup_base_s`` plus this per cabinet.
+    Past that the stack cannot keep up with N, and larger N are not run."""
     postgres: str | None = None
 
     def __post_init__(self) -> None:
@@ -296,7 +297,7 @@ async def _steady(
         if died:
             raise ConfigError(died)
 
-    limit_s = 60.0 + params.warmup_s_per_cabinet * n
+    limit_s = params.warmup_base_s + params.warmup_s_per_cabinet * n
     deadline = time.monotonic() + limit_s
     while not ledger.first_pass_done(n, len(intervals)):
         if time.monotonic() > deadline:

@@ -159,7 +159,7 @@ def capacity_plot(result: dict[str, Any], path: Path) -> bool:
     lag.axhline(100 * result["lag_target"], color="grey", linewidth=0.8, label="target")
     lag.set_xlabel("cabinets N")
     lag.set_ylabel("lag, % of the queue's interval")
-    lag.set_yscale("symlog", linthresh=10)
+    lag.set_ylim(bottom=0)
     lag.set_title("freshness lag (pooled over the queues)")
     lag.legend(fontsize=8)
     lag.grid(True, alpha=0.3)
