@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from wbsync.bench import lateness, limiter, peers, reschedule, scale, slots, status
+from wbsync.bench import (
+    capacity,
+    lateness,
+    limiter,
+    page,
+    peers,
+    reschedule,
+    scale,
+    slots,
+    status,
+)
 from wbsync.bench.cli import app
+from wbsync.jobs.fanout import offset_ms
 from wbsync.redis_server import EmbeddedRedis
 
 
@@ -145,3 +157,116 @@ def test_scaleout_refuses_a_bad_process_list() -> None:
     assert reply.exit_code == 2
     said = " ".join(reply.output.replace("│", " ").split())  # rich boxes and wraps the error
     assert "'1,two' is not a comma-separated list of whole numbers" in said
+
+
+def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
+    """The finance sync for one cabinet, one round, SQLite: wbsync's worker and every bare
+    variant measured on the same page, the ratio and the commands reported, the docs written."""
+    reply = CliRunner().invoke(
+        app,
+        [
+            *("page", "--sync", page.FINANCE, "--cabinets", "1", "--rounds", "1"),
+            *("--json", "--write-docs", "--docs-dir", str(tmp_path)),
+        ],
+    )
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    [run] = result["runs"]
+    assert run["database"] == "sqlite" and list(run["syncs"]) == [page.FINANCE]
+    finance = run["syncs"][page.FINANCE]
+    assert finance["failed_runs"] == 0
+    assert finance["pages_per_run"] == 1 and finance["rows_per_page"] == 40
+    assert finance["requests_per_run"] == 2  # the page, then WB's 204 that ends the report
+    cpu = finance["cpu_ms_per_page"]
+    assert set(cpu) == {page.WBSYNC, *page.BARE_VARIANTS} and all(v > 0 for v in cpu.values())
+    fastest = min(cpu[v] for v in page.BARE_VARIANTS)
+    assert cpu[finance["fastest_bare"]] == fastest
+    assert finance["ratio_to_fastest_bare"] == pytest.approx(cpu[page.WBSYNC] / fastest, rel=0.01)
+    by_name = finance["redis_commands_per_page_by_name"]
+    assert by_name["evalsha"] >= 1  # the bucket, at least, runs on the private Redis
+    assert "info" not in by_name  # the benchmark's own reads are not the page's
+    assert finance["redis_commands_per_page"] == pytest.approx(sum(by_name.values()), rel=0.01)
+    assert result["targets"]["sqlite"]["finance_cpu_ms_per_page"] == cpu[page.WBSYNC]
+    doc = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert (
+        "page: worker CPU" in doc
+        and "--sync rnp-finance-sync" in doc
+        and "wbsync bench page --cabinets 1" in doc
+    )
+    assert (tmp_path / "bench-page.png").stat().st_size > 0
+
+
+def test_page_refuses_an_unknown_database() -> None:
+    reply = CliRunner().invoke(app, ["page", "--db", "mysql://x"])
+    assert reply.exit_code == 2
+    said = " ".join(reply.output.replace("│", " ").split())  # rich boxes and wraps the error
+    assert "unknown database 'mysql://x'" in said and "PostgreSQL server URL" in said
+
+
+def _at(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000.0, UTC)
+
+
+def test_capacity_pairs_each_due_time_with_the_run_that_served_it() -> None:
+    """Lag = the cabinet's first completion after the time it was due that served no earlier
+    one; a (cabinet, queue) is due at the fan-out's own offset in every interval."""
+    ledger = capacity._Ledger({"q": 1.0})  # due every 1,000 ms, at the cabinet's offset
+    o = offset_ms("7", "q", 1_000)
+    for at in (900, 1_100, 2_050, 3_950, 3_990):
+        ledger.ran(7, "q", _at(o + at), 1)
+    ledger.ran(7, "q", _at(o + 3_990), 1)  # seen again by a later poll: not a second completion
+    # window [1_500, 4_500) past the offset: due at 2k, 3k, 4k; anchor (the last before) is 1k.
+    lags = ledger.lags(o + 1_500.0, o + 4_500.0, now_ms=o + 6_000.0)
+    # 1k <- 1_100; 2k <- 2_050 (50); 3k <- 3_950 (950: late); 4k: 3_990 is before it, so
+    # nothing served it by now (missed, 2,000 ms so far).
+    assert lags["q"] == pytest.approx([50.0, 950.0, -2_000.0])
+    assert ledger.pages(o + 1_500.0, o + 4_500.0) == 3
+
+
+def test_capacity_smallest_configuration_end_to_end(tmp_path: Path) -> None:
+    """Two cabinets, one process, a short window at time scale 0.01: lag and CPU measured,
+    the docs section and its plot written."""
+    reply = CliRunner().invoke(
+        app,
+        [
+            *("capacity", "--cabinets", "2", "--time-scale", "0.01", "--processes", "1"),
+            *("--window-s", "3", "--drain-s", "1"),
+            *("--json", "--write-docs", "--docs-dir", str(tmp_path)),
+        ],
+    )
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    [run] = result["runs"]
+    assert run["cabinets"] == 2 and run["failures"] == 0
+    booking = run["per_queue"]["booking-slot-monitor"]  # every 0.6 s: several in 3 s
+    assert booking["interval_s"] == pytest.approx(0.6)
+    assert booking["runs"] >= 2 * 3 and booking["runs"] == run["runs"] - sum(
+        q["runs"] for name, q in run["per_queue"].items() if name != "booking-slot-monitor"
+    )
+    assert 0 <= booking["lag_p50_s"] <= booking["lag_p95_s"] <= booking["lag_max_s"]
+    assert 0 <= run["lag_share_p50"] <= run["lag_share_p95"] <= run["lag_share_max"]
+    assert run["pages_per_s"] > 0
+    cores = run["cpu_cores"]
+    assert cores["workers"] > 0 and cores["redis"] > 0 and cores["database"] is None  # SQLite
+    doc = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert "capacity: steady state" in doc and "wbsync bench capacity --cabinets 2" in doc
+    assert (tmp_path / "bench-capacity.png").stat().st_size > 0
+
+
+async def test_capacity_stops_at_an_n_whose_first_pass_does_not_drain() -> None:
+    """No time at all for the first pass: the smallest N is reported as not held, the larger
+    one is not run, and no capacity is claimed."""
+    params = capacity.Params(
+        cabinets=(3, 2),
+        time_scale=0.01,
+        processes=1,
+        warmup_base_s=0.0,
+        warmup_s_per_cabinet=0.0,
+        window_s=1.0,
+        drain_s=0.0,
+    )
+    result = await capacity.run(params)
+    assert result["runs"] == []
+    assert result["overloaded"]["cabinets"] == 2  # smallest first
+    assert "the first pass of 2 cabinets did not drain in 0 s" in result["overloaded"]["reason"]
+    assert result["capacity_cabinets"] is None

@@ -15,7 +15,7 @@ import importlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -35,6 +35,7 @@ SWEEP = (1, 5, 20, 50)
 ALL_SCALE_CABINETS = 1_000
 
 Runner = Callable[[str], Awaitable[dict[str, Any]]]
+T = TypeVar("T")
 
 
 def _command_line(ctx: typer.Context) -> str:
@@ -47,6 +48,8 @@ def _command_line(ctx: typer.Context) -> str:
         if getattr(param, "is_flag", False):
             flags = param.opts if value else param.secondary_opts
             words.append(flags[0] if flags else "")
+        elif isinstance(value, list | tuple):  # a repeatable option: once per value
+            words += [f"{param.opts[0]} {item}" for item in value]
         else:
             words.append(f"{param.opts[0]} {value}")
     return " ".join(w for w in words if w)
@@ -335,6 +338,124 @@ def scaleout_cmd(
     )
 
 
+@app.command("page")
+def page_cmd(
+    ctx: typer.Context,
+    db: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--db",
+            help="sqlite, or a PostgreSQL server URL (postgresql+asyncpg://...: a new database "
+            "on it per run, dropped after); repeat for both. Default: sqlite.",
+        ),
+    ] = None,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (first runs) per measurement.")] = 10,
+    rounds: Annotated[int, typer.Option(help="Rounds (ABBA); medians.")] = 3,
+    concurrency: Annotated[
+        int, typer.Option(help="Jobs per queue of the worker (WBSYNC_SYNC_QUEUE_CONCURRENCY).")
+    ] = 5,
+    sync: Annotated[
+        list[str] | None, typer.Option("--sync", help="Measure only this sync; repeatable.")
+    ] = None,
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
+    """Worker CPU and Redis commands per page of each sync, next to bare pipelines."""
+    from wbsync.bench import page
+
+    params = _checked(
+        lambda: page.Params(
+            cabinets=cabinets,
+            rounds=rounds,
+            databases=tuple(db or ("sqlite",)),
+            concurrency=concurrency,
+            only=tuple(sync or ()),
+        )
+    )
+    _run_one(
+        ctx,
+        "page",
+        lambda _url: page.run(params),
+        private=True,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
+
+
+@app.command("capacity")
+def capacity_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[
+        str, typer.Option(help="Cabinet counts N to hold, comma-separated.")
+    ] = "3,10,30,60",
+    time_scale: Annotated[
+        float, typer.Option(help="Multiplies WB's periods and the fan-out intervals.")
+    ] = 0.1,
+    processes: Annotated[int, typer.Option(help="`wbsync run` processes.")] = 2,
+    concurrency: Annotated[
+        int, typer.Option(help="Jobs per queue per process (WBSYNC_SYNC_QUEUE_CONCURRENCY).")
+    ] = 5,
+    latency_ms: Annotated[float, typer.Option(help="The emulator's median reply time.")] = 0.0,
+    window_s: Annotated[
+        float, typer.Option(help="Measured seconds per N (after the first pass).")
+    ] = 30.0,
+    drain_s: Annotated[
+        float, typer.Option(help="Seconds after the window for its last runs to complete.")
+    ] = 10.0,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            help="A PostgreSQL server URL (postgresql+asyncpg://...): each N gets a new "
+            "database on it, dropped after. Default: a new SQLite file per N."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
+    """Steady state of N cabinets on every sync's interval: freshness lag and CPU against N."""
+    from wbsync.bench import capacity
+
+    counts = _ints(cabinets, "--cabinets")
+    params = _checked(
+        lambda: capacity.Params(
+            cabinets=counts,
+            time_scale=time_scale,
+            processes=processes,
+            concurrency=concurrency,
+            latency_ms=latency_ms,
+            window_s=window_s,
+            drain_s=drain_s,
+            postgres=postgres,
+        )
+    )
+    _run_one(
+        ctx,
+        "capacity",
+        lambda _url: capacity.run(params),
+        private=True,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
+
+
+def _checked(build: Callable[[], T]) -> T:
+    """A benchmark's parameters; what they refuse is a usage error (exit 2), said as is."""
+    from wbsync.errors import ConfigError
+
+    try:
+        return build()
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def _ints(text: str, option: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
@@ -351,6 +472,13 @@ def all_cmd(
         int, typer.Option(help="Cabinets for scale (its own default, 10,000, takes ~8 min).")
     ] = ALL_SCALE_CABINETS,
     sweep: Annotated[bool, typer.Option("--sweep/--no-sweep", help="slots sweep.")] = True,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            help="A PostgreSQL server URL: page measures it next to SQLite, capacity runs on it "
+            "(a new database per run, dropped after). Default: SQLite only."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     write_docs: DocsOpt = False,
     docs_dir: DocsDirOpt = Path("docs"),
@@ -358,20 +486,23 @@ def all_cmd(
 ) -> None:
     """Every benchmark with its defaults, slots with its sweep, scale with fewer cabinets.
 
-    ``make bench`` must finish in under 10 minutes; scale's 70,000 jobs alone take about 8 on a
-    2-core machine, so ``all`` runs it with 1,000 cabinets (7,000 jobs) unless told otherwise.
+    scale's 70,000 jobs alone take about 8 minutes on a 2-core machine, so ``all`` runs it with
+    1,000 cabinets (7,000 jobs) unless told otherwise.
     """
-    from wbsync.bench import lateness, limiter, reschedule, scale, slots
+    from wbsync.bench import capacity, lateness, limiter, page, reschedule, scale, slots
     from wbsync.bench.common import setup_logging
 
     setup_logging(verbose)
     command = _command_line(ctx)
+    databases = ("sqlite", postgres) if postgres else ("sqlite",)
     plan: list[tuple[str, Runner, bool]] = [
         ("reschedule", lambda url: reschedule.run(url), True),
         ("lateness", lambda url: lateness.run(url), False),
         ("limiter", lambda url: limiter.run(url), False),
         ("slots", lambda url: slots.run(url, sweep=SWEEP if sweep else ()), False),
         ("scale", lambda url: scale.run(url, scale.Params(cabinets=scale_cabinets)), True),
+        ("page", lambda _url: page.run(page.Params(databases=databases)), True),
+        ("capacity", lambda _url: capacity.run(capacity.Params(postgres=postgres)), True),
     ]
     results = {}
     for name, runner, private in plan:

@@ -26,12 +26,23 @@ from rich.table import Table
 from wbsync.config import get_settings
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.redis_server import redis_url as resolve_redis_url
+from wbsync.registry import BUILTIN
+from wbsync.syncs import SYNCS, Sync
 
 T = TypeVar("T")
 
 #: Tables and logs go to stderr, so ``--json`` leaves exactly one JSON object on stdout.
 STDERR = Console(stderr=True)
 STDOUT = Console()
+
+
+def syncs() -> dict[str, Sync]:
+    """The syncs the benchmarks run, by queue name: the one place they are read from.
+
+    wbsync's own, read from the registry when asked; an installed plugin's are left out (its
+    ``wbsync run`` children load no plugins), so figures compare across installations.
+    """
+    return {name: sync for name, sync in SYNCS.items() if SYNCS.owner(name) == BUILTIN}
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -148,6 +159,8 @@ async def machine(redis_url: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "redis": str(server.get("redis_version", "unknown")),
         "os": f"{platform.system()} {platform.release()}",
+        # The machine is shared: how busy it was says how far absolute figures can be trusted.
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 

@@ -15,7 +15,17 @@ from typing import Any
 from wbsync.bench import plots
 from wbsync.bench.common import rounded
 
-ORDER = ("slots", "limiter", "reschedule", "lateness", "scale", "status", "scaleout")
+ORDER = (
+    "slots",
+    "limiter",
+    "reschedule",
+    "lateness",
+    "scale",
+    "status",
+    "scaleout",
+    "page",
+    "capacity",
+)
 
 _HEADER = """# Benchmarks
 
@@ -26,17 +36,22 @@ in a child process on loopback. Comparisons are measured in the same run, interl
 implementations or modes alternate in rounds (ABBA order), so a machine that slows down during
 the run does not favour one side. Medians are over rounds; latency percentiles over every call.
 Each section names the command that produced it and the machine it ran on; the raw results are
-in `benchmarks.json`. Regenerate with `make bench` (about 7 minutes on the machine below;
-it runs scale with 1,000 cabinets, and `wbsync bench scale --write-docs` adds the 10,000-cabinet
-run, about 7 minutes more). `status` and `scaleout` run on their own (`wbsync bench status
---write-docs`, about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default
-1,000 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
+in `benchmarks.json`. Regenerate with `make bench` (about 15 minutes on the machine below: the
+first five benchmarks about 7, page about 2 on SQLite alone, capacity about 5; `wbsync bench all
+--postgres URL` measures page on PostgreSQL too and runs capacity on it). `all` runs scale with
+1,000 cabinets, and `wbsync bench scale --write-docs` adds the 10,000-cabinet run, about 7
+minutes more. `status` and `scaleout` run on their own (`wbsync bench status --write-docs`,
+about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default 1,000
+cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
 section.
 
 The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
-else runs (other test suites ran alongside, load average 2-3). Absolute throughput is therefore
-low and moves by tens of percent between runs; read the ratios measured within one run, and
-the counts (commands, requests, 429s, attempts), which do not depend on load.
+else runs (other test suites ran alongside, load average 2-3; page and capacity ran with load
+average 4-11, two to five busy processes per core, which slows every CPU-second and lengthens
+every wait, so their absolute CPU figures and lags are worse than on a quiet machine; sections
+measured since the load average was recorded give it). Absolute throughput is therefore low and
+moves by tens of percent between runs; read the ratios measured within one run, and the counts
+(commands, requests, 429s, attempts), which do not depend on load.
 """
 
 
@@ -59,7 +74,13 @@ def _meta(r: dict[str, Any]) -> str:
     return (
         f"Command: `{r.get('command', '?')}` ({r.get('measured_at', '?')}, "
         f"{_fmt(r.get('wall_s'))} s). Machine: {m.get('cpu')}, {m.get('cores')} cores, "
-        f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}."
+        f"Python {m.get('python')}, Redis {m.get('redis')}, {m.get('os')}"
+        + (
+            f"; load average {', '.join(f'{x:g}' for x in m['load_average'])} at the end "
+            "(1, 5, 15 min)."
+            if m.get("load_average")
+            else "."
+        )
     )
 
 
@@ -447,6 +468,169 @@ def scaleout_plot_name(r: dict[str, Any]) -> str:
     return f"bench-scaleout-{r['params']['cabinets']}-c{r['params']['concurrency']}.png"
 
 
+def _page(r: dict[str, Any]) -> str:
+    p = r["params"]
+    variants = p["variants"]
+    bare = [v for v in variants if v != "wbsync"]
+    out = [
+        f"Each sync's job enqueued for {p['cabinets']} new cabinets at a time (a first run of "
+        "each) and worked by one `wbsync run` process (every queue's worker, "
+        f"{p['concurrency']} jobs per queue) on a private Redis, a fresh database and the WB "
+        "emulator answering at once on loopback, at a time scale where WB's minute lasts "
+        f"{p['wb_minute_ms']:g} ms (no run waits for WB's limits). wbsync's CPU is the worker "
+        "process's (its threads' `schedstat`) from the enqueue to the last run recorded, over "
+        "the pages recorded; commands are `INFO commandstats` deltas of the private Redis "
+        "(Lua's inner commands included; the producer's enqueue and the idle workers' blocking "
+        "waits are in it, as in production). The bare pipelines replay, in the benchmark's "
+        "process, the requests one recorded run of the sync sent (same URLs, bodies, token) "
+        "with nothing around them: the request, the JSON parse of the reply, one `EVALSHA` "
+        "of the bucket script per request, and per page one batched upsert of the page's rows "
+        "(asyncpg `executemany` into a `jsonb` table on PostgreSQL, aiosqlite `executemany` "
+        "and a commit into a JSON-text table on SQLite); their CPU is that process's "
+        "`process_time` over the same pages. `x fastest` is wbsync over the fastest bare "
+        f"variant of the sync. Medians of {p['rounds']} rounds; in each round every sync is "
+        "measured by every variant, in ABBA order.",
+    ]
+    for run in r["runs"]:
+        rows = [
+            [
+                name,
+                s["rows_per_page"],
+                s["requests_per_run"] / s["pages_per_run"] if s["pages_per_run"] else None,
+                *(s["cpu_ms_per_page"].get(v) for v in variants),
+                f"{s['ratio_to_fastest_bare']:.2f} ({s['fastest_bare']})",
+                s["redis_commands_per_page"],
+            ]
+            for name, s in run["syncs"].items()
+        ]
+        out += [
+            "",
+            f"**{run['database']}**: CPU ms per page",
+            "",
+            _table(
+                ["sync", "rows/page", "requests/page", *variants, "x fastest", "Redis cmd/page"],
+                rows,
+            ),
+            "",
+            f"Redis commands per page by name ({run['database']}; those at 0.5 a page or more):",
+            "",
+            _table(
+                ["sync", "commands"],
+                [
+                    [
+                        name,
+                        ", ".join(
+                            f"{cmd} {n:.2g}"
+                            for cmd, n in s["redis_commands_per_page_by_name"].items()
+                            if n >= 0.5
+                        ),
+                    ]
+                    for name, s in run["syncs"].items()
+                ],
+            ),
+        ]
+    for database, t in r.get("targets", {}).items():
+        out += [
+            "",
+            f"Targets for the 40-row finance page ({database}): <= 3 ms CPU: "
+            f"{_check(t['finance_cpu_met'])} ({_fmt(t['finance_cpu_ms_per_page'])} ms); <= 1.5x "
+            f"the fastest bare pipeline: {_check(t['finance_ratio_met'])} "
+            f"({_fmt(t['finance_ratio'])}x); <= 15 Redis commands: "
+            f"{_check(t['finance_commands_met'])} ({_fmt(t['finance_commands_per_page'])}).",
+        ]
+    out += ["", f"Bare variants: {', '.join(bare)}.", "", "![page](bench-page.png)"]
+    return "\n".join(out)
+
+
+def _capacity(r: dict[str, Any]) -> str:
+    p = r["params"]
+    columns = ["N", "pages/s", "runs", "missed", "lag p50", "lag p95", "lag max"]
+    columns += ["workers", "Redis", "database", "emulator", "worst queue (p95 s / interval s)"]
+    rows = []
+    for run in r["runs"]:
+        cores = run["cpu_cores"]
+        worst = max(
+            run["per_queue"].items(),
+            key=lambda kv: (kv[1]["lag_p95_s"] or 0) / kv[1]["interval_s"],
+            default=None,
+        )
+        rows.append(
+            [
+                run["cabinets"],
+                run["pages_per_s"],
+                run["runs"],
+                run["missed"],
+                f"{run['lag_share_p50']:.1%}" if run["lag_share_p50"] is not None else "-",
+                f"{run['lag_share_p95']:.1%}" if run["lag_share_p95"] is not None else "-",
+                f"{run['lag_share_max']:.1%}" if run["lag_share_max"] is not None else "-",
+                cores["workers"],
+                cores["redis"],
+                cores["database"] if cores["database"] is not None else "in workers",
+                cores["emulator"],
+                f"{worst[0]} ({_fmt(worst[1]['lag_p95_s'])} / {_fmt(worst[1]['interval_s'])})"
+                if worst
+                else "-",
+            ]
+        )
+    largest = r.get("capacity_cabinets")
+    verdict = (
+        f"the largest N within the target: **{largest}** cabinets at time scale "
+        f"{p['time_scale']:g}, the page rate of **{_fmt(r['capacity_cabinets_at_real_time'])}** "
+        "cabinets at WB's real intervals"
+        if largest
+        else "no N measured stayed within the target"
+    )
+    last = max(r["runs"], key=lambda x: x["cabinets"], default=None)
+    if last is not None:
+        cores = last["cpu_cores"]
+        stack = cores["workers"] + cores["redis"] + (cores["database"] or 0.0)
+        machine = r.get("machine", {}).get("cores") or 1
+        verdict += (
+            f". At N = {last['cabinets']} wbsync's stack (workers, Redis, database) used "
+            f"{stack:.2f} of the machine's {machine} cores"
+            + (
+                ": the CPU was not the bound. The fan-out enqueues every cabinet at once, and "
+                "each run's wall time (its Redis and database round trips, each waiting for a "
+                "core on a machine busy with other work) is what the lag is made of"
+                if stack < 0.5 * machine
+                else ""
+            )
+        )
+    return "\n".join(
+        [
+            f"N cabinets, every sync fanned out on its default interval by the `wbsync run` "
+            f"processes' own leader ({p['processes']} processes, {p['concurrency']} jobs per "
+            f"queue each), time scale {p['time_scale']:g} (N cabinets ask for the pages of "
+            f"N / {p['time_scale']:g} at WB's real intervals), {r['database']}, the emulator "
+            f"answering after {p['latency_ms']:g} ms. Each N gets its own Redis and database; "
+            "the first fan-out (every queue at once) is let drain, then a "
+            f"{p['window_s']:g} s window is measured. Lag: how late each (cabinet, queue) run "
+            "completes after its fan-out (the schedule in Redis; completions from "
+            "`sync_runs`), as a share of the queue's interval, pooled over every run of every "
+            "queue whose fan-out fell in the window (queues with intervals longer than the "
+            f"window have none); missed: fan-outs unserved {p['drain_s']:g} s after the window "
+            "(counted at the lag they had then). CPU in cores (CPU seconds per second of the "
+            "window): the worker processes, Redis (`INFO cpu`), PostgreSQL's backends serving "
+            "the run's database (looked for at every poll, as the pools open and close "
+            "connections, and read from `/proc`; the benchmark's own connections left out; "
+            "with SQLite the database works inside the workers) "
+            "and, apart, the emulator (WB's work, not ours).",
+            "",
+            _table(columns, rows),
+            "",
+            f"Target: lag p95 within {r['lag_target']:.0%} of the interval; {verdict}."
+            + (
+                f" N = {r['overloaded']['cabinets']} was not held: "
+                f"{r['overloaded']['reason']} (larger N were not run)."
+                if r.get("overloaded")
+                else ""
+            ),
+            "",
+            "![capacity](bench-capacity.png)",
+        ]
+    )
+
+
 _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "slots": _slots,
     "limiter": _limiter,
@@ -455,6 +639,8 @@ _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "scale": _scale,
     "status": _status,
     "scaleout": _scaleout,
+    "page": _page,
+    "capacity": _capacity,
 }
 _TITLES = {
     "slots": "slots: worker slots while windows are closed",
@@ -464,11 +650,15 @@ _TITLES = {
     "scale": "scale: fan-out of many cabinets",
     "status": "status: the status page under concurrent readers",
     "scaleout": "scaleout: every sync end to end on many processes and a Redis Cluster",
+    "page": "page: worker CPU and Redis commands per page, against bare pipelines",
+    "capacity": "capacity: steady state of N cabinets on every sync's interval",
 }
 _PLOTS = {
     "slots": (plots.slots_plot, "bench-slots.png"),
     "limiter": (plots.limiter_plot, "bench-limiter.png"),
     "lateness": (plots.lateness_plot, "bench-lateness.png"),
+    "page": (plots.page_plot, "bench-page.png"),
+    "capacity": (plots.capacity_plot, "bench-capacity.png"),
 }
 
 

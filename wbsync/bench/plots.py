@@ -118,3 +118,67 @@ def _save(fig: Any, path: Path) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def page_plot(result: dict[str, Any], path: Path) -> bool:
+    """CPU ms per page of wbsync and every bare variant, per sync; one panel per database."""
+    runs = result.get("runs") or []
+    if not runs:
+        return False
+    fig, axes = plt.subplots(len(runs), 1, figsize=(9, 3.6 * len(runs)), squeeze=False)
+    variants = result["params"]["variants"]
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        names = list(run["syncs"])
+        width = 0.8 / len(variants)
+        for i, variant in enumerate(variants):
+            values = [run["syncs"][n]["cpu_ms_per_page"][variant] or 0 for n in names]
+            ax.bar([x + i * width for x in range(len(names))], values, width, label=variant)
+        ax.set_xticks(
+            [x + width * (len(variants) - 1) / 2 for x in range(len(names))],
+            [n.removesuffix("-sync") for n in names],
+            rotation=20,
+            ha="right",
+            fontsize=8,
+        )
+        ax.set_ylabel("CPU ms per page (median)")
+        ax.set_title(f"page: worker CPU per page, {run['database']}")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=len(variants))
+    return _save(fig, path)
+
+
+def capacity_plot(result: dict[str, Any], path: Path) -> bool:
+    """Freshness lag (share of the interval) and CPU (cores) against N."""
+    runs = sorted(result.get("runs") or [], key=lambda r: r["cabinets"])
+    if not runs:
+        return False
+    ns = [r["cabinets"] for r in runs]
+    fig, (lag, cpu) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for key, style in (("lag_share_p50", "o--"), ("lag_share_p95", "o-")):
+        lag.plot(ns, [100 * (r[key] or 0) for r in runs], style, label=key[10:])
+    lag.axhline(100 * result["lag_target"], color="grey", linewidth=0.8, label="target")
+    lag.set_xlabel("cabinets N")
+    lag.set_ylabel("lag, % of the queue's interval")
+    lag.set_ylim(bottom=0)
+    lag.set_title("freshness lag (pooled over the queues)")
+    lag.legend(fontsize=8)
+    lag.grid(True, alpha=0.3)
+    for part in ("workers", "redis", "database", "emulator"):
+        values = [r["cpu_cores"].get(part) for r in runs]
+        if all(v is None for v in values):
+            continue
+        style = ":" if part == "emulator" else "-"
+        cpu.plot(ns, [v or 0 for v in values], "o" + style, label=part)
+    cpu.set_xlabel("cabinets N")
+    cpu.set_ylabel("CPU, cores")
+    cpu.set_ylim(bottom=0)
+    cpu.set_title("CPU (the emulator is WB's)")
+    cpu.legend(fontsize=8)
+    cpu.grid(True, alpha=0.3)
+    p = result["params"]
+    fig.suptitle(
+        f"capacity: time scale {p['time_scale']:g}, {p['processes']} processes, "
+        f"{result['database']}",
+        fontsize=10,
+    )
+    return _save(fig, path)

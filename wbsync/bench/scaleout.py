@@ -47,7 +47,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from wbsync import keys
-from wbsync.bench.common import rounds, table
+from wbsync.bench.common import rounds, syncs, table
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
 from wbsync.config import Settings
@@ -65,11 +65,10 @@ from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
-from wbsync.syncs import SYNCS
 
 REDIS_KINDS = ("single", "cluster")
-_SECRET_KEY = "wbsync-bench-scaleout-secret-key"
-_FAR_AHEAD_MS = 10**15  # the fan-out schedule's "not before" (year 33658): the bench fans out
+SECRET_KEY = "wbsync-bench-scaleout-secret-key"
+FAR_AHEAD_MS = 10**15  # the fan-out schedule's "not before" (year 33658): the bench fans out
 _FAILED_RETRY_REAL_S = 300.0
 _POLL_S = 0.25
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -105,13 +104,13 @@ class Params:
 
     def deadline_s(self) -> float:
         """How long one run may take before it is called failed."""
-        return self.timeout_s or 120.0 + self.cabinets * len(SYNCS) * 0.1
+        return self.timeout_s or 120.0 + self.cabinets * len(syncs()) * 0.1
 
 
 # --- the machine's and the processes' CPU (Linux /proc) -------------------------------------
 
 
-def _process_cpu_s(pid: int) -> float:
+def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
@@ -135,7 +134,7 @@ def _machine_cpu_s() -> tuple[float, float]:
 
 
 @dataclass
-class _RedisUnderTest:
+class RedisUnderTest:
     url: str
     nodes: list[str]
 
@@ -187,21 +186,21 @@ class _RedisUnderTest:
 
 
 @contextlib.contextmanager
-def _redis(kind: str) -> Iterator[_RedisUnderTest]:
+def redis_under_test(kind: str) -> Iterator[RedisUnderTest]:
     if kind == "single":
         with EmbeddedRedis() as server:
-            yield _RedisUnderTest(server.url, [server.url])
+            yield RedisUnderTest(server.url, [server.url])
         return
     with EmbeddedCluster() as cluster:
         nodes = [f"redis://127.0.0.1:{port}" for port in cluster.ports]
-        yield _RedisUnderTest(cluster.url, nodes)
+        yield RedisUnderTest(cluster.url, nodes)
 
 
 # --- the database: a fresh SQLite file or a fresh PostgreSQL database -----------------------
 
 
 @contextlib.asynccontextmanager
-async def _database(postgres: str | None, tmp: Path) -> AsyncIterator[str]:
+async def fresh_database(postgres: str | None, tmp: Path) -> AsyncIterator[str]:
     name = f"wbsync_scaleout_{uuid.uuid4().hex[:10]}"
     if postgres is None:
         yield f"sqlite+aiosqlite:///{tmp / name}.db"
@@ -222,7 +221,7 @@ async def _database(postgres: str | None, tmp: Path) -> AsyncIterator[str]:
 # --- one run ---------------------------------------------------------------------------------
 
 
-def _seller(i: int) -> str:
+def seller_id(i: int) -> str:
     return str(uuid.UUID(int=i + 1, version=4))
 
 
@@ -250,11 +249,17 @@ def _lower_bound_s(counters: dict[str, Any], time_scale: float, grace_s: float) 
     return max(0.0, worst - grace_s)
 
 
-class _Run:
-    """One configuration: Redis kind, process count; everything it started, and its figures."""
+class WorkerProcesses:
+    """`wbsync run` child processes on one Redis, database and emulator, and their CPU.
 
-    def __init__(self, params: Params, emu: EmulatorProcess, redis: _RedisUnderTest) -> None:
-        self.params, self.emu, self.redis = params, emu, redis
+    Shared by the benchmarks that run the production worker: scaleout, page and capacity.
+    """
+
+    def __init__(
+        self, emu: EmulatorProcess, redis: RedisUnderTest, *, time_scale: float, concurrency: int
+    ) -> None:
+        self.emu, self.redis = emu, redis
+        self.time_scale, self.concurrency = time_scale, concurrency
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Any] = []
 
@@ -262,13 +267,13 @@ class _Run:
         return Settings(
             redis_url=self.redis.url,
             database_url=database_url,
-            secret_key=SecretStr(_SECRET_KEY),
+            secret_key=SecretStr(SECRET_KEY),
             wb_base_url=self.emu.base_url,
-            time_scale=self.params.time_scale,
-            sync_queue_concurrency=self.params.concurrency,
+            time_scale=self.time_scale,
+            sync_queue_concurrency=self.concurrency,
             # The leader looks for failed jobs every quarter of this, scaled: at time scale
             # 0.001 WB's 300 s would be a look every 75 ms. Keep the real period (75 s).
-            failed_retry_s=_FAILED_RETRY_REAL_S / self.params.time_scale,
+            failed_retry_s=_FAILED_RETRY_REAL_S / self.time_scale,
             log_level="WARNING",
         )
 
@@ -277,7 +282,7 @@ class _Run:
         env.update(
             WBSYNC_REDIS_URL=self.redis.url,
             WBSYNC_DATABASE_URL=settings.database_url,
-            WBSYNC_SECRET_KEY=_SECRET_KEY,
+            WBSYNC_SECRET_KEY=SECRET_KEY,
             WBSYNC_WB_BASE_URL=self.emu.base_url,
             WBSYNC_TIME_SCALE=str(settings.time_scale),
             WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
@@ -316,7 +321,7 @@ class _Run:
 
     async def until_listening(self, queue_prefix: str, timeout_s: float = 120.0) -> None:
         """Until every process's worker of every queue holds its blocking connection."""
-        wanted = {keys.bullmq_worker_connection_name(queue_prefix, q) for q in SYNCS}
+        wanted = {keys.bullmq_worker_connection_name(queue_prefix, q) for q in syncs()}
         deadline = time.monotonic() + timeout_s
         while True:
             names = await self.redis.client_names()
@@ -329,8 +334,8 @@ class _Run:
 
     def cpu_s(self) -> tuple[float, float]:
         """CPU seconds so far of the worker processes, and of the emulator."""
-        workers = sum(_process_cpu_s(p.pid) for p in self.procs)
-        return workers, _process_cpu_s(self.emu.pid)
+        workers = sum(process_cpu_s(p.pid) for p in self.procs)
+        return workers, process_cpu_s(self.emu.pid)
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -383,29 +388,31 @@ async def _per_sync(database: Database, since: datetime, cabinets: int) -> dict[
 async def _one_run(
     params: Params, emu: EmulatorProcess, kind: str, processes: int, tmp: Path
 ) -> dict[str, Any]:
-    jobs = params.cabinets * len(SYNCS)
-    with _redis(kind) as redis:
-        async with _database(params.postgres, tmp) as database_url:
-            run = _Run(params, emu, redis)
+    jobs = params.cabinets * len(syncs())
+    with redis_under_test(kind) as redis:
+        async with fresh_database(params.postgres, tmp) as database_url:
+            run = WorkerProcesses(
+                emu, redis, time_scale=params.time_scale, concurrency=params.concurrency
+            )
             settings = run.settings(database_url)
             runtime = await Runtime(settings, redis_url=redis.url).start()
             try:
                 model = Emulator(emu.config)
                 await runtime.store.cabinets.add_many(
                     [
-                        NewCabinet(f"scale-{i:06d}", model.token(_seller(i)), _seller(i))
+                        NewCabinet(f"scale-{i:06d}", model.token(seller_id(i)), seller_id(i))
                         for i in range(params.cabinets)
                     ]
                 )
                 leases = FanOutLeases(runtime.redis, prefix=settings.redis_prefix, lease_ms=15_000)
-                await leases.set_through_ms({q: _FAR_AHEAD_MS for q in SYNCS})
+                await leases.set_through_ms({q: FAR_AHEAD_MS for q in syncs()})
                 await emu.reset()
                 run.spawn(settings, processes, tmp)
                 try:
                     await run.until_listening(runtime.queue_prefix)
                     ids = [str(c.id) for c in await runtime.store.cabinets.list()]
-                    queues = {name: runtime.queue(name) for name in SYNCS}
-                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in SYNCS})
+                    queues = {name: runtime.queue(name) for name in syncs()}
+                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in syncs()})
                     figures = await _measured(
                         run, redis, runtime.database, fanout, queues, jobs, params
                     )
@@ -469,8 +476,8 @@ async def _any_live(queues: Mapping[str, SyncQueue]) -> bool:
 
 
 async def _measured(
-    run: _Run,
-    redis: _RedisUnderTest,
+    run: WorkerProcesses,
+    redis: RedisUnderTest,
     database: Database,
     fanout: FanOut,
     queues: Mapping[str, SyncQueue],
@@ -612,7 +619,7 @@ def tables(result: dict[str, Any]) -> list[Any]:
     ]
     p = result["params"]
     title = (
-        f"scaleout: {p['cabinets']:,} cabinets x {len(SYNCS)} syncs, {p['concurrency']} per "
+        f"scaleout: {p['cabinets']:,} cabinets x {len(syncs())} syncs, {p['concurrency']} per "
         f"queue per process, {p['latency_ms']:g} ms replies, {result['database']}"
     )
     if "redis_server" in result:  # figures stored before it was recorded lack it
