@@ -71,8 +71,14 @@ class SnapshotRepository:
                 },
             )
 
-    async def complete(self, name: str | Dataset, cabinet_id: int) -> int:
-        """Tombstone the cabinet's rows the run did not see; how many. No run begun: 0."""
+    async def complete(
+        self, name: str | Dataset, cabinet_id: int, *, batch: int = BATCH_ROWS
+    ) -> int:
+        """Tombstone the cabinet's rows the run did not see; how many. No run begun: 0.
+
+        Tombstones are written ``batch`` rows per transaction, so the dataset's sequence lock
+        (which its other writers wait on) is held for one batch at a time.
+        """
         ds = dataset(name)
         run_where = (snapshot_runs.c.cabinet_id == cabinet_id, snapshot_runs.c.dataset == ds.name)
         keys_where = (snapshot_keys.c.cabinet_id == cabinet_id, snapshot_keys.c.dataset == ds.name)
@@ -88,9 +94,9 @@ class SnapshotRepository:
                 seen.update(blob[i : i + _DIGEST] for i in range(0, len(blob), _DIGEST))
             gone = await self._unseen(conn, ds, cabinet_id, int(started), seen)
         tombstoned = 0
-        for start in range(0, len(gone), BATCH_ROWS):
+        for start in range(0, len(gone), batch):
             tombstoned += await self._tombstone(
-                ds, cabinet_id, int(started), gone[start : start + BATCH_ROWS]
+                ds, cabinet_id, int(started), gone[start : start + batch]
             )
         async with self._db.transaction() as conn:
             await conn.execute(delete(snapshot_keys).where(*keys_where))
