@@ -6,7 +6,9 @@ from datetime import timedelta
 
 import pytest
 
+from tests.waiting import wait_for
 from wbsync.errors import StoreError
+from wbsync.pruning import Pruner
 from wbsync.store import DATASETS, Dataset, KeyField, Store
 from wbsync.store.schema import utcnow
 
@@ -63,3 +65,23 @@ async def test_prune_removes_tombstones_only_after_their_grace(store: Store) -> 
     late = await store.prune(utcnow() + grace + timedelta(hours=1), datasets=("stocks",), batch=2)
     assert (late[0].expired, late[0].tombstones, await stored()) == (0, 3, 2)
     assert await store.count("stocks", cabinet) == 2  # the live rows are untouched
+
+
+async def test_the_leader_hook_prunes_its_queues_datasets_once_per_interval(store: Store) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    old = {"warehouseID": 1, "date": "2001-01-01", "boxTypeID": 2}
+    await store.upsert("acceptance_coefficients", cabinet, [old])
+    await store.upsert("advert_stats", cabinet, [{"advertId": 1, "date": "2001-01-01"}])
+    pruner = Pruner(
+        store,
+        interval_s=3600,
+        datasets={"booking-slot-monitor": [DATASETS["acceptance_coefficients"]]},
+    )
+    await pruner.on_lead(["booking-slot-monitor"])
+    await wait_for(lambda: pruner.passes == 1)
+    assert await store.count("acceptance_coefficients") == 0
+    assert await store.count("advert_stats") == 1  # not a dataset of a led queue
+    await store.upsert("acceptance_coefficients", cabinet, [old])
+    await pruner.on_lead(["booking-slot-monitor"])  # not due again within the interval
+    await pruner.aclose()
+    assert (pruner.passes, await store.count("acceptance_coefficients")) == (1, 1)

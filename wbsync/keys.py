@@ -64,3 +64,9 @@ def fanout_lease_key(prefix: str, queue: str) -> str:
 def fanout_schedule_key(prefix: str) -> str:
     """The hash of each queue's next fan-out time (Redis clock, ms), shared by every leader."""
     return f"{prefix}:{{fanout}}:due"
+
+
+def change_stream_key(prefix: str) -> str:
+    """The capped stream of change-feed events: one entry per committed page that changed rows
+    (fields ``dataset``, ``cabinet``, ``rows``, ``last_seq``)."""
+    return f"{prefix}:{{changes}}:stream"
