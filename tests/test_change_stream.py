@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from redis.asyncio import Redis
 
@@ -25,7 +27,7 @@ async def test_one_entry_per_page_that_changed_rows_naming_its_last_seq(
     # A consumer group, as a consumer would read it (XREADGROUP).
     key = keys.change_stream_key(prefix)
     await redis.xgroup_create(key, "analytics", id="0")
-    reply = await redis.xreadgroup("analytics", "worker-1", {key: ">"}, count=10)
+    reply: Any = await redis.xreadgroup("analytics", "worker-1", {key: ">"}, count=10)
     entries = [fields for _id, fields in reply[0][1]]
     assert entries == [
         {
@@ -53,7 +55,7 @@ async def test_the_stream_is_capped(redis: Redis, prefix: str) -> None:
     length = await redis.xlen(stream.key)
     # MAXLEN ~ trims whole nodes (100 entries each by default): never far past the cap.
     assert 10 <= length <= 10 + 100
-    newest = await redis.xrevrange(stream.key, count=1)
+    newest: Any = await redis.xrevrange(stream.key, count=1)
     assert newest[0][1]["last_seq"] == "1000"
 
 
