@@ -32,12 +32,12 @@ async def test_reschedule_counts_commands(private_redis: str) -> None:
 
 async def test_data_a_second_run_of_unchanged_data_writes_nothing(redis_url: str) -> None:
     result = await data.run(redis_url, data.Params(cabinets=1, runs=2))
-    first, second = result["runs"]
-    assert all(first[name]["written"] > 0 for name in first)
+    syncs = result["syncs"]
+    assert all(s["first_written"] > 0 for s in syncs.values())
     # Only the autobidder changes data between runs: the bids it moved itself.
-    assert {name for name, f in second.items() if f["written"]} == {"autobidder-sync"}
-    assert second["inventory-sync"]["fetched"] == first["inventory-sync"]["fetched"] > 0
-    assert result["written_after_first"] == second["autobidder-sync"]["written"]
+    assert {name for name, s in syncs.items() if s["later_written"]} == {"autobidder-sync"}
+    assert syncs["inventory-sync"]["later_fetched"] == syncs["inventory-sync"]["first_fetched"] > 0
+    assert result["written_after_first"] == syncs["autobidder-sync"]["later_written"]
     assert data.tables(result)
 
 

@@ -145,33 +145,36 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
             counters = (
                 await _pg_counters(database_url, written) if params.postgres is not None else {}
             )
-    later = [sum(f["written"] + f["tombstoned"] for f in r.values()) for r in runs[1:]]
     return {
         "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
-        "runs": runs,
-        "written_after_first": sum(later),
+        "syncs": {name: _summary(name, runs) for name in SYNCS},
+        "written_after_first": sum(
+            f["written"] + f["tombstoned"] for r in runs[1:] for f in r.values()
+        ),
         "postgres": counters,
         "dead_tuples": sum(c["dead"] for n, c in counters.items() if n in _DATASET_TABLES),
     }
 
 
+def _summary(name: str, runs: list[dict[str, dict[str, int]]]) -> dict[str, int]:
+    """One sync's rows in the first run and in all the later ones together."""
+    first, later = runs[0][name], [r[name] for r in runs[1:]]
+    return {
+        "first_fetched": first["fetched"],
+        "first_written": first["written"],
+        "later_fetched": sum(r["fetched"] for r in later),
+        "later_written": sum(r["written"] for r in later),
+        "tombstoned": sum(r[name]["tombstoned"] for r in runs),
+    }
+
+
+_COLUMNS = ("first_fetched", "first_written", "later_fetched", "later_written", "tombstoned")
+
+
 def tables(result: dict[str, Any]) -> list[Any]:
     """Per sync: rows fetched and written in the first run and in the later ones."""
-    runs = result["runs"]
-    rows = []
-    for name in runs[0]:
-        later = runs[1:]
-        rows.append(
-            [
-                name,
-                runs[0][name]["fetched"],
-                runs[0][name]["written"],
-                sum(r[name]["fetched"] for r in later),
-                sum(r[name]["written"] for r in later),
-                sum(r[name]["tombstoned"] for r in runs),
-            ]
-        )
+    rows = [[name, *(s[c] for c in _COLUMNS)] for name, s in result["syncs"].items()]
     out = [
         table(
             f"data: {result['params']['cabinets']} cabinets, {result['params']['runs']} runs "

@@ -32,7 +32,7 @@ run, about 7 minutes more). `status` and `scaleout` run on their own (`wbsync be
 --write-docs`, about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default
 1,000 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
 section. `data` runs on its own too (`wbsync bench data --postgres <admin URL> --write-docs`,
-about a minute).
+about 4 minutes).
 
 The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
 else runs (other test suites ran alongside, load average 2-3). Absolute throughput is therefore
@@ -361,18 +361,9 @@ def _status(r: dict[str, Any]) -> str:
 
 
 def _data(r: dict[str, Any]) -> str:
-    runs, p = r["runs"], r["params"]
-    rows = [
-        [
-            f"`{name}`",
-            runs[0][name]["fetched"],
-            runs[0][name]["written"],
-            sum(x[name]["fetched"] for x in runs[1:]),
-            sum(x[name]["written"] for x in runs[1:]),
-            sum(x[name]["tombstoned"] for x in runs),
-        ]
-        for name in runs[0]
-    ]
+    p = r["params"]
+    columns = ("first_fetched", "first_written", "later_fetched", "later_written", "tombstoned")
+    rows = [[f"`{name}`", *(s[c] for c in columns)] for name, s in r["syncs"].items()]
     lines = [
         f"Every sync runs {p['runs']} times for {p['cabinets']} cabinets against the emulator "
         f"({r['database']}), one run after the other; rows WB returned and rows written "
