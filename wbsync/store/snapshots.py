@@ -18,9 +18,9 @@ run's ``begin`` discards what it saw.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.datasets import Dataset, KeyValue, dataset
@@ -106,7 +106,7 @@ class SnapshotRepository:
         return tombstoned
 
     async def _unseen(
-        self, conn: Any, ds: Dataset, cabinet_id: int, started: int, seen: set[bytes]
+        self, conn: AsyncConnection, ds: Dataset, cabinet_id: int, started: int, seen: set[bytes]
     ) -> list[tuple[KeyValue, ...]]:
         table = DATASET_TABLES[ds.name]
         columns = [table.c[k.column] for k in ds.key]
