@@ -31,6 +31,7 @@ from wbsync.bench.common import fresh_database, table, unique_prefix
 from wbsync.clock import monotonic, today
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, running_emulator
+from wbsync.registry import BUILTIN
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS, SyncInput, SyncPage, run_sync
@@ -80,13 +81,20 @@ async def _one_sync(runtime: Runtime, name: str, cabinets: list[Cabinet]) -> dic
     }
 
 
+def _syncs() -> list[str]:
+    """The syncs measured: wbsync's own, read from the registry (the emulator serves their WB
+    methods; a plugin's may have none here)."""
+    return [name for name in SYNCS if SYNCS.owner(name) == BUILTIN]
+
+
 async def _one_run(runtime: Runtime, cabinets: list[Cabinet]) -> dict[str, dict[str, int]]:
-    return {name: await _one_sync(runtime, name, cabinets) for name in SYNCS}
+    return {name: await _one_sync(runtime, name, cabinets) for name in _syncs()}
 
 
 async def _pg_counters(url: str, written: int) -> dict[str, dict[str, int]]:
     """Per dataset table: inserts, updates, dead tuples, once every backend's are flushed."""
     engine = create_async_engine(url)
+    tables = _dataset_tables()
     query = text(
         "SELECT relname, n_tup_ins, n_tup_upd, n_dead_tup FROM pg_stat_user_tables "
         "WHERE relname LIKE 'wb\\_%' ORDER BY relname"
@@ -96,7 +104,7 @@ async def _pg_counters(url: str, written: int) -> dict[str, dict[str, int]]:
         while True:
             async with engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
-            counted = sum(r.n_tup_ins + r.n_tup_upd for r in rows if r.relname in _DATASET_TABLES)
+            counted = sum(r.n_tup_ins + r.n_tup_upd for r in rows if r.relname in tables)
             # Closed backends flush their counts as they exit, a moment after the pool closed.
             if counted >= written or monotonic() > deadline:
                 break
@@ -106,7 +114,9 @@ async def _pg_counters(url: str, written: int) -> dict[str, dict[str, int]]:
     return {r.relname: {"ins": r.n_tup_ins, "upd": r.n_tup_upd, "dead": r.n_dead_tup} for r in rows}
 
 
-_DATASET_TABLES = {f"wb_{name}" for sync in SYNCS.values() for name in sync.datasets}
+def _dataset_tables() -> set[str]:
+    """The tables of the datasets the syncs store (read from the registry when needed)."""
+    return {ds.table_name for name in _syncs() for ds in SYNCS[name].stores}
 
 
 async def run(url: str, params: Params | None = None) -> dict[str, Any]:
@@ -114,7 +124,11 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
     params = params or Params()
     runs: list[dict[str, dict[str, int]]] = []
     with tempfile.TemporaryDirectory(prefix="wbsync-data-") as tmp:
-        emulator = EmulatorConfig(time_scale=params.time_scale, anchor_date=today())
+        emulator = EmulatorConfig(
+            time_scale=params.time_scale,
+            anchor_date=today(),
+            serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
+        )
         async with (
             running_emulator(emulator) as emu,
             fresh_database(params.postgres, Path(tmp), name="data") as database_url,
@@ -131,7 +145,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
             async with open_runtime(settings) as runtime:
                 if params.postgres is not None:
                     async with runtime.database.transaction() as conn:
-                        for name in sorted(_DATASET_TABLES):
+                        for name in sorted(_dataset_tables()):
                             await conn.execute(
                                 text(f"ALTER TABLE {name} SET (autovacuum_enabled = false)")
                             )
@@ -148,12 +162,12 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
     return {
         "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
-        "syncs": {name: _summary(name, runs) for name in SYNCS},
+        "syncs": {name: _summary(name, runs) for name in _syncs()},
         "written_after_first": sum(
             f["written"] + f["tombstoned"] for r in runs[1:] for f in r.values()
         ),
         "postgres": counters,
-        "dead_tuples": sum(c["dead"] for n, c in counters.items() if n in _DATASET_TABLES),
+        "dead_tuples": sum(c["dead"] for n, c in counters.items() if n in _dataset_tables()),
     }
 
 
