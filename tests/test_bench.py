@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from wbsync.bench import (
     capacity,
+    data,
     lateness,
     limiter,
     page,
@@ -40,6 +41,17 @@ async def test_reschedule_counts_commands(private_redis: str) -> None:
     assert result["redis_commands_per_deferral"] == 2
     by_name = result["detail"]["deferral"]["commands_by_name"]
     assert by_name == {"evalsha": 1, "zadd": 1}  # moveToDelayed carrying the data; the wake-up
+
+
+async def test_data_a_second_run_of_unchanged_data_writes_nothing(redis_url: str) -> None:
+    result = await data.run(redis_url, data.Params(cabinets=1, runs=2))
+    syncs = result["syncs"]
+    assert all(s["first_written"] > 0 for s in syncs.values())
+    # Only the autobidder changes data between runs: the bids it moved itself.
+    assert {name for name, s in syncs.items() if s["later_written"]} == {"autobidder-sync"}
+    assert syncs["inventory-sync"]["later_fetched"] == syncs["inventory-sync"]["first_fetched"] > 0
+    assert result["written_after_first"] == syncs["autobidder-sync"]["later_written"]
+    assert data.tables(result)
 
 
 async def test_lateness_measures_each_deferral(redis_url: str) -> None:

@@ -187,6 +187,15 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
         assert QUEUE in status["queues"] and status["unloaded_queues"] == []
         page = httpx.get(f"{base}/", headers=AUTH)
         assert page.status_code == 200 and f"<td>{QUEUE}</td><td>long</td>" in page.text
+        # The plugin's rows are in the change feed like wbsync's own: keyset pages by seq.
+        feed = httpx.get(f"{base}/api/v1/datasets/deductions/changes?limit=5", headers=AUTH)
+        assert feed.status_code == 200, feed.text
+        seqs = [c["seq"] for c in feed.json()["changes"]]
+        assert len(seqs) == 5 and seqs == sorted(set(seqs)) and feed.json()["more"] is True
+
+    # ``wbsync export`` loads the plugin before it looks the dataset up.
+    exported = _wbsync(with_plugin, "export", "deductions").splitlines()
+    assert sorted((json.loads(line)["data"] for line in exported), key=_key) == expected
 
     # A stock process on the same database and Redis: not loaded here, never a failure.
     assert "is current" in _wbsync(stock, "migrate")

@@ -7,13 +7,14 @@ import inspect
 import pytest
 
 import wbsync.extend
-from wbsync.errors import ConfigError
+from wbsync.errors import ConfigError, StoreError
 from wbsync.extend import (
     DATASETS,
     ENDPOINTS,
     GROUPS,
     SECTIONS,
     SYNCS,
+    TOMBSTONE_GRACE_DAYS,
     CursorShape,
     Dataset,
     Endpoint,
@@ -32,6 +33,8 @@ from wbsync.wb import endpoints as eps
 def test_exported_members() -> None:
     """Every name in ``__all__`` exists and is documented; nothing public is left out."""
     exported = set(wbsync.extend.__all__)
+    # A dataset's lifecycle is declared with it: snapshot or stream, retention, tombstone grace.
+    assert {"Dataset", "DatasetKind", "KeyField", "KeyKind", "TOMBSTONE_GRACE_DAYS"} <= exported
     public = {name for name in dir(wbsync.extend) if not name.startswith("_")}
     assert public - {"annotations"} == exported
     for name in exported:
@@ -49,6 +52,18 @@ def test_the_built_ins_are_registered_through_the_registrar() -> None:
     assert {ds.name for sync in SYNCS.values() for ds in sync.stores} == set(DATASETS)
     assert {ep.section.name for ep in ENDPOINTS.values()} == set(SECTIONS)
     assert GROUPS["prices"] == eps.PRICES_GOODS_LIST.limits
+
+
+def test_a_plugin_dataset_declares_its_lifecycle_and_bad_values_are_refused() -> None:
+    day = KeyField("day", "day", "date")
+    ds = Dataset("test_days", "GET /d", (KeyField("id", "id"), day), "snapshot", 90)
+    assert (ds.kind, ds.retention_days, ds.date_column) == ("snapshot", 90, "day")
+    assert ds.tombstone_grace_days == TOMBSTONE_GRACE_DAYS
+    assert Dataset("test_rows", "GET /r", (KeyField("id", "id"),)).kind == "stream"
+    with pytest.raises(StoreError, match=r"test_days: kind must be one of snapshot, stream"):
+        Dataset("test_days", "GET /d", (day,), kind="full")  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="test_rows: retention_days needs a key field"):
+        Dataset("test_rows", "GET /r", (KeyField("id", "id"),), retention_days=30)
 
 
 async def _no_pages(inp: SyncInput) -> object:  # pragma: no cover - never run

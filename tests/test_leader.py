@@ -104,6 +104,40 @@ async def test_two_fanouts_enqueue_once_and_a_new_leader_keeps_the_schedule(
         await queue.close()
 
 
+async def test_only_the_leader_runs_the_lead_hook_with_the_queues_it_leads(
+    redis_url: str, redis: Redis, prefix: str
+) -> None:
+    queue = SyncQueue("qhook", redis_url=redis_url, prefix=f"{prefix}:q")
+    calls: dict[str, list[tuple[str, ...]]] = {"a": [], "b": []}
+
+    async def cabinets() -> list[str]:
+        return []
+
+    def hook(name: str) -> Any:
+        async def on_lead(queues: Sequence[str]) -> None:
+            calls[name].append(tuple(queues))
+
+        return on_lead
+
+    first = FanOut({"qhook": queue}, cabinets, {"qhook": 3600.0}, on_lead=hook("a"))
+    second = FanOut({"qhook": queue}, cabinets, {"qhook": 3600.0}, on_lead=hook("b"))
+    stop = asyncio.Event()
+    try:
+        running_a = asyncio.create_task(first.run(stop, leases(redis, prefix, "a", lease_ms=300)))
+        await wait_for(lambda: calls["a"])
+        running_b = asyncio.create_task(second.run(stop, leases(redis, prefix, "b", lease_ms=300)))
+        seen = len(calls["a"])
+        await wait_for(lambda: len(calls["a"]) >= seen + 3)  # several polls of both
+        assert set(calls["a"]) == {("qhook",)}
+        assert calls["b"] == []
+        stop.set()
+        await asyncio.gather(running_a, running_b)
+    finally:
+        stop.set()
+        await queue.obliterate()
+        await queue.close()
+
+
 async def _through(lease: FanOutLeases, queue: str) -> int | None:
     return (await lease.through_ms([queue]))[queue]
 

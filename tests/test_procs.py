@@ -19,7 +19,7 @@ PARENT = """
 import asyncio, json, sys
 from pathlib import Path
 from wbsync import keys
-from wbsync.bench.scaleout import Params, _RedisUnderTest, _Run
+from wbsync.bench.scaleout import RedisUnderTest, WorkerProcesses
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.emulator import EmulatorConfig
 from wbsync.redis_server import EmbeddedRedis
@@ -27,7 +27,8 @@ from wbsync.redis_server import EmbeddedRedis
 async def main(tmp: Path) -> None:
     with EmbeddedRedis() as redis:
         async with EmulatorProcess(EmulatorConfig()) as emu:
-            run = _Run(Params(cabinets=1), emu, _RedisUnderTest(redis.url, [redis.url]))
+            under_test = RedisUnderTest(redis.url, [redis.url])
+            run = WorkerProcesses(emu, under_test, time_scale=0.001, concurrency=5)
             settings = run.settings(f"sqlite+aiosqlite:///{tmp / 'bench.db'}")
             run.spawn(settings, 1, tmp)
             await run.until_listening(keys.queue_prefix(settings.redis_prefix))

@@ -47,12 +47,12 @@ async def test_same_page_twice_makes_no_duplicates_and_new_data_wins(
     cabinet = await _cabinet(store)
     row = SAMPLE_ROWS[name]
     assert await store.upsert(name, cabinet, [row]) == 1
-    assert await store.upsert(name, cabinet, [row]) == 1
+    assert await store.upsert(name, cabinet, [row]) == 0  # unchanged: not written
     assert await store.count(name, cabinet) == 1
     assert await store.fetch(name, cabinet) == [row]
 
     changed = {**row, "extra": "новое"}
-    await store.upsert(name, cabinet, [changed])
+    assert await store.upsert(name, cabinet, [changed]) == 1
     assert await store.fetch(name, cabinet) == [changed]
 
 
@@ -77,7 +77,9 @@ async def test_large_pages_are_batched_in_one_call(store: Store) -> None:
     cabinet = await _cabinet(store)
     rows = [{"rrdId": i, "forPay": str(i)} for i in range(BATCH_ROWS * 2 + 7)]
     assert await store.upsert("finance_report", cabinet, rows) == len(rows)
-    assert await store.upsert("finance_report", cabinet, rows[-10:]) == 10
+    assert await store.upsert("finance_report", cabinet, rows[-10:]) == 0
+    changed = [{**row, "forPay": "0"} for row in rows[-10:]]
+    assert await store.upsert("finance_report", cabinet, changed) == 10
     assert await store.count("finance_report", cabinet) == len(rows)
 
 

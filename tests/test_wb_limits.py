@@ -239,4 +239,7 @@ async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_t
     assert learned >= learned_before + 1
     found = [r.args for r in caplog.records if "stricter than the table" in r.getMessage()]
     intervals = [float(str(args[2])) for args in found if isinstance(args, tuple)]
-    assert intervals and all(i >= 440 for i in intervals), intervals
+    # WB's 450 ms, read from its headers: long by up to a round trip, short by the time the
+    # refused request spent on its way (tens of ms on a busy machine); stricter than the table's
+    # 300 ms whatever the load.
+    assert intervals and all(300 < i <= 1500 for i in intervals), intervals

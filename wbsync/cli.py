@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -556,6 +556,38 @@ def secrets_rotate() -> None:
 
     count = _run(go)
     typer.echo(f"re-encrypted {count} token(s); now set WBSYNC_SECRET_KEY to the new key")
+
+
+@app.command("export")
+def export(
+    dataset: Annotated[str, typer.Argument(help="The dataset, e.g. stocks (see docs/data.md).")],
+    cabinet: Annotated[
+        str | None, typer.Option(help="Only this cabinet's changes (its id or name).")
+    ] = None,
+    after: Annotated[
+        int, typer.Option(min=0, help="Start after this sequence number (the last one read).")
+    ] = 0,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+) -> None:
+    """Write a dataset's change feed to stdout (inserts, updates, tombstones in seq order)."""
+    if fmt not in ("jsonl", "csv"):
+        _fail(f"--format must be jsonl or csv, got {fmt!r}", code=EXIT_CONFIG)
+    from wbsync.export import export_changes
+    from wbsync.store.datasets import dataset as find_dataset
+
+    fmt_: Literal["jsonl", "csv"] = "csv" if fmt == "csv" else "jsonl"
+
+    async def go() -> None:
+        _settings()  # loads the plugins first: their datasets are exported too
+        ds = find_dataset(dataset)
+        async with _store(verify=False) as store:
+            cabinet_id = None if cabinet is None else (await store.cabinets.get(_ref(cabinet))).id
+            stats = await export_changes(
+                store, ds, sys.stdout, cabinet_id=cabinet_id, after=after, fmt=fmt_
+            )
+        typer.echo(f"{stats.rows} changes; next --after {stats.last_seq or after}", err=True)
+
+    _run(go)
 
 
 @asynccontextmanager

@@ -286,6 +286,18 @@ class Settings(BaseSettings):
         ge=1,
         description="Largest backoff of those retries (scaled).",
     )
+    change_stream_maxlen: int = Field(
+        default=100_000,
+        ge=1,
+        description="Entries the change stream keeps (XADD MAXLEN ~, approximate): one per "
+        "committed page that changed rows; a consumer further behind catches up from the feed.",
+    )
+    prune_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How often a queue's fan-out leader prunes the queue's datasets to their "
+        "retention (scaled).",
+    )
     failed_retry_s: float = Field(
         default=300.0,
         gt=0,

@@ -24,7 +24,8 @@
     │   └── FailureBudgetExhausted   a job spent its budget of upstream failures; names the last
     ├── StoreError                   the database refused or lost an operation
     │   ├── StoreUnavailableError    the database could not be reached (down, restarting, locked)
-    │   └── CabinetNotFoundError     no cabinet of that name or id
+    │   ├── CabinetNotFoundError     no cabinet of that name or id
+    │   └── FeedCursorError          a change-feed cursor is malformed or beyond the feed's end
     ├── QueueError                   the job queue refused an operation
     │   └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
     └── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
@@ -54,6 +55,7 @@ __all__ = [
     "CabinetNotFoundError",
     "ConfigError",
     "FailureBudgetExhausted",
+    "FeedCursorError",
     "JobLockLostError",
     "MalformedJobError",
     "QueueError",
@@ -224,6 +226,10 @@ class StoreUnavailableError(StoreError):
 
 class CabinetNotFoundError(StoreError):
     """No cabinet of that name or id."""
+
+
+class FeedCursorError(StoreError):
+    """A change-feed cursor (``after``) that is not a sequence number the feed has given out."""
 
 
 class QueueError(WbSyncError):

@@ -11,15 +11,17 @@ callable that takes a :class:`Registrar` and declares its syncs on it (docs/exte
 
 A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Section` with its
 :class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
-key), so declaring the sync declares them all. The nine built-in syncs are declared with exactly
-these types and the same :class:`Registrar`. Everything not listed in ``__all__`` is private to
-wbsync and may change without notice.
+key, its :data:`DatasetKind`, snapshot or stream, and its retention), so declaring the sync
+declares them all. The nine built-in syncs are declared with exactly these types and the same
+:class:`Registrar`. Everything not listed in ``__all__`` is private to wbsync and may change
+without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
 
-A declared dataset gets its standard table from ``wbsync migrate`` with no migration code; a
-plugin that needs more declares an :class:`AlembicBranch` of its own revisions.
+A declared dataset gets its standard table from ``wbsync migrate`` with no migration code (its
+rows written only when they change, in the change feed, tombstoned and pruned as declared;
+docs/data.md); a plugin that needs more declares an :class:`AlembicBranch` of its own revisions.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from wbsync.context import deferral_threshold_ms, run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred, WbApiError
 from wbsync.ratelimit.scope import Limit
 from wbsync.registry import BUILTIN, Registrar, Table
-from wbsync.store.datasets import DATASETS, Dataset, KeyField, KeyKind
+from wbsync.store.datasets import (
+    DATASETS,
+    TOMBSTONE_GRACE_DAYS,
+    Dataset,
+    DatasetKind,
+    KeyField,
+    KeyKind,
+)
 from wbsync.store.declared import AlembicBranch
 from wbsync.syncs.base import (
     SYNCS,
@@ -64,12 +73,14 @@ __all__ = [
     "GROUPS",
     "SECTIONS",
     "SYNCS",
+    "TOMBSTONE_GRACE_DAYS",
     "AlembicBranch",
     "Category",
     "Count",
     "Cursor",
     "CursorShape",
     "Dataset",
+    "DatasetKind",
     "Endpoint",
     "Flag",
     "KeyField",

@@ -76,3 +76,9 @@ def fanout_schedule_key(prefix: str) -> str:
     """The hash of the time (Redis clock, ms) up to which each queue's cabinets due have been
     enqueued, shared by every leader."""
     return f"{prefix}:{{fanout}}:through"
+
+
+def change_stream_key(prefix: str) -> str:
+    """The capped stream of change-feed events: one entry per committed page that changed rows
+    (fields ``dataset``, ``cabinet``, ``rows``, ``last_seq``)."""
+    return f"{prefix}:{{changes}}:stream"

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 import httpx
 
 from wbsync import keys, redis_bounds
+from wbsync.change_stream import ChangeStream
 from wbsync.config import Settings, without_password
 from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
@@ -40,6 +41,10 @@ class Runtime:
         self.lag = LagHistory(self.redis, prefix=settings.redis_prefix)
         self.database = Database(settings.database_url)
         self.store = Store(self.database, secret_key=settings.secret_key_value())
+        self.change_stream = ChangeStream(
+            self.redis, prefix=settings.redis_prefix, maxlen=settings.change_stream_maxlen
+        )
+        self.store.add_listener(self.change_stream.publish)
         self.http = httpx.AsyncClient(timeout=60.0)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,

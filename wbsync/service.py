@@ -24,6 +24,7 @@ from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import SyncWorker
 from wbsync.jobs.workers import build_workers
+from wbsync.pruning import Pruner
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
 from wbsync.supervise import supervise
@@ -139,12 +140,18 @@ async def _serve(
         await worker.start()
     intervals = fanout_intervals(runtime.settings)
     gaps = TokenGaps(runtime)
+    pruner = Pruner(
+        runtime.store,
+        interval_s=runtime.settings.prune_interval_s * runtime.settings.time_scale,
+        datasets={name: SYNCS[name].stores for name in names},
+    )
     fanout = FanOut(
         {name: runtime.queue(name) for name in names},
         gaps.active_ids,
         {name: intervals[name] for name in names},
         failed_retry_s=runtime.settings.failed_retry_s * runtime.settings.time_scale,
         serves=gaps.serves,
+        on_lead=pruner.on_lead,
     )
     settings = runtime.settings
     leases = FanOutLeases(
@@ -165,6 +172,7 @@ async def _serve(
         fanning,
         *extras,
         *(worker.close(grace_s=grace) for worker in workers),
+        pruner.aclose(),
         return_exceptions=True,
     )
     log.info("stopped")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wbsync import clock
 from wbsync.jobs.queue import JobView
 from wbsync.store import Cabinet, RunRecord
+from wbsync.store.changes import ChangePage
 from wbsync.syncs import SYNCS
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "CabinetOut",
     "CabinetStatusOut",
     "CabinetTokenOut",
+    "ChangeOut",
+    "ChangePageOut",
     "JobOut",
     "LimitOut",
     "RenameIn",
@@ -30,6 +33,7 @@ __all__ = [
     "TokenIn",
     "TriggerOut",
     "cabinet_out",
+    "change_page_out",
     "job_out",
     "run_out",
 ]
@@ -240,6 +244,46 @@ class RowsOut(BaseModel):
 
     rows: list[dict[str, Any]]
     next_offset: int | None = None
+
+
+class ChangeOut(BaseModel):
+    """One row's last write: its sequence number, natural key, WB's data, tombstone or not."""
+
+    seq: int
+    cabinet_id: int
+    key: dict[str, int | str]
+    deleted: bool
+    changed_at: datetime
+    data: dict[str, Any]
+
+
+class ChangePageOut(BaseModel):
+    """A page of a dataset's change feed; send ``next`` as ``after`` for the page after it."""
+
+    dataset: str
+    changes: list[ChangeOut]
+    next: int
+    more: bool
+
+
+def change_page_out(dataset: str, page: ChangePage) -> ChangePageOut:
+    """A feed page as the API shows it."""
+    return ChangePageOut(
+        dataset=dataset,
+        changes=[
+            ChangeOut(
+                seq=c.seq,
+                cabinet_id=c.cabinet_id,
+                key=c.key,
+                deleted=c.deleted,
+                changed_at=c.changed_at,
+                data=c.data,
+            )
+            for c in page.changes
+        ],
+        next=page.next,
+        more=page.more,
+    )
 
 
 def cabinet_out(cabinet: Cabinet) -> CabinetOut:

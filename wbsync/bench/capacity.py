@@ -43,11 +43,10 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
-from wbsync.bench.common import percentile, syncs, table
+from wbsync.bench.common import fresh_database, percentile, syncs, table
 from wbsync.bench.scaleout import (
     RedisUnderTest,
     WorkerProcesses,
-    fresh_database,
     process_cpu_s,
     redis_under_test,
     seller_id,
@@ -240,7 +239,7 @@ def _cpu(workers: WorkerProcesses) -> dict[str, float]:
 
 async def _one_n(params: Params, emu: EmulatorProcess, n: int, tmp: Path) -> dict[str, Any]:
     with redis_under_test("single") as redis:
-        async with fresh_database(params.postgres, tmp) as database_url:
+        async with fresh_database(params.postgres, tmp, name="capacity") as database_url:
             workers = WorkerProcesses(
                 emu, redis, time_scale=params.time_scale, concurrency=params.concurrency
             )

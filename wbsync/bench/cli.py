@@ -281,6 +281,40 @@ def status_cmd(
     )
 
 
+@app.command("data")
+def data_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (each runs every sync).")] = 10,
+    runs: Annotated[int, typer.Option(help="Runs of every sync, one after the other.")] = 3,
+    time_scale: Annotated[float, typer.Option(help="Multiplies WB's limits' periods.")] = 0.001,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            help="A PostgreSQL admin URL (postgresql+asyncpg://...): the run creates and drops "
+            "a database there and reports PostgreSQL's own counters. Default: SQLite."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    write_docs: DocsOpt = False,
+    docs_dir: DocsDirOpt = Path("docs"),
+    verbose: VerboseOpt = False,
+) -> None:
+    """Rows written when every sync runs again on unchanged data (0 is the goal), dead tuples."""
+    from wbsync.bench import data
+
+    params = data.Params(cabinets=cabinets, runs=runs, time_scale=time_scale, postgres=postgres)
+    _run_one(
+        ctx,
+        "data",
+        lambda url: data.run(url, params),
+        private=False,
+        as_json=as_json,
+        write_docs=write_docs,
+        docs_dir=docs_dir,
+        verbose=verbose,
+    )
+
+
 @app.command("scaleout")
 def scaleout_cmd(
     ctx: typer.Context,

@@ -17,6 +17,7 @@ import statistics
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -191,3 +192,28 @@ def emit(result: Mapping[str, Any], tables: Sequence[Table], *, as_json: bool) -
     if as_json:
         sys.stdout.write(json.dumps(rounded(result), sort_keys=False) + "\n")
         sys.stdout.flush()
+
+
+@contextlib.asynccontextmanager
+async def fresh_database(postgres: str | None, tmp: Path, *, name: str) -> AsyncIterator[str]:
+    """The URL of a new empty database: a SQLite file in ``tmp``, or (with ``postgres``, an
+    admin URL) a PostgreSQL database created for the run and dropped after it."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    db_name = f"wbsync_{name}_{uuid.uuid4().hex[:10]}"
+    if postgres is None:
+        yield f"sqlite+aiosqlite:///{tmp / db_name}.db"
+        return
+    admin = create_async_engine(postgres, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'CREATE DATABASE "{db_name}"'))
+        try:
+            yield make_url(postgres).set(database=db_name).render_as_string(hide_password=False)
+        finally:
+            async with admin.connect() as conn:
+                await conn.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()

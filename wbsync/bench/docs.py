@@ -25,6 +25,7 @@ ORDER = (
     "scaleout",
     "page",
     "capacity",
+    "data",
 )
 
 _HEADER = """# Benchmarks
@@ -43,7 +44,8 @@ first five benchmarks about 7, page about 2 on SQLite alone, capacity about 5; `
 minutes more. `status` and `scaleout` run on their own (`wbsync bench status --write-docs`,
 about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default 1,000
 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
-section.
+section. `data` runs on its own too (`wbsync bench data --postgres <admin
+URL> --write-docs`, about 4 minutes).
 
 The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
 else runs (other test suites ran alongside, load average 2-3; page and capacity ran with load
@@ -380,6 +382,35 @@ def _status(r: dict[str, Any]) -> str:
     )
 
 
+def _data(r: dict[str, Any]) -> str:
+    p = r["params"]
+    columns = ("first_fetched", "first_written", "later_fetched", "later_written", "tombstoned")
+    rows = [[f"`{name}`", *(s[c] for c in columns)] for name, s in r["syncs"].items()]
+    lines = [
+        f"Every sync runs {p['runs']} times for {p['cabinets']} cabinets against the emulator "
+        f"({r['database']}), one run after the other; rows WB returned and rows written "
+        "(inserted or changed). The emulator's data does not change between runs, except the "
+        "bids the autobidder itself moves each run.",
+        "",
+        _table(
+            ["sync", "run 1 fetched", "run 1 written", "later fetched", "later written", "gone"],
+            rows,
+        ),
+    ]
+    if r["postgres"]:
+        counters = [[f"`{n}`", c["ins"], c["upd"], c["dead"]] for n, c in r["postgres"].items()]
+        lines += [
+            "",
+            "PostgreSQL's own counters (`pg_stat_user_tables`) after the runs, autovacuum off: "
+            "dead tuples in the dataset tables are the rows that really changed; the "
+            "bookkeeping tables add one row version per changed page (`wb_change_sequences`) "
+            "and per snapshot page (`wb_snapshot_keys`, `wb_snapshot_runs`).",
+            "",
+            _table(["table", "inserted", "updated", "dead tuples"], counters),
+        ]
+    return "\n".join(lines)
+
+
 def _scaleout(r: dict[str, Any]) -> str:
     p = r["params"]
     columns = [
@@ -641,6 +672,7 @@ _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "scaleout": _scaleout,
     "page": _page,
     "capacity": _capacity,
+    "data": _data,
 }
 _TITLES = {
     "slots": "slots: worker slots while windows are closed",
@@ -652,6 +684,7 @@ _TITLES = {
     "scaleout": "scaleout: every sync end to end on many processes and a Redis Cluster",
     "page": "page: worker CPU and Redis commands per page, against bare pipelines",
     "capacity": "capacity: steady state of N cabinets on every sync's interval",
+    "data": "data: rows written when every sync runs again on unchanged data",
 }
 _PLOTS = {
     "slots": (plots.slots_plot, "bench-slots.png"),

@@ -55,12 +55,11 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from wbsync import keys
-from wbsync.bench.common import median, ratio, rounds, syncs, table
+from wbsync.bench.common import fresh_database, median, ratio, rounds, syncs, table
 from wbsync.bench.scaleout import (
     FAR_AHEAD_MS,
     RedisUnderTest,
     WorkerProcesses,
-    fresh_database,
     process_cpu_s,
     redis_under_test,
     seller_id,
@@ -413,7 +412,9 @@ async def _stack(
 ) -> AsyncIterator[tuple[Runtime, WorkerProcesses, RedisUnderTest, str]]:
     """A private Redis, a fresh database, the runtime here and one worker process there."""
     with redis_under_test("single") as redis:
-        async with fresh_database(None if database == "sqlite" else database, tmp) as db_url:
+        async with fresh_database(
+            None if database == "sqlite" else database, tmp, name="page"
+        ) as db_url:
             workers = WorkerProcesses(
                 emu, redis, time_scale=TIME_SCALE, concurrency=params.concurrency
             )

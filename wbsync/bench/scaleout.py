@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,12 +42,10 @@ from typing import Any
 
 from pydantic import SecretStr
 from redis.asyncio import Redis
-from sqlalchemy import func, select, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import func, select
 
 from wbsync import keys
-from wbsync.bench.common import rounds, syncs, table
+from wbsync.bench.common import fresh_database, rounds, syncs, table
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
 from wbsync.config import Settings
@@ -197,25 +195,6 @@ def redis_under_test(kind: str) -> Iterator[RedisUnderTest]:
 
 
 # --- the database: a fresh SQLite file or a fresh PostgreSQL database -----------------------
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(postgres: str | None, tmp: Path) -> AsyncIterator[str]:
-    name = f"wbsync_scaleout_{uuid.uuid4().hex[:10]}"
-    if postgres is None:
-        yield f"sqlite+aiosqlite:///{tmp / name}.db"
-        return
-    admin = create_async_engine(postgres, isolation_level="AUTOCOMMIT")
-    try:
-        async with admin.connect() as conn:
-            await conn.execute(text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield make_url(postgres).set(database=name).render_as_string(hide_password=False)
-        finally:
-            async with admin.connect() as conn:
-                await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        await admin.dispose()
 
 
 # --- one run ---------------------------------------------------------------------------------
@@ -390,7 +369,7 @@ async def _one_run(
 ) -> dict[str, Any]:
     jobs = params.cabinets * len(syncs())
     with redis_under_test(kind) as redis:
-        async with fresh_database(params.postgres, tmp) as database_url:
+        async with fresh_database(params.postgres, tmp, name="scaleout") as database_url:
             run = WorkerProcesses(
                 emu, redis, time_scale=params.time_scale, concurrency=params.concurrency
             )

@@ -49,6 +49,8 @@ _FRACTIONS_CACHED = 65536  # hashed cabinet references and queue names, computed
 ActiveCabinets = Callable[[], Awaitable[Sequence[str]]]
 Serves = Callable[[str, str], bool]
 """Whether a cabinet's token can serve a queue (queue, cabinet): the others are not enqueued."""
+OnLead = Callable[[Sequence[str]], Awaitable[None]]
+"""Called on every poll with the queues this process leads (e.g. to start a retention pass)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ class FanOut:
         *,
         failed_retry_s: float = 300.0,
         serves: Serves | None = None,
+        on_lead: OnLead | None = None,
     ) -> None:
         if failed_retry_s <= 0:
             raise ValueError("failed_retry_s must be > 0")
@@ -82,6 +85,7 @@ class FanOut:
         self._failed_retry_s = failed_retry_s
         self._serves = serves
         self._known: tuple[float, Sequence[str]] | None = None
+        self._on_lead = on_lead
 
     async def run_once(self, names: Iterable[str] | None = None) -> dict[str, FanOutReport]:
         """Enqueue every active cabinet on the named queues (all by default), once."""
@@ -139,6 +143,8 @@ class FanOut:
                     held = await leases.hold(names)
                     leading = bool(held.queues)
                     timeout = min(timeout, await self.fan_out_due(held, leases))
+                    if leading and self._on_lead is not None:
+                        await self._on_lead(held.queues)
                     if leading and look_at <= clock.monotonic():
                         look_at = clock.monotonic() + look_every
                         await self.retry_failed(held.queues)

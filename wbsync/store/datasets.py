@@ -1,9 +1,12 @@
 """The registry of synced WB datasets: what each one is keyed on, declared once.
 
 A dataset row is a ``Mapping`` exactly as WB returned it; its natural key is read from the row by
-:class:`KeyField` paths (dotted for nested fields). Two datasets arrive from WB nested per day
-under a parent object; their stored rows are flattened by :func:`advert_stats_rows` and
-:func:`funnel_history_rows`, which are the contract between the syncs and this registry.
+:class:`KeyField` paths (dotted for nested fields). Each dataset also says what a complete run of
+its sync means (``kind``: a full ``"snapshot"`` of the cabinet's rows, or a ``"stream"`` that only
+adds and updates) and how long its rows are kept (``retention_days``, ``tombstone_grace_days``).
+Two datasets arrive from WB nested per day under a parent object; their stored rows are flattened
+by :func:`advert_stats_rows` and :func:`funnel_history_rows`, which are the contract between the
+syncs and this registry.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = [
     "DATASETS",
+    "DATASET_KINDS",
+    "TOMBSTONE_GRACE_DAYS",
     "Dataset",
+    "DatasetKind",
     "KeyField",
     "KeyKind",
     "KeyValue",
@@ -29,6 +35,12 @@ __all__ = [
 
 KeyKind = Literal["int", "str", "date"]
 KeyValue = int | str
+DatasetKind = Literal["snapshot", "stream"]
+DATASET_KINDS: tuple[DatasetKind, ...] = ("snapshot", "stream")
+
+#: Days a tombstone (a row a complete snapshot run no longer saw) is kept before it is pruned:
+#: the longest a change-feed reader may lag behind and still see the deletion.
+TOMBSTONE_GRACE_DAYS = 7
 
 DATASETS: Table[Dataset] = Table("dataset")
 """Every registered dataset, by name."""
@@ -81,16 +93,47 @@ class KeyField:
 
 @dataclass(frozen=True, slots=True)
 class Dataset:
-    """A synced WB dataset: its name, its table and its natural key (per cabinet).
+    """A synced WB dataset: its name, its table, its natural key (per cabinet), and its lifecycle.
 
     ``source`` says where the rows come from (the WB method, and how rows are cut when they are
     not WB's own items); it is the table's comment. A dataset is stored in the standard table
-    ``wb_<name>``: the cabinet, the key columns, the row as WB sent it and when it was written.
+    ``wb_<name>``: the cabinet, the key columns, the row as WB sent it, when it last changed, the
+    sequence number of its last write and its tombstone (docs/data.md).
+
+    ``kind`` ``"snapshot"``: a complete run of its sync returns every row the cabinet has, so rows
+    it did not return are tombstoned; ``"stream"``: runs only add and update (nothing is ever
+    inferred deleted). ``retention_days``: rows whose own date (the key field of kind ``"date"``)
+    is older are pruned; None keeps them. Tombstones are pruned ``tombstone_grace_days`` after
+    the deletion.
     """
 
     name: str
     source: str
     key: tuple[KeyField, ...]
+    kind: DatasetKind = "stream"
+    retention_days: int | None = None
+    tombstone_grace_days: int = TOMBSTONE_GRACE_DAYS
+
+    def __post_init__(self) -> None:
+        if self.kind not in DATASET_KINDS:
+            raise StoreError(
+                f"dataset {self.name}: kind must be one of {', '.join(DATASET_KINDS)}, "
+                f"got {self.kind!r}"
+            )
+        if self.retention_days is not None:
+            if self.retention_days < 1:
+                raise StoreError(f"dataset {self.name}: retention_days must be >= 1 or None")
+            if self.date_column is None:
+                raise StoreError(
+                    f"dataset {self.name}: retention_days needs a key field of kind 'date'"
+                )
+        if self.tombstone_grace_days < 0:
+            raise StoreError(f"dataset {self.name}: tombstone_grace_days must be >= 0")
+
+    @property
+    def date_column(self) -> str | None:
+        """The key column holding the row's own date (what retention counts from), if any."""
+        return next((k.column for k in self.key if k.kind == "date"), None)
 
     def claims(self) -> Iterator[Claim]:
         """The dataset's name."""
@@ -116,29 +159,38 @@ _ALL = (
     ),
     Dataset("orders", "GET /api/v1/supplier/orders", (_k("srid", "srid", "str"),)),
     Dataset("sales", "GET /api/v1/supplier/sales", (_k("sale_id", "saleID", "str"),)),
-    Dataset("adverts", "GET /api/advert/v2/adverts", (_k("advert_id", "id"),)),
+    # The advert list is read whole on every run: a campaign WB no longer lists was deleted.
+    Dataset("adverts", "GET /api/advert/v2/adverts", (_k("advert_id", "id"),), kind="snapshot"),
     Dataset(
         "advert_stats",
         "GET /adv/v3/fullstats (one row per campaign per day)",
         (_k("advert_id", "advertId"), _k("date", "date", "date")),
+        retention_days=400,
     ),
+    # Every bid of every active campaign's items, each run: a paused campaign's bids are gone.
     Dataset(
         "bids",
         "POST /adv/v0/normquery/get-bids",
         (_k("advert_id", "advert_id"), _k("nm_id", "nm_id"), _k("norm_query", "norm_query", "str")),
+        kind="snapshot",
     ),
     Dataset(
         "funnel_history",
         "POST /api/analytics/v3/sales-funnel/products/history (one row per item per day)",
         (_k("nm_id", "product.nmId"), _k("date", "date", "date")),
+        retention_days=400,
     ),
+    # The whole stocks report (offset paging to its end): an item that left a warehouse is gone.
     Dataset(
         "stocks",
         "POST /api/analytics/v1/stocks-report/wb-warehouses",
         (_k("nm_id", "nmId"), _k("chrt_id", "chrtId"), _k("warehouse_id", "warehouseId")),
+        kind="snapshot",
     ),
+    # catalog-sync is incremental (only cards updated since its cursor): a run is no snapshot.
     Dataset("cards", "POST /content/v2/get/cards/list", (_k("nm_id", "nmID"),)),
-    Dataset("prices", "GET /api/v2/list/goods/filter", (_k("nm_id", "nmID"),)),
+    Dataset("prices", "GET /api/v2/list/goods/filter", (_k("nm_id", "nmID"),), kind="snapshot"),
+    # Every warehouse's coming days, each poll: a day or slot WB stopped offering is gone.
     Dataset(
         "acceptance_coefficients",
         "GET /api/tariffs/v1/acceptance/coefficients",
@@ -148,6 +200,8 @@ _ALL = (
             _k("date", "date", "date"),
             _k("box_type_id", "boxTypeID", missing=0),
         ),
+        kind="snapshot",
+        retention_days=30,
     ),
 )
 

@@ -100,7 +100,8 @@ def _revision(conn: Connection) -> str | None:
 
 def _json_dumps(value: Any) -> str:
     # WB text is mostly Cyrillic: keep it readable in the database instead of \u escapes.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # Sorted keys make equal data equal text, which SQLite's change check compares.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def alembic_config(url: str, branch: AlembicBranch | None = None) -> Config:
@@ -447,18 +448,31 @@ class Database:
 
         return await self.run_sync(_revision)
 
-    def upsert_statement(
-        self, table: Table, *, conflict: Sequence[str], update: Sequence[str]
-    ) -> Insert:
-        """``INSERT ... ON CONFLICT (conflict) DO UPDATE SET update = excluded.update``."""
+    def insert_ignoring(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING``: a row whose key exists is left as it is."""
         if self._dialect == "postgresql":
-            pg = postgresql.insert(table)
-            return pg.on_conflict_do_update(
-                index_elements=list(conflict), set_={c: pg.excluded[c] for c in update}
-            )
-        lite = sqlite.insert(table)
-        return lite.on_conflict_do_update(
-            index_elements=list(conflict), set_={c: lite.excluded[c] for c in update}
+            return postgresql.insert(table).on_conflict_do_nothing()
+        return sqlite.insert(table).on_conflict_do_nothing()
+
+    def upsert_statement(
+        self,
+        table: Table,
+        *,
+        conflict: Sequence[str],
+        update: Sequence[str],
+        where: Callable[[Table, Any], Any] | None = None,
+    ) -> Insert:
+        """``INSERT ... ON CONFLICT (conflict) DO UPDATE SET update = excluded.update``.
+
+        ``where(table, excluded)`` guards the update: a conflicting row it rejects is left as
+        it is (not rewritten).
+        """
+        insert = postgresql.insert(table) if self._dialect == "postgresql" else sqlite.insert(table)
+        excluded = insert.excluded
+        return insert.on_conflict_do_update(
+            index_elements=list(conflict),
+            set_={c: excluded[c] for c in update},
+            where=None if where is None else where(table, excluded),
         )
 
 

@@ -1,10 +1,12 @@
 """Storage for what plugins declare, without migration code of their own.
 
 * A dataset a plugin declares gets its standard table (``wb_<name>``: cabinet, key columns, the
-  row, when it was written) from :func:`create_declared_tables`, which ``Database.migrate`` runs
-  under its migration lock after wbsync's own migrations; each table is recorded in
-  ``wb_declared_datasets`` with its key, so a plugin that later changes a dataset's key is
-  refused with what to do instead of writing into a table of another shape.
+  row, when it last changed, the sequence number of its last write, its tombstone; the shape of
+  every dataset table, ``schema.dataset_table``) from :func:`create_declared_tables`, which
+  ``Database.migrate`` runs under its migration lock after wbsync's own migrations; each table
+  is recorded in ``wb_declared_datasets`` with its key, so a plugin that later changes a
+  dataset's key is refused with what to do instead of writing into a table of another shape.
+  Its change-feed counter (``wb_change_sequences``) is made by its first write.
 * A plugin that needs more (an index, a table of its own, a changed key) declares an
   :class:`AlembicBranch`: a directory of Alembic revisions (its first has
   ``down_revision = None``), which ``Database.migrate`` upgrades right after wbsync's own, in

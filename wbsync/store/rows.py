@@ -1,22 +1,54 @@
-"""Synced WB rows: upserted on each dataset's natural key, so a page stored twice is harmless."""
+"""Synced WB rows: upserted on each dataset's natural key, written only when their data changed.
+
+The conflict update is guarded (``WHERE data IS DISTINCT FROM excluded.data``, SQLite's ``IS
+NOT`` on canonical JSON text), so a row WB sent again unchanged is not rewritten: no new row
+version, no dead tuple, no index write, no feed entry. A written row gets the next change
+sequence number (:mod:`wbsync.store.changes`) and ``changed_at``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, insert, select
 
 from wbsync.errors import StoreError
+from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, lock_sequence
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.schema import dataset_table, utcnow
+from wbsync.store.schema import dataset_table, snapshot_keys, utcnow
 
-__all__ = ["RowRepository"]
+__all__ = ["BATCH_ROWS", "PageWrite", "RowRepository", "key_digest"]
 
 # Rows per executemany call: bounds the memory of one driver round trip on huge pages
 # (a finance page can hold 100k rows) while keeping round trips few.
 BATCH_ROWS = 1000
+
+
+def key_digest(key: tuple[KeyValue, ...]) -> bytes:
+    """8 bytes standing for a natural key in a snapshot run's seen set.
+
+    Two keys sharing a digest (odds about n²/2⁶⁵ for n keys) would only keep a deleted row
+    live until a later run: the safe direction.
+    """
+    return hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class PageWrite:
+    """What storing one page did: distinct keys in it, rows written, the last sequence number."""
+
+    rows: int
+    changed: int
+    last_seq: int | None
+
+
+def _changed(table: Table, excluded: Any) -> Any:
+    # A tombstoned row that comes back is written even when its data is the same.
+    return table.c.data.is_distinct_from(excluded.data) | table.c.deleted_at.is_not(None)
 
 
 class RowRepository:
@@ -24,14 +56,36 @@ class RowRepository:
 
     def __init__(self, database: Database) -> None:
         self._db = database
+        self.listeners: list[ChangeListener] = []
+        """Told of every committed write that changed rows (after the commit, in order)."""
+
+    async def notify(self, event: ChangeEvent) -> None:
+        """Tell every listener of a committed write."""
+        for listener in self.listeners:
+            await listener(event)
 
     async def upsert(
         self, name: str | Dataset, cabinet_id: int, rows: Sequence[Mapping[str, Any]]
     ) -> int:
-        """Insert or update ``rows`` of one dataset for one cabinet, in one transaction.
+        """Insert or update ``rows`` of one dataset for one cabinet; the number of rows written.
 
-        Returns the number of distinct keys written. When a key repeats (in this call or
-        against stored rows) the later row wins.
+        A row equal to the stored one is not written (and not counted). When a key repeats (in
+        this call or against stored rows) the later row wins.
+        """
+        return (await self.write(name, cabinet_id, rows)).changed
+
+    async def write(
+        self,
+        name: str | Dataset,
+        cabinet_id: int,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        seen: bool = False,
+    ) -> PageWrite:
+        """Store one page in one transaction: rows that changed get a sequence number each.
+
+        ``seen`` also records the page's keys in the cabinet's snapshot run in progress (what
+        a complete run compares the table with to find deleted rows), in the same transaction.
         """
         ds = dataset(name)
         table = dataset_table(ds)
@@ -43,31 +97,57 @@ class RowRepository:
             except StoreError as exc:
                 raise StoreError(f"{ds.name} row {index}: {exc}") from None
         if not by_key:
-            return 0
+            return PageWrite(rows=0, changed=0, last_seq=None)
         now = utcnow()
         columns = [k.column for k in ds.key]
-        params = [
-            {
-                "cabinet_id": cabinet_id,
-                **dict(zip(columns, key, strict=True)),
-                "data": dict(row),
-                "updated_at": now,
-            }
-            # Key order: concurrent writers on PostgreSQL then lock rows in one order, no deadlock.
-            for key, row in sorted(by_key.items(), key=lambda item: item[0])
-        ]
+        # Key order: concurrent writers on PostgreSQL then lock rows in one order, no deadlock.
+        ordered = sorted(by_key.items(), key=lambda item: item[0])
         statement = self._db.upsert_statement(
-            table, conflict=("cabinet_id", *columns), update=("data", "updated_at")
+            table,
+            conflict=("cabinet_id", *columns),
+            update=("data", "changed_at", "seq", "deleted_at"),
+            where=_changed,
         )
         async with self._db.transaction() as conn:
+            base = await lock_sequence(conn, self._db, ds.name)
+            # Each row is offered the next number; only the rows written take theirs (the
+            # others leave gaps, which readers never wait on).
+            params = [
+                {
+                    "cabinet_id": cabinet_id,
+                    **dict(zip(columns, key, strict=True)),
+                    "data": dict(row),
+                    "changed_at": now,
+                    "seq": base + 1 + index,
+                    "deleted_at": None,
+                }
+                for index, (key, row) in enumerate(ordered)
+            ]
             for start in range(0, len(params), BATCH_ROWS):
                 await conn.execute(statement, params[start : start + BATCH_ROWS])
-        return len(params)
+            result = await conn.execute(
+                select(func.count(), func.max(table.c.seq)).where(table.c.seq > base)
+            )
+            changed, last = result.one()
+            if changed:
+                await advance_sequence(conn, ds.name, int(last))
+            if seen:
+                digests = b"".join(sorted(key_digest(key) for key, _ in ordered))
+                await conn.execute(
+                    insert(snapshot_keys),
+                    {"cabinet_id": cabinet_id, "dataset": ds.name, "digests": digests},
+                )
+        done = PageWrite(
+            rows=len(ordered), changed=int(changed), last_seq=int(last) if changed else None
+        )
+        if done.last_seq is not None:
+            await self.notify(ChangeEvent(ds.name, cabinet_id, done.changed, done.last_seq))
+        return done
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
-        """How many rows a dataset holds, for one cabinet or for all."""
+        """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
         table = dataset_table(name)
-        query = select(func.count()).select_from(table)
+        query = select(func.count()).select_from(table).where(table.c.deleted_at.is_(None))
         if cabinet_id is not None:
             query = query.where(table.c.cabinet_id == cabinet_id)
         async with self._db.connection() as conn:
@@ -82,7 +162,7 @@ class RowRepository:
         limit: int | None = None,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """A cabinet's rows of a dataset as WB sent them, ordered by natural key.
+        """A cabinet's live rows of a dataset as WB sent them, ordered by natural key.
 
         ``key`` filters on key columns by their column names (e.g. ``{"nm_id": 1}``).
         """
@@ -90,7 +170,7 @@ class RowRepository:
         table = dataset_table(ds)
         query = (
             select(table.c.data)
-            .where(table.c.cabinet_id == cabinet_id)
+            .where(table.c.cabinet_id == cabinet_id, table.c.deleted_at.is_(None))
             .order_by(*(table.c[k.column] for k in ds.key))
             .offset(offset)
             .limit(limit)

@@ -17,7 +17,9 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     ForeignKey,
+    Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -25,6 +27,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from wbsync.clock import now_ms
 from wbsync.registry import BUILTIN
@@ -32,8 +35,10 @@ from wbsync.store.datasets import DATASETS, Dataset, KeyKind, dataset
 
 __all__ = [
     "CABINET_ID_MAX",
+    "RowData",
     "UtcDateTime",
     "cabinets",
+    "change_sequences",
     "dataset_table",
     "declared_datasets",
     "declared_metadata",
@@ -42,6 +47,8 @@ __all__ = [
     "price_targets",
     "sent_bids",
     "sent_price_uploads",
+    "snapshot_keys",
+    "snapshot_runs",
     "sync_cursors",
     "sync_runs",
     "utcnow",
@@ -199,7 +206,42 @@ declared_datasets = Table(
     Column("created_at", UtcDateTime, nullable=False),
 )
 
+# The last change sequence number given out per dataset. Its row is also the lock that orders
+# a dataset's writers (see wbsync.store.rows): sequence numbers commit in the order they are given.
+change_sequences = Table(
+    "wb_change_sequences",
+    metadata,
+    Column("dataset", String(100), primary_key=True),
+    Column("last_seq", BigInteger, nullable=False),
+)
+
+# The snapshot run in progress per (cabinet, dataset): the sequence number when it began.
+snapshot_runs = Table(
+    "wb_snapshot_runs",
+    metadata,
+    _cabinet_fk(),
+    Column("dataset", String(100), primary_key=True),
+    Column("started_seq", BigInteger, nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+)
+
+# The keys each stored page of a snapshot run saw, one row per page: 8-byte key digests, sorted
+# and packed, so confirming an unchanged row costs 8 bytes here instead of a rewrite of the row.
+snapshot_keys = Table(
+    "wb_snapshot_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cabinet_id", Integer, ForeignKey("cabinets.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset", String(100), nullable=False),
+    Column("digests", LargeBinary, nullable=False),
+    Index(None, "cabinet_id", "dataset"),
+)
+
 _KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(255), "date": String(10)}
+
+RowData = JSON().with_variant(JSONB(), "postgresql")
+"""A WB row: ``JSONB`` on PostgreSQL (compared, indexed and queried by field), JSON text on SQLite
+(written canonically, keys sorted, so equal data is equal text)."""
 
 
 declared_metadata = MetaData(naming_convention=metadata.naming_convention)
@@ -222,8 +264,15 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
         into,
         _cabinet_fk(),
         *key_columns,
-        Column("data", JSON, nullable=False),
-        Column("updated_at", UtcDateTime, nullable=False),
+        Column("data", RowData, nullable=False),
+        # When ``data`` last changed (or the row was tombstoned): not when it was last seen.
+        Column("changed_at", UtcDateTime, nullable=False),
+        # The change sequence number of the row's last write: what the change feed pages by.
+        Column("seq", BigInteger, nullable=False),
+        # Set when a complete snapshot run no longer saw the row (a tombstone); None when live.
+        Column("deleted_at", UtcDateTime, nullable=True),
+        Index(None, "seq", unique=True),
+        Index(None, "cabinet_id", "seq"),
         comment=f"WB rows of {ds.source}",
     )
 

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from wbsync.store.cabinets import CabinetRepository
+from wbsync.store.changes import (
+    FEED_PAGE_MAX,
+    ChangeListener,
+    ChangePage,
+    iter_changes,
+    read_changes,
+)
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger
-from wbsync.store.rows import RowRepository
+from wbsync.store.retention import PRUNE_BATCH_ROWS, Pruned, prune
+from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
+from wbsync.store.snapshots import SnapshotRepository
 
 __all__ = ["Store"]
 
@@ -31,6 +41,11 @@ class Store:
         self.ledger = Ledger(database)
         self.runs = RunRepository(database)
         self._rows = RowRepository(database)
+        self.snapshots = SnapshotRepository(database, self._rows)
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Call ``listener`` after every committed write that changed rows (e.g. a stream)."""
+        self._rows.listeners.append(listener)
 
     def __repr__(self) -> str:
         return f"Store({self.database!r})"
@@ -38,8 +53,55 @@ class Store:
     async def upsert(
         self, dataset: str | Dataset, cabinet_id: int, rows: Sequence[Mapping[str, Any]]
     ) -> int:
-        """Insert or update WB rows of ``dataset`` for a cabinet; returns distinct keys written."""
+        """Insert or update WB rows of ``dataset`` for a cabinet; the number of rows written
+        (rows equal to the stored ones are not written)."""
         return await self._rows.upsert(dataset, cabinet_id, rows)
+
+    async def write(
+        self,
+        dataset: str | Dataset,
+        cabinet_id: int,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        seen: bool = False,
+    ) -> PageWrite:
+        """Store one page (``upsert``'s write) and say what it did; ``seen`` also records its
+        keys in the cabinet's snapshot run (see :class:`SnapshotRepository`)."""
+        return await self._rows.write(dataset, cabinet_id, rows, seen=seen)
+
+    async def changes(
+        self,
+        dataset: str | Dataset,
+        *,
+        after: int = 0,
+        cabinet_id: int | None = None,
+        limit: int = FEED_PAGE_MAX,
+    ) -> ChangePage:
+        """One page of ``dataset``'s change feed after sequence number ``after``."""
+        return await read_changes(
+            self.database, dataset, after=after, cabinet_id=cabinet_id, limit=limit
+        )
+
+    def iter_changes(
+        self,
+        dataset: str | Dataset,
+        *,
+        after: int = 0,
+        cabinet_id: int | None = None,
+        batch: int = FEED_PAGE_MAX,
+    ) -> AsyncIterator[ChangePage]:
+        """Every page of ``dataset``'s feed from ``after`` to its end, ``batch`` rows each."""
+        return iter_changes(self.database, dataset, after=after, cabinet_id=cabinet_id, batch=batch)
+
+    async def prune(
+        self,
+        now: datetime,
+        *,
+        datasets: tuple[str | Dataset, ...] | None = None,
+        batch: int = PRUNE_BATCH_ROWS,
+    ) -> list[Pruned]:
+        """One retention pass as of ``now`` (see :mod:`wbsync.store.retention`)."""
+        return await prune(self.database, now, datasets=datasets, batch=batch)
 
     async def count(self, dataset: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many rows ``dataset`` holds (for one cabinet, or all)."""

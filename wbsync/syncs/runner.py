@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Sync, SyncInput, SyncPage
 
 log = logging.getLogger(__name__)
@@ -15,10 +16,11 @@ PageListener = Callable[[SyncPage], Awaitable[None]]
 
 @dataclass(slots=True)
 class SyncTotals:
-    """What one run did: pages fetched and rows written."""
+    """What one run did: pages fetched, rows written (changed) and rows tombstoned."""
 
     pages: int = 0
     rows: int = 0
+    tombstoned: int = 0
 
 
 async def run_sync(
@@ -31,18 +33,37 @@ async def run_sync(
     ``wb_sync_cursors``, where its next run goes on from, then ``on_page`` (the job layer saves
     the cursor in the job, where a resumed run of the same job goes on from). Other syncs have no
     row in that table: every new run starts from the beginning.
+
+    Datasets of kind ``"snapshot"``: a run starting from no cursor begins a snapshot run, each
+    page's keys are recorded as seen, and a run that reaches the end tombstones the rows it did
+    not see. A run that raises (a failure, or a deferral that a later run of the same job
+    resumes from its cursor) tombstones nothing.
     """
     sync.check_cursor(inp.cursor)
     totals = SyncTotals()
-    cursors = inp.store.cursors
+    store, cabinet = inp.store, inp.cabinet_id
+    snapshots = [ds for ds in sync.stores if ds.kind == "snapshot"]
+    if inp.cursor is None:
+        for ds in snapshots:
+            await store.snapshots.begin(ds, cabinet)
     async for page in sync.pages(inp):
         if page.dataset is not None:
             totals.pages += 1
             if page.rows:
-                totals.rows += await inp.store.upsert(page.dataset, inp.cabinet_id, page.rows)
+                ds = dataset(page.dataset)
+                written = await store.write(ds, cabinet, page.rows, seen=ds.kind == "snapshot")
+                totals.rows += written.changed
         if sync.incremental:
-            await cursors.save(inp.cabinet_id, sync.name, page.cursor)
+            await store.cursors.save(cabinet, sync.name, page.cursor)
         if on_page is not None:
             await on_page(page)
-    log.info("%s done: %d pages, %d rows", sync.name, totals.pages, totals.rows)
+    for ds in snapshots:
+        totals.tombstoned += await store.snapshots.complete(ds, cabinet)
+    log.info(
+        "%s done: %d pages, %d rows written, %d tombstoned",
+        sync.name,
+        totals.pages,
+        totals.rows,
+        totals.tombstoned,
+    )
     return totals

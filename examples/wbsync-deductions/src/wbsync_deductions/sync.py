@@ -63,6 +63,9 @@ ROWS = Dataset(
         KeyField("dt_bonus", "dtBonus", "str"),
         KeyField("new_shk_id", "newShkId"),
     ),
+    # A run reads a window of the report, not every row the cabinet has: nothing is inferred
+    # deleted (a "snapshot" dataset would tombstone the rows a complete run did not see).
+    kind="stream",
 )
 
 

@@ -1,0 +1,169 @@
+"""Snapshot runs: a complete run tombstones what it did not see; a failed or cut-short one, none."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import date
+from typing import Any, cast
+
+import pytest
+
+from wbsync.errors import RateLimitDeferred
+from wbsync.ratelimit.scope import BucketScope, Limit
+from wbsync.registry import BUILTIN
+from wbsync.store import DATASETS, Store
+from wbsync.store.datasets import dataset
+from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
+from wbsync.syncs.base import Count, CursorShape
+from wbsync.wb.client import WbClient
+
+PAGE = 3
+_SCOPE = BucketScope("sid", "analytics", Limit(period_s=60, limit=3, burst=1))
+
+
+class Upstream:
+    """What WB returns for the stocks report this time: a list of items, paged by offset."""
+
+    def __init__(self) -> None:
+        self.items: list[int] = []
+        self.fail_at: int | None = None
+        self.defer_at: int | None = None
+
+    async def pages(self, inp: SyncInput) -> AsyncIterator[SyncPage]:
+        offset = int((inp.cursor or {}).get("offset", 0))
+        while offset < len(self.items):
+            if offset == self.fail_at:
+                raise RuntimeError("WB went away")
+            if offset == self.defer_at:
+                self.defer_at = None  # the resumed run gets past it
+                raise RateLimitDeferred(60_000, _SCOPE)
+            rows = [
+                {"nmId": nm, "chrtId": 1, "warehouseId": 7, "quantity": 1}
+                for nm in self.items[offset : offset + PAGE]
+            ]
+            offset += len(rows)
+            yield SyncPage("stocks", rows, {"offset": offset})
+
+
+class OffsetCursor(CursorShape):
+    """The next offset of the stocks report."""
+
+    offset: Count
+
+
+@pytest.fixture
+def upstream() -> Upstream:
+    return Upstream()
+
+
+async def _run(store: Store, upstream: Upstream, cabinet: int, cursor: Any = None) -> int:
+    sync = Sync(
+        name="stocks-test",
+        long=True,
+        interval_s=60,
+        calls=(),
+        stores=(dataset("stocks"),),
+        pages=upstream.pages,
+        cursor=OffsetCursor,
+    )
+    # This sync never calls WB: its pages come from ``upstream``.
+    inp = SyncInput(
+        client=cast(WbClient, None),
+        store=store,
+        cabinet_id=cabinet,
+        cursor=cursor,
+        today=date(2026, 8, 1),
+    )
+    return (await run_sync(sync, inp)).tombstoned
+
+
+async def _live(store: Store, cabinet: int) -> list[int]:
+    return [r["nmId"] for r in await store.fetch("stocks", cabinet)]
+
+
+def test_the_declared_kinds() -> None:
+    snapshots = {
+        name
+        for name, ds in DATASETS.items()
+        if ds.kind == "snapshot" and DATASETS.owner(name) == BUILTIN
+    }
+    assert snapshots == {"adverts", "bids", "stocks", "prices", "acceptance_coefficients"}
+
+
+async def test_a_complete_run_tombstones_what_it_did_not_see_and_the_feed_carries_it(
+    store: Store, upstream: Upstream
+) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    other = (await store.cabinets.add("other", "token2", "sid2")).id
+    upstream.items = list(range(1, 8))
+    assert await _run(store, upstream, cabinet) == 0
+    assert await _run(store, upstream, other) == 0
+    before = (await store.changes("stocks")).next
+
+    upstream.items = [1, 2, 4, 5, 7]  # 3 and 6 left the warehouse
+    assert await _run(store, upstream, cabinet) == 2
+    assert await _live(store, cabinet) == [1, 2, 4, 5, 7]
+    assert await _live(store, other) == list(range(1, 8))  # another cabinet's rows stay
+    news = (await store.changes("stocks", after=before)).changes
+    assert [(c.cabinet_id, c.key["nm_id"], c.deleted) for c in news] == [
+        (cabinet, 3, True),
+        (cabinet, 6, True),
+    ]
+    # The unchanged rows were confirmed without being written: the feed has only the deletes.
+    assert await _run(store, upstream, cabinet) == 0
+    assert (await store.changes("stocks", after=news[-1].seq)).changes == []
+
+
+async def test_a_failed_run_tombstones_nothing(store: Store, upstream: Upstream) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    upstream.items = list(range(1, 8))
+    await _run(store, upstream, cabinet)
+    upstream.items = [1, 2, 3, 4, 5]  # would tombstone 6, 7; but it fails after its first page
+    upstream.fail_at = PAGE
+    with pytest.raises(RuntimeError):
+        await _run(store, upstream, cabinet)
+    assert await _live(store, cabinet) == list(range(1, 8))
+    # The next run starts over: what the failed one saw does not count for it.
+    upstream.fail_at = None
+    upstream.items = [4, 5]
+    assert await _run(store, upstream, cabinet) == 5
+    assert await _live(store, cabinet) == [4, 5]
+
+
+async def test_a_deferred_run_resumed_from_its_cursor_counts_what_it_saw_before(
+    store: Store, upstream: Upstream
+) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    upstream.items = list(range(1, 11))
+    await _run(store, upstream, cabinet)
+    upstream.items = [1, 2, 3, 5, 6, 7, 9]  # 4, 8 and 10 are gone
+    upstream.defer_at = PAGE * 2
+    with pytest.raises(RateLimitDeferred):
+        await _run(store, upstream, cabinet)
+    assert await _live(store, cabinet) == list(range(1, 11))  # cut short: nothing yet
+    # The job resumes from the cursor saved after its second page (items 1..6 seen before).
+    assert await _run(store, upstream, cabinet, cursor={"offset": PAGE * 2}) == 3
+    assert await _live(store, cabinet) == [1, 2, 3, 5, 6, 7, 9]
+
+
+async def test_completing_without_a_begun_run_tombstones_nothing(store: Store) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    await store.upsert("stocks", cabinet, [{"nmId": 1, "chrtId": 1, "warehouseId": 1}])
+    assert await store.snapshots.complete("stocks", cabinet) == 0
+    assert await store.count("stocks", cabinet) == 1
+
+
+async def test_tombstones_go_in_bounded_batches(store: Store) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    events: list[int] = []
+
+    async def listen(event: Any) -> None:
+        events.append(event.rows)
+
+    store.add_listener(listen)
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(10)]
+    await store.upsert("stocks", cabinet, rows)
+    await store.snapshots.begin("stocks", cabinet)
+    await store.write("stocks", cabinet, rows[:1], seen=True)
+    assert await store.snapshots.complete("stocks", cabinet, batch=4) == 9
+    assert events == [10, 4, 4, 1]  # the first page's write, then one event per batch

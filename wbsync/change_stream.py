@@ -1,0 +1,55 @@
+"""Change notifications: one ``XADD`` on a capped Redis stream per committed page that changed rows.
+
+The stream (``keys.change_stream_key``) is a doorbell, not the data: each entry names the
+dataset, the cabinet, how many rows the page changed and the page's last sequence number; a
+consumer reads the rows from the change feed (API, ``Store.changes``, ``wbsync export``) after the
+sequence number it last read. The stream is capped (``MAXLEN ~ change_stream_maxlen``), and a
+notification that Redis refuses is logged and dropped: the rows are already committed, and a
+consumer that missed events catches up from its own cursor. docs/data.md shows consumers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from wbsync import keys
+from wbsync.errors import RedisUnavailableError
+from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.store.changes import ChangeEvent
+
+__all__ = ["ChangeStream"]
+
+log = logging.getLogger(__name__)
+
+
+class ChangeStream:
+    """Publishes :class:`ChangeEvent`s to the deployment's change stream (no I/O at init)."""
+
+    def __init__(self, redis: RedisClient, *, prefix: str, maxlen: int) -> None:
+        if maxlen < 1:
+            raise ValueError(f"maxlen must be >= 1, got {maxlen}")
+        self._redis = redis
+        self.key = keys.change_stream_key(prefix)
+        self.maxlen = maxlen
+
+    async def publish(self, event: ChangeEvent) -> None:
+        """``XADD`` one entry for ``event``; a Redis failure is logged, never raised."""
+        fields: dict[Any, Any] = {
+            "dataset": event.dataset,
+            "cabinet": event.cabinet_id,
+            "rows": event.rows,
+            "last_seq": event.last_seq,
+        }
+        try:
+            with redis_failures("Redis failed"):
+                # Approximate trimming (~) lets Redis drop whole nodes: O(1), not O(trimmed).
+                await self._redis.xadd(self.key, fields, maxlen=self.maxlen, approximate=True)
+        except RedisUnavailableError as exc:
+            log.warning(
+                "change stream: could not notify %s (cabinet %d, up to seq %d): %s",
+                event.dataset,
+                event.cabinet_id,
+                event.last_seq,
+                exc,
+            )
