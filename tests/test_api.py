@@ -17,7 +17,7 @@ from tests.api_support import API_KEY, AUTH, SELLERS
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.emulator import Emulator
-from wbsync.jobs.queue import Outcome
+from wbsync.jobs.model import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.logs import configure_logging
 from wbsync.runtime import Runtime

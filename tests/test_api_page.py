@@ -22,7 +22,7 @@ from tests.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
-from wbsync.jobs.queue import Outcome
+from wbsync.jobs.model import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet

@@ -23,7 +23,7 @@ from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, running_emulator
 from wbsync.errors import WbMethodDisabledError
-from wbsync.jobs.queue import Outcome
+from wbsync.jobs.model import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime
 from wbsync.wb import methods

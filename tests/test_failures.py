@@ -35,8 +35,12 @@ from wbsync.errors import (
 )
 from wbsync.jobs.failures import FailureBudget, FailurePolicy, backoff_ms
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import JobHandle, JobView, Outcome, SyncQueue, SyncWorker
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.views import JobView
+from wbsync.jobs.worker import SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample

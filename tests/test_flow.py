@@ -25,7 +25,7 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.demo.run import run_demo
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
-from wbsync.jobs.queue import Outcome
+from wbsync.jobs.model import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.metrics import SLOT_SLEEP, queue_value, sample
 from wbsync.runtime import Runtime

@@ -20,7 +20,7 @@ from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import Outcome
+from wbsync.jobs.model import Outcome
 from wbsync.jobs.workers import build_workers
 from wbsync.metrics import sample
 from wbsync.redis_bounds import POOL_SIZE

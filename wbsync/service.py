@@ -22,7 +22,7 @@ from wbsync.errors import ConfigError, TokenError, WbSyncError
 from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import SyncWorker
+from wbsync.jobs.worker import SyncWorker
 from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
