@@ -34,7 +34,6 @@ from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
-from wbsync.jobs.workers import build_workers
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.redis_cluster import EmbeddedCluster
 from wbsync.runtime import Runtime
@@ -44,6 +43,7 @@ from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb import endpoints as eps
+from wbsync.workers import build_workers
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,6 @@ from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.views import JobView
 from wbsync.jobs.worker import SyncWorker
-from wbsync.jobs.workers import build_workers
 from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
 from wbsync.redis_server import EmbeddedRedis
@@ -53,6 +52,7 @@ from wbsync.store.schema import sync_cursors
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.workers import build_workers
 
 SCALE = 0.005  # WB's minute is 300 ms
 # The session's migrated databases are shared: every test that uses them uses one key.

@@ -24,12 +24,12 @@ from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emula
 from wbsync.jobs.fanout import FanOut, offset_ms
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
-from wbsync.jobs.workers import queue_concurrency
 from wbsync.metrics import sample
 from wbsync.runtime import Runtime
 from wbsync.startup import check
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
+from wbsync.workers import queue_concurrency
 
 FINANCE = "rnp-finance-sync"
 

@@ -1,5 +1,5 @@
-"""Jobs: the BullMQ adapter, the reschedule service and the fan-out; the only package of wbsync
-that imports ``bullmq``.
+"""Jobs: the BullMQ adapter, the failure policy, the reschedule service and the fan-out; the only
+package of wbsync that imports ``bullmq``.
 
 The adapter's parts: ``model`` (job ids, results, outcomes), ``handle`` (what a processor gets),
 ``queue`` (the producer and inspector of one queue), ``views`` (reads over many queues),

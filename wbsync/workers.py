@@ -1,4 +1,5 @@
-"""Workers of the sync queues: each sync becomes a processor, long ones wrapped for deferral."""
+"""Workers of the sync queues, composed from the Runtime: each sync becomes a processor, long ones
+wrapped for deferral."""
 
 from __future__ import annotations
 
