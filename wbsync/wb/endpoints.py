@@ -21,8 +21,8 @@ from typing import Literal
 
 from wbsync.config import ALL_TOKEN_TYPES, Settings
 from wbsync.errors import TokenError
-from wbsync.ratelimit.scope import Limit
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
+from wbsync.scope import Limit
 from wbsync.wb.tokens import Category, TokenType, WbToken
 
 __all__ = [
