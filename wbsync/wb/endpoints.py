@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from wbsync.config import ALL_TOKEN_TYPES, Settings
+from wbsync.config import Settings
 from wbsync.errors import TokenError
+from wbsync.limit_overrides import ALL_TOKEN_TYPES
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.scope import Limit
 from wbsync.wb.tokens import Category, TokenType, WbToken
