@@ -17,12 +17,12 @@ from tests.api_support import API_KEY, AUTH, SELLERS
 from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.emulator import Emulator
-from wbsync.jobs.queue import Outcome
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
 from wbsync.logs import configure_logging
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+from wbsync.workers import build_workers
 
 pytest_plugins = ["tests.conftest_api"]
 

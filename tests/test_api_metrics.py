@@ -10,11 +10,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.api_support import AUTH
 from tests.waiting import wait_for
 from wbsync.emulator import Emulator, FaultRule
-from wbsync.jobs.workers import build_workers
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
 from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.workers import build_workers
 
 pytest_plugins = ["tests.conftest_api"]
 

@@ -22,11 +22,11 @@ from tests.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
-from wbsync.jobs.queue import Outcome
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
+from wbsync.workers import build_workers
 
 pytest_plugins = ["tests.conftest_api"]
 

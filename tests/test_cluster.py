@@ -29,9 +29,11 @@ from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emula
 from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.redis_cluster import EmbeddedCluster
 from wbsync.runtime import Runtime
@@ -41,6 +43,7 @@ from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb import endpoints as eps
+from wbsync.workers import build_workers
 
 
 @pytest.fixture(scope="session")

@@ -23,11 +23,11 @@ from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, running_emulator
 from wbsync.errors import WbMethodDisabledError
-from wbsync.jobs.queue import Outcome
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
 from wbsync.runtime import Runtime
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.workers import build_workers
 
 SCALE = 0.005
 # The session's migrated databases are shared: every test that uses them uses one key.

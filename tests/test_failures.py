@@ -35,9 +35,12 @@ from wbsync.errors import (
 )
 from wbsync.jobs.failures import FailureBudget, FailurePolicy, backoff_ms
 from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import JobHandle, JobView, Outcome, SyncQueue, SyncWorker
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.views import JobView
+from wbsync.jobs.worker import SyncWorker
 from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
 from wbsync.redis_server import EmbeddedRedis
@@ -49,6 +52,7 @@ from wbsync.store.schema import sync_cursors
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.workers import build_workers
 
 SCALE = 0.005  # WB's minute is 300 ms
 # The session's migrated databases are shared: every test that uses them uses one key.

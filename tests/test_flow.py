@@ -25,13 +25,13 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.demo.run import run_demo
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
-from wbsync.jobs.queue import Outcome
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
 from wbsync.metrics import SLOT_SLEEP, queue_value, sample
 from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
+from wbsync.workers import build_workers
 
 SCALE = 0.005  # WB's minute is 300 ms
 # The session's migrated databases are shared: every test that uses them uses one key.

@@ -15,8 +15,10 @@ from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.context import correlation_id, current_job
 from wbsync.jobs.fanout import FanOut, FanOutReport
-from wbsync.jobs.queue import JobHandle, Processor, SyncQueue, SyncWorker
+from wbsync.jobs.handle import JobHandle, Processor
+from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 
 SCALE = 0.01  # WB's 60 s window becomes 600 ms

@@ -13,7 +13,10 @@ from redis.asyncio import Redis
 
 from tests.waiting import wait_for
 from wbsync import keys
-from wbsync.jobs.queue import JobHandle, SyncQueue, SyncWorker, job_id
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.model import job_id
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.worker import SyncWorker
 
 QUEUE = "qpoison"
 POISON = "{not json"

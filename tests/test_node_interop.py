@@ -20,7 +20,8 @@ import pytest
 from tests.test_jobs import Harness, harness  # noqa: F401  (the fixture)
 from tests.waiting import wait_for
 from wbsync import keys
-from wbsync.jobs.queue import JobHandle, job_id
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.model import job_id
 
 # The Node releases this test was written against; npm installs them once per machine.
 NODE_PACKAGES = ("bullmq@6.7.0", "ioredis@6.0.0")

@@ -18,7 +18,10 @@ from tests.tcp_proxy import TcpProxy
 from tests.waiting import wait_for
 from wbsync import keys, redis_bounds
 from wbsync.errors import QueueError
-from wbsync.jobs.queue import JobHandle, Outcome, SyncQueue, SyncWorker
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.worker import SyncWorker
 from wbsync.procs import free_port
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.throughput import Throughput
@@ -162,7 +165,7 @@ async def test_a_run_whose_end_cannot_be_written_is_written_once_redis_answers(
 ) -> None:
     """BullMQ's completion meets a Redis that went away: it is written once Redis answers
     (one attempt allowed, none spent), not failed with "Error 111 connecting" nor left active."""
-    caplog.set_level(logging.WARNING, logger="wbsync.jobs.queue")
+    caplog.set_level(logging.WARNING, logger="wbsync.jobs.bullmq_worker")
     async with TcpProxy(_port(private_redis.url)) as proxy:
         outcomes: list[str] = []
 
@@ -206,7 +209,7 @@ async def test_a_worker_whose_fetches_fail_backs_off_instead_of_spinning(
     after a fail-over) is not a connection error to BullMQ, which tried again every 0.1 s per
     slot; the worker pauses (FailureBackoff) instead: at most a call per slot per
     RECONNECT_DELAY_S, fewer as the failures go on."""
-    caplog.set_level(logging.WARNING, logger="wbsync.jobs.queue")
+    caplog.set_level(logging.WARNING, logger="wbsync.jobs.bullmq_worker")
     control = redis_bounds.connect(private_redis.url)
     worker = SyncWorker(
         "qspin", _never_run, redis_url=private_redis.url, prefix="bounds:spin", concurrency=2
@@ -240,7 +243,7 @@ async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
     """A half-open link: the fetch (moveToActive) of the second job times out on the client
     and runs on the server when the link heals; the job, locked by a fetch nobody waits for,
     is put back at once, not left active until the stalled-job check (a 2-minute lock here)."""
-    caplog.set_level(logging.WARNING, logger="wbsync.jobs.queue")
+    caplog.set_level(logging.WARNING, logger="wbsync.jobs.bullmq_worker")
     async with TcpProxy(_port(private_redis.url)) as proxy:
         done: list[str] = []
 

@@ -20,8 +20,7 @@ from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import Outcome
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.model import Outcome
 from wbsync.metrics import sample
 from wbsync.redis_bounds import POOL_SIZE
 from wbsync.runtime import Runtime
@@ -31,6 +30,7 @@ from wbsync.store.runs import REASON_MAX_CHARS
 from wbsync.syncs import SYNCS
 from wbsync.throughput import HISTORY_MINUTES
 from wbsync.wb import methods
+from wbsync.workers import build_workers
 
 pytest_plugins = ["tests.conftest_api"]
 

@@ -9,8 +9,8 @@ from typing import Any, cast
 import pytest
 
 from wbsync.errors import RateLimitDeferred
-from wbsync.ratelimit.scope import BucketScope, Limit
 from wbsync.registry import BUILTIN
+from wbsync.scope import BucketScope, Limit
 from wbsync.store import DATASETS, Store
 from wbsync.store.datasets import dataset
 from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync

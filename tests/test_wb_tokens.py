@@ -11,7 +11,7 @@ import pytest
 
 from wbsync.config import Settings
 from wbsync.errors import TokenError
-from wbsync.ratelimit.scope import Limit
+from wbsync.scope import Limit
 from wbsync.wb import endpoints as eps
 from wbsync.wb.tokens import Category, TokenType, mint_token, parse_token, verify_token
 

@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wbsync.ratelimit.scope import BucketScope
+    from wbsync.scope import BucketScope
 
 __all__ = [
     "CabinetNotFoundError",

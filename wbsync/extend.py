@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from wbsync.context import deferral_threshold_ms, run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred, WbApiError
-from wbsync.ratelimit.scope import Limit
 from wbsync.registry import BUILTIN, Registrar, Table
+from wbsync.scope import Limit
 from wbsync.store.datasets import (
     DATASETS,
     TOMBSTONE_GRACE_DAYS,

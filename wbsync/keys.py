@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 
-from wbsync.ratelimit.scope import BucketScope
+from wbsync.scope import BucketScope
 
 
 def bucket_key(prefix: str, scope: BucketScope) -> str:

@@ -22,14 +22,14 @@ from wbsync.errors import ConfigError, TokenError, WbSyncError
 from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.jobs.queue import SyncWorker
-from wbsync.jobs.workers import build_workers
+from wbsync.jobs.worker import SyncWorker
 from wbsync.pruning import Pruner
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
 from wbsync.supervise import supervise
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import parse_token
+from wbsync.workers import build_workers
 
 log = logging.getLogger(__name__)
 

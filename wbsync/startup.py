@@ -12,9 +12,10 @@ import difflib
 from typing import Any
 
 from wbsync import plugins
-from wbsync.config import ALL_TOKEN_TYPES, SETTINGS_TABLE, Settings, get_settings
+from wbsync.config import SETTINGS_TABLE, Settings, get_settings
 from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError
+from wbsync.limit_overrides import ALL_TOKEN_TYPES
 from wbsync.redis_client import url_problem
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS

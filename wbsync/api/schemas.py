@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wbsync import clock
-from wbsync.jobs.queue import JobView
+from wbsync.jobs.views import JobView
 from wbsync.store import Cabinet, RunRecord
 from wbsync.store.changes import ChangePage
 from wbsync.syncs import SYNCS

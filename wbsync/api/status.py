@@ -47,7 +47,8 @@ from wbsync.api.schemas import (
 )
 from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
 from wbsync.jobs.lag import LAG_WINDOW_S, LagFigure
-from wbsync.jobs.queue import LIVE_STATES, job_states, read_jobs
+from wbsync.jobs.model import LIVE_STATES
+from wbsync.jobs.views import job_states, read_jobs
 from wbsync.metrics import QUEUE_JOBS
 from wbsync.ratelimit import BucketScope, Learned
 from wbsync.runtime import Runtime

@@ -20,8 +20,10 @@ from redis.asyncio import Redis
 
 from wbsync import clock
 from wbsync.bench.common import delete_prefix, percentile, table, unique_prefix
-from wbsync.jobs.queue import JobHandle, SyncQueue, SyncWorker
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 
 TIME_SCALE = 0.01

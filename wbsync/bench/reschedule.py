@@ -29,8 +29,10 @@ from redis.asyncio import Redis
 
 from wbsync.bench.common import table, unique_prefix
 from wbsync.errors import RateLimitDeferred
-from wbsync.jobs.queue import JobHandle, SyncQueue, SyncWorker
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 
 _SCOPE = BucketScope("bench", "finance", Limit(period_s=60, limit=1, burst=1))

@@ -24,8 +24,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from wbsync.bench.common import delete_prefix, table, unique_prefix
-from wbsync.jobs.queue import JobHandle, SyncQueue, SyncWorker
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 
 LONG_QUEUES = (

@@ -43,8 +43,11 @@ from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import EmulatorConfig, SellerSizes
 from wbsync.errors import RateLimitDeferred
-from wbsync.jobs.queue import JobHandle, Outcome, Processor, SyncQueue, SyncWorker
+from wbsync.jobs.handle import JobHandle, Processor
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import RateLimiter
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
@@ -338,7 +341,7 @@ async def run(
     ):
         bench = _Bench(url, emu, http)
         quiet = _QuietRetries()
-        logging.getLogger("wbsync.jobs.queue").addFilter(quiet)
+        logging.getLogger("wbsync.jobs.worker").addFilter(quiet)
         try:
             result = await _run_k(bench, params)
             curve = {}
@@ -351,7 +354,7 @@ async def run(
                 )
                 curve[str(k)] = {m: v["makespan_s"] for m, v in point["modes"].items()}
         finally:
-            logging.getLogger("wbsync.jobs.queue").removeFilter(quiet)
+            logging.getLogger("wbsync.jobs.worker").removeFilter(quiet)
     result["params"] = {
         "cabinets": params.cabinets,
         "pages": params.pages,

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from wbsync.jobs.queue import Outcome, SyncQueue
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
 from wbsync.metrics import upstream_rate_limited
 from wbsync.store import Store
 from wbsync.syncs import SYNCS

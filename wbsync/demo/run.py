@@ -27,7 +27,6 @@ from wbsync.demo.progress import Progress, Tally, stored_rows
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import WbSyncError
 from wbsync.jobs.fanout import FanOut
-from wbsync.jobs.workers import build_workers
 from wbsync.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
 from wbsync.registry import BUILTIN
 from wbsync.runtime import Runtime, open_runtime
@@ -35,6 +34,7 @@ from wbsync.service import active_cabinet_ids
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS
 from wbsync.wb.endpoints import ENDPOINTS
+from wbsync.workers import build_workers
 
 DEMO_SCALE = 0.01
 DEMO_SIZES = SellerSizes(products=60, campaigns=6, report_rows=60, orders=40, sales=30)

@@ -41,7 +41,8 @@ from wbsync.errors import (
     WbServerError,
     WbTransportError,
 )
-from wbsync.jobs.queue import JobFailedForGood, JobHandle, Processor
+from wbsync.jobs.handle import JobHandle, Processor
+from wbsync.jobs.model import JobFailedForGood
 from wbsync.metrics import FAILURE_BUDGET_EXHAUSTED, JOB_RETRIES
 
 __all__ = ["FailureBudget", "FailurePolicy", "backoff_ms"]

@@ -4,7 +4,7 @@
 BullMQ's own ``updateData`` writes whatever the caller holds, lock or not: a worker whose lock
 expired while it was stalled would overwrite the cursor of the worker that took the job over.
 Every write of a running job's data goes through here instead (a deferral writes the data inside
-BullMQ's lock-checked ``moveToDelayed``, see ``wbsync.jobs.queue``).
+BullMQ's lock-checked ``moveToDelayed``, see ``wbsync.jobs.worker``).
 
 Data is input: a producer in another language or a hand edit can store anything in the job
 hash's ``data`` field. ``decode`` turns what cannot be read into a ``MalformedJobError`` (the job

@@ -13,7 +13,7 @@ from typing import Any
 
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred
-from wbsync.jobs.queue import JobHandle, Processor
+from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.metrics import RESCHEDULES
 
 log = logging.getLogger(__name__)

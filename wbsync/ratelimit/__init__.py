@@ -1,6 +1,6 @@
 """The shared token-bucket limiter: one bucket per (cabinet, limit group) in Redis."""
 
 from wbsync.ratelimit.limiter import Acquired, Learned, RateLimiter, TryResult
-from wbsync.ratelimit.scope import BucketScope, Limit
+from wbsync.scope import BucketScope, Limit
 
 __all__ = ["Acquired", "BucketScope", "Learned", "Limit", "RateLimiter", "TryResult"]

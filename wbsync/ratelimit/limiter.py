@@ -31,8 +31,8 @@ from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded
 from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
-from wbsync.ratelimit.scope import BucketScope, Limit
 from wbsync.redis_client import RedisClient, redis_failures, run_scripts
+from wbsync.scope import BucketScope, Limit
 
 if TYPE_CHECKING:
     from wbsync.config import Settings

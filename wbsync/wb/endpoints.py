@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from wbsync.config import ALL_TOKEN_TYPES, Settings
+from wbsync.config import Settings
 from wbsync.errors import TokenError
-from wbsync.ratelimit.scope import Limit
+from wbsync.limit_overrides import ALL_TOKEN_TYPES
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
+from wbsync.scope import Limit
 from wbsync.wb.tokens import Category, TokenType, WbToken
 
 __all__ = [

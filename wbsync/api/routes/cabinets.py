@@ -23,7 +23,7 @@ from wbsync.api.schemas import (
 )
 from wbsync.api.status import cabinet_buckets, cabinet_jobs
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
-from wbsync.jobs.queue import job_id
+from wbsync.jobs.model import job_id
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS, unserved_queues

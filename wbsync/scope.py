@@ -1,4 +1,8 @@
-"""What a bucket is: WB's limit parameters and the (cabinet, group) it belongs to."""
+"""What a bucket is: WB's limit parameters and the (cabinet, group) it belongs to.
+
+Value types at the bottom of the layers (they import nothing of wbsync): the limiter, the Redis
+key names, the error tree and the client all name a bucket by them.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Workers of the sync queues: each sync becomes a processor, long ones wrapped for deferral."""
+"""Workers of the sync queues, composed from the Runtime: each sync becomes a processor, long ones
+wrapped for deferral."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from wbsync import clock
 from wbsync.config import Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
+from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.jobs.lag import STARTED_FIELD, start_lag_ms
-from wbsync.jobs.queue import JobHandle, OutcomeListener, Processor, SyncWorker
+from wbsync.jobs.model import OutcomeListener
 from wbsync.jobs.reschedule import RescheduleService
+from wbsync.jobs.worker import SyncWorker
 from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
 from wbsync.runtime import Runtime
 from wbsync.store.runs import failure_reason

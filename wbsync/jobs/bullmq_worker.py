@@ -1,0 +1,222 @@
+"""BullMQ's worker, made to treat Redis as infrastructure (see ``BullmqWorker``).
+
+Connections come from ``wbsync.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20
+retries up to 20 s apart), and the blocking wait is capped below the command timeout
+(``BLOCK_CEILING_S``), so the blocking pop never times out on the client side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import bullmq
+
+from wbsync import clock, redis_bounds
+from wbsync.errors import MalformedJobError
+from wbsync.jobs.job_data import decode
+from wbsync.jobs.model import as_text
+from wbsync.redis_client import RedisClient, describe, is_redis_failure
+
+log = logging.getLogger(__name__)
+
+
+class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
+    """BullMQ's worker, made to treat Redis as infrastructure:
+
+    * its blocking wait is capped below the client's command timeout, and its blocking
+      connection named as Node BullMQ names a worker's;
+    * every Redis failure of a fetch of jobs is followed by a ``FailureBackoff`` pause. BullMQ
+      waits only 0.1 s after an error it does not take for a connection error, and redis-py's
+      cluster client raises many (cluster down, TRYAGAIN, AttributeError while it reconnects):
+      one loop per slot spun while a shard was down. Once closing it fetches nothing (BullMQ
+      retries a failed fetch at once while it closes, until the grace ends);
+    * a job that a fetch given up on took anyway is put back (``_put_back_taken``);
+    * the end of each run (completed, retried, failed) is written through Redis failures
+      (``_end``).
+    """
+
+    def __init__(self, *args: Any, connection_name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connection_name = connection_name
+        self._named = False
+        self._fetches = redis_bounds.FailureBackoff()
+        self._stopping = asyncio.Event()
+        self._given_up: dict[str, float] = {}  # tokens of fetches given up on: when
+        self._looked_at = 0.0
+        # BullMQ writes a run's end through these four, once each (a job's moveToFailed picks
+        # one of the last three); there is no other place to put the retry.
+        for name in ("moveToCompleted", "moveToFailed", "moveToDelayed", "retryJob"):
+            setattr(self.backend, name, self._persistent(getattr(self.backend, name)))
+
+    @property
+    def maximumBlockTimeout(self) -> float:
+        return redis_bounds.BLOCK_CEILING_S
+
+    async def nextJobFromJobData(
+        self,
+        job_data: dict[str, Any] | None = None,
+        job_id: str | None = None,
+        limit_until: int = 0,
+        delay_until: int = 0,
+        token: str | None = None,
+    ) -> Any:
+        # BullMQ parses a fetched job's data here, after moving it to active: data it cannot
+        # parse would raise out of the fetch and leave the job active without a run, for the
+        # stalled check to put back, again and again (the stall limit is applied only once the
+        # job is parsed). Such a job fails now instead, through BullMQ's own deferred failure.
+        if job_data and job_data.get("data") is not None:
+            try:
+                decode(job_data["data"])
+            except MalformedJobError as exc:
+                log.error("job %s of %s is malformed and fails: %s", job_id, self.name, exc)
+                job_data = {**job_data, "data": "{}", "defa": str(exc)}
+        return await super().nextJobFromJobData(job_data, job_id, limit_until, delay_until, token)
+
+    async def _ensure_client_names(self) -> None:
+        # Replaces the port's naming of every connection: Node names only the blocking one, and
+        # counts one worker per connection of that name. The name survives reconnects.
+        if not self._named:
+            await self.blockingRedisConnection.set_client_name(self._connection_name)
+            self._named = True
+
+    def isConnectionError(self, error: Exception) -> bool:
+        # BullMQ retries these after ``runRetryDelay`` (0: ``getNextJob`` takes the pause).
+        return is_redis_failure(error) or bool(super().isConnectionError(error))
+
+    async def close(self, force: bool = False) -> None:
+        self._stopping.set()
+        await super().close(force)
+
+    async def getNextJob(self, token: str) -> Any:
+        if self.closing:
+            return None
+        try:
+            job = await super().getNextJob(token)
+        except Exception as exc:
+            if not self.isConnectionError(exc):
+                raise
+            # A fetch that timed out may still run on the server (a half-open link).
+            self._given_up[token] = clock.monotonic()
+            pause = self._fetches.failed()
+            if self._fetches.failures == 1:
+                log.warning(
+                    "%s: fetching jobs failed (%s); trying again after pauses of %.0f s "
+                    "doubling up to %.0f s",
+                    self.name,
+                    describe(exc),
+                    pause,
+                    redis_bounds.OUTAGE_BACKOFF_CAP_S,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            raise
+        if self._fetches.failures:
+            log.info("%s: fetching jobs again", self.name)
+        self._fetches.succeeded()
+        if self._given_up and clock.monotonic() - self._looked_at >= redis_bounds.RECONNECT_DELAY_S:
+            await self._put_back_taken()
+        return job
+
+    async def _put_back_taken(self) -> None:
+        """Put back (due now, no attempt spent) the jobs locked by a fetch this worker gave up
+        on: over a half-open link a ``moveToActive`` that timed out on the client can run once
+        the link heals, leaving a job active under a lock nobody renews until the stalled-job
+        check (one to two lock periods later). Looked for at a fetch (at most once per
+        ``RECONNECT_DELAY_S``) while such a fetch is younger than a lock period; past that its
+        lock has expired and the check takes over."""
+        self._looked_at = clock.monotonic()
+        horizon = clock.monotonic() - self.opts["lockDuration"] / 1000.0
+        self._given_up = {t: at for t, at in self._given_up.items() if at > horizon}
+        tokens = set(self._given_up)
+        try:
+            put = await put_back_locked(self.client, self.backend, lambda t: t in tokens)
+        except Exception as exc:
+            if not is_redis_failure(exc):
+                raise
+            return  # looked for again at the next fetch
+        for jid, token in put:
+            self._given_up.pop(token, None)
+            log.warning(
+                "%s: job %s was taken by a fetch this worker had given up on (Redis answered "
+                "late); put back",
+                self.name,
+                jid,
+            )
+
+    def _persistent(self, write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def written(*args: Any, **kwargs: Any) -> Any:
+            return await self._end(write, *args, **kwargs)
+
+        return written
+
+    async def _end(self, write: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Write a run's end; after a Redis failure, again after a ``FailureBackoff`` pause
+        while the job's lock is surely still ours (half its duration: the lock was renewed at
+        most that long before the first failure).
+
+        BullMQ writes the end once: a failure there failed the job with the Redis error (an
+        attempt spent) or, when that write failed too, left it active with nothing logged.
+        Past the lock, BullMQ is told to write nothing more (``DelayedError``) and the
+        stalled-job check puts the job back once its lock has expired.
+        """
+        jid = getattr(args[0], "id", args[0])
+        backoff = redis_bounds.FailureBackoff()
+        give_up_at = clock.monotonic() + self.opts["lockDuration"] / 2000.0
+        while True:
+            try:
+                return await write(*args, **kwargs)
+            except Exception as exc:
+                if not self.isConnectionError(exc):
+                    raise
+                pause = backoff.failed()
+                if self.forceClosing or clock.monotonic() + pause > give_up_at:
+                    log.warning(
+                        "job %s: the end of its run could not be written (%s); the stalled-job "
+                        "check puts it back once its lock expired",
+                        jid,
+                        describe(exc),
+                    )
+                    raise bullmq.DelayedError() from exc
+                log.warning(
+                    "job %s: the end of its run could not be written (%s); trying again in %.0f s",
+                    jid,
+                    describe(exc),
+                    pause,
+                )
+                await asyncio.sleep(pause)
+
+
+async def put_back_locked(
+    client: RedisClient, backend: Any, locked_by: Callable[[str], bool]
+) -> list[tuple[str, str]]:
+    """Move the active jobs whose lock ``locked_by`` matches to delayed, due now, without
+    spending an attempt (BullMQ's lock-checked ``moveToDelayed``); the (job id, lock) moved.
+
+    One job that cannot be moved is logged and left to the stalled-job check; the others are
+    still moved.
+    """
+    active = [as_text(j) for j in await client.lrange(backend.keys["active"], 0, -1)]
+    if not active:
+        return []
+    async with client.pipeline(transaction=False) as pipe:
+        for jid in active:
+            pipe.get(f"{backend.toKey(jid)}:lock")
+        locks = await pipe.execute()
+    moved = []
+    for jid, lock in zip(active, locks, strict=True):
+        token = as_text(lock) if lock else None
+        if token is None or not locked_by(token):
+            continue
+        try:
+            now = math.ceil(clock.now_ms())
+            await backend.moveToDelayed(jid, now, 0, token, {"skipAttempt": True})
+        except Exception as exc:
+            log.warning("could not put back job %s (it is taken over later): %s", jid, exc)
+            continue
+        moved.append((jid, token))
+    return moved

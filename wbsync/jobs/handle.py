@@ -1,0 +1,113 @@
+"""What a processor gets for one job: its data, a cursor store, and the way to defer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn
+
+import bullmq
+
+from wbsync import clock
+from wbsync.jobs import contract
+from wbsync.jobs.job_data import JobDataWriter
+from wbsync.jobs.model import Deferred
+
+MoveToDelayed = Callable[[str, str, int, Mapping[str, Any]], Awaitable[None]]
+ProgressFields = Callable[[], Mapping[str, Any]]
+
+
+class JobHandle:
+    """What a processor gets: the job's data, a cursor store, and the way to defer.
+
+    Every write is checked against the job's lock: once this worker lost it (the job stalled and
+    another worker took it over), writes raise ``JobLockLostError`` and change nothing.
+    """
+
+    def __init__(
+        self,
+        job: bullmq.Job,
+        token: str,
+        queue: str,
+        *,
+        writer: JobDataWriter,
+        move_to_delayed: MoveToDelayed,
+        wake_at: Callable[[int], None],
+    ) -> None:
+        self._job = job
+        self._token = token
+        self._writer = writer
+        self._move_to_delayed = move_to_delayed
+        self._wake_at = wake_at
+        self._progress: list[Callable[[], None]] = []
+        self._carried: list[ProgressFields] = []
+        self.queue = queue
+        self.id: str = job.id
+        self.cabinet: str = contract.cabinet_of(job.data)
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The job's data as last stored."""
+        return dict(self._job.data)
+
+    @property
+    def cursor(self) -> Any:
+        """The cursor saved by an earlier run of this job, or None."""
+        return self._job.data.get("cursor")
+
+    @property
+    def attempts_made(self) -> int:
+        """Attempts spent (deferrals do not spend any)."""
+        return int(self._job.attemptsMade or 0)
+
+    def on_progress(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on every ``save_cursor``, before the data is written."""
+        self._progress.append(callback)
+
+    def carry(self, fields: ProgressFields) -> None:
+        """Store ``fields()`` with every write of the job's data (cursor saves and deferrals)."""
+        self._carried.append(fields)
+
+    async def save_cursor(self, cursor: Any, extra: Mapping[str, Any] | None = None) -> None:
+        """Store ``cursor`` (and ``extra`` fields) in the job's data, so a resumed or recovered
+        run continues from it.
+
+        A saved cursor is progress: the ``on_progress`` callbacks run first.
+        """
+        for callback in self._progress:
+            callback()
+        await self.update_data({**(extra or {}), "cursor": cursor})
+
+    async def update_data(self, changes: Mapping[str, Any]) -> None:
+        """Merge ``changes`` into the job's stored data (while this worker holds the lock)."""
+        data = self._merged(changes)
+        await self._writer.save(self.id, self._token, data)
+        self._job.data = data
+
+    def _merged(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        data = dict(self._job.data)
+        for fields in self._carried:
+            data.update(fields())
+        data.update(changes)
+        return data
+
+    async def put_back(self) -> None:
+        """Move the job to delayed, due now, without spending an attempt (its cursor stays)."""
+        await self._move_to_delayed(self.id, self._token, math.ceil(clock.now_ms()), self.data)
+
+    async def defer(self, wait_ms: int, *, note: Mapping[str, Any]) -> NoReturn:
+        """Move the job to delayed for ``wait_ms`` without spending an attempt; never returns.
+
+        ``note`` is merged into the job's data (e.g. the deferral count and scope), with
+        ``resume_at_ms``, the time the job may run again; data and move are one lock-checked
+        step (BullMQ's ``moveToDelayed`` with fields to update).
+        """
+        resume_at = math.ceil(clock.now_ms() + wait_ms)
+        data = self._merged({**note, "resume_at_ms": resume_at})
+        await self._move_to_delayed(self.id, self._token, resume_at, data)
+        self._job.data = data
+        self._wake_at(resume_at)
+        raise Deferred()
+
+
+Processor = Callable[[JobHandle], Awaitable[Any]]
