@@ -10,8 +10,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from pydantic import SecretStr
@@ -21,9 +22,12 @@ from tests.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.errors import QueueError
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.runtime import Runtime
 from wbsync.syncs import SYNCS
+
+T = TypeVar("T")
 
 SCALE = 0.05  # WB's minute is 3 s: runs outlast the grace
 SECRET = "stop-test-secret"
@@ -58,13 +62,25 @@ async def runtime(
         yield await start(settings)
 
 
+async def _read(read: Callable[[], Awaitable[T]], timeout_s: float = 30.0) -> T:
+    """``read()``, asked again while the test's Redis is too busy to answer (a loaded machine's
+    private server can take longer than the 2 s connect bound); fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await read()
+        except QueueError:
+            assert time.monotonic() < deadline, "the test's Redis did not answer in time"
+            await asyncio.sleep(0.1)
+
+
 async def _counts(runtime: Runtime) -> dict[str, int]:
     """Jobs per state over every queue (nine round trips: polled every 50 ms, not every 5 ms,
     so the polling does not starve the emulator this process serves)."""
     await asyncio.sleep(0.05)
     total: dict[str, int] = {}
     for name in SYNCS:
-        for state, n in (await runtime.queue(name).counts()).items():
+        for state, n in (await _read(runtime.queue(name).counts)).items():
             total[state] = total.get(state, 0) + n
     return total
 
@@ -132,9 +148,9 @@ async def test_sigterm_stops_a_busy_run_within_the_grace_and_leaves_nothing_acti
     put_back = after_first["delayed"]  # no deferrals here: every delayed job was put back
     assert put_back > 0
     assert any("cancelling the jobs still running" in json.loads(x)["msg"] for x in lines)
-    delayed = {q: (await runtime.queue(q).counts())["delayed"] for q in SYNCS}
+    delayed = {q: (await _read(runtime.queue(q).counts))["delayed"] for q in SYNCS}
     busiest = max(delayed, key=delayed.__getitem__)
-    for view in (await runtime.queue(busiest).live_jobs()).values():
+    for view in (await _read(runtime.queue(busiest).live_jobs)).values():
         assert view.attempts_made == 0  # a stop spends no attempt
 
     # The next run takes the put-back jobs (due now); a second signal cuts a long grace short
