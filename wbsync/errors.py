@@ -46,10 +46,7 @@ fault and only delay it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from wbsync.scope import BucketScope
+from wbsync.scope import BucketScope
 
 __all__ = [
     "CabinetNotFoundError",
