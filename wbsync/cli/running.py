@@ -53,6 +53,7 @@ def configured_settings() -> Settings:
 
 
 def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
+    """One ``error:`` line on stderr, then the exit status ``code``."""
     Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
 
