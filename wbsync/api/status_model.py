@@ -120,16 +120,7 @@ def status_out(page: StatusPage) -> StatusOut:
         page=page.query.page,
         per_page=page.query.per_page,
         pages=page.pages,
-        cabinets=[
-            CabinetStatusOut(
-                cabinet=c.cabinet,
-                stuck_since=c.stuck_since,
-                jobs=c.jobs,
-                runs=c.runs,
-                unserved=c.unserved,
-            )
-            for c in page.cabinets
-        ],
+        cabinets=[CabinetStatusOut.model_validate(c, from_attributes=True) for c in page.cabinets],
         waiting=[CabinetJobOut(cabinet=c, job=j) for c, j in page.waiting],
         failed=[CabinetJobOut(cabinet=c, job=j) for c, j in page.failed],
         busiest_buckets=[CabinetBucketOut(cabinet=n, bucket=b) for n, b in page.buckets],
