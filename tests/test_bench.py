@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wbsync.bench import (
+    bare,
     capacity,
     data,
     lateness,
@@ -190,8 +191,8 @@ def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert finance["pages_per_run"] == 1 and finance["rows_per_page"] == 40
     assert finance["requests_per_run"] == 2  # the page, then WB's 204 that ends the report
     cpu = finance["cpu_ms_per_page"]
-    assert set(cpu) == {page.WBSYNC, *page.BARE_VARIANTS} and all(v > 0 for v in cpu.values())
-    fastest = min(cpu[v] for v in page.BARE_VARIANTS)
+    assert set(cpu) == {page.WBSYNC, *bare.BARE_VARIANTS} and all(v > 0 for v in cpu.values())
+    fastest = min(cpu[v] for v in bare.BARE_VARIANTS)
     assert cpu[finance["fastest_bare"]] == fastest
     assert finance["ratio_to_fastest_bare"] == pytest.approx(cpu[page.WBSYNC] / fastest, rel=0.01)
     by_name = finance["redis_commands_per_page_by_name"]
