@@ -95,6 +95,13 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
     async def getNextJob(self, token: str) -> Any:
         if self.closing:
             return None
+        if self.drained and self.waiting is not None:
+            # Another slot's blocking wait already covers the drained queue: asking too would
+            # be a ``moveToActive`` (7 commands) that finds nothing. The port's run loop starts
+            # every free slot's fetch before the first sets ``waiting`` (Node's sets it before
+            # the others start), so an idle worker of C slots asked C times per wait. The slot
+            # is filled again once the wait ends (a job came, or its timeout).
+            return None
         try:
             job = await super().getNextJob(token)
         except Exception as exc:
