@@ -295,7 +295,7 @@ async def test_a_job_that_meets_a_dropped_connection_spends_no_attempt(
 PENALIZE = """
 import asyncio, sys
 from wbsync import redis_client
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 async def main():
     redis = redis_client.connect(sys.argv[1])
     limiter = RateLimiter(redis, LimiterOptions(prefix=sys.argv[2]))

@@ -193,7 +193,7 @@ async def test_peek_takes_nothing(limiter_factory: LimiterFactory) -> None:
 PENALIZE = """
 import asyncio, sys
 from redis.asyncio import Redis
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 async def main():
     redis = Redis.from_url(sys.argv[1])
     limiter = RateLimiter(redis, LimiterOptions(prefix=sys.argv[2]))

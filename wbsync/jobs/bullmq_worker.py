@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -227,3 +228,14 @@ async def put_back_locked(
             continue
         moved.append((jid, token))
     return moved
+
+
+def bullmq_script_shas() -> dict[str, str]:
+    """BullMQ's Lua scripts by the SHA1 its clients call them by (``EVALSHA``): what a
+    benchmark needs to tell BullMQ's commands from wbsync's in a ``MONITOR`` log."""
+    from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript
+
+    return {
+        hashlib.sha1(loadScript(file).encode()).hexdigest(): name
+        for name, file in SCRIPT_DEFINITIONS.items()
+    }
