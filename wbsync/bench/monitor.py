@@ -99,26 +99,27 @@ async def monitored(url: str) -> AsyncIterator[CommandLog]:
     every command sent before the exit was seen."""
     log = CommandLog()
     client = Redis.from_url(url)
-    monitor = client.monitor()
-    await monitor.__aenter__()  # MONITOR answered OK: every command from now on is seen
-    conn = monitor.connection
-    assert conn is not None
-
-    async def read() -> None:
-        while True:
-            raw = await conn.read_response()
-            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            log.see(text.partition(" ")[2])
-
-    reader = asyncio.create_task(read())
     try:
-        yield log
-        mark = log.end_mark()
-        await client.echo(mark)
-        await asyncio.wait_for(log.ended.wait(), _END_TIMEOUT_S)
+        # MONITOR has answered OK once entered: every command from then on is seen.
+        async with client.monitor() as monitor:
+            conn = monitor.connection
+            assert conn is not None
+
+            async def read() -> None:
+                while True:
+                    raw = await conn.read_response()
+                    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                    log.see(text.partition(" ")[2])
+
+            reader = asyncio.create_task(read())
+            try:
+                yield log
+                mark = log.end_mark()
+                await client.echo(mark)
+                await asyncio.wait_for(log.ended.wait(), _END_TIMEOUT_S)
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await reader
     finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await reader
-        await monitor.__aexit__(None, None, None)
         await client.aclose()
