@@ -428,6 +428,9 @@ async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
         await finance.promote_delayed()  # the window opens: the held job resumes and finishes
         await wait_for(lambda: _finance_exact(runtime, emulator, cabinets))
         await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 4)
+        # Each stored page was counted by its cursor save's script, in the queue's slot.
+        history = await runtime.throughput.history([FINANCE])
+        assert sum(history.queues[FINANCE]["pages"][-2:]) >= len(cabinets)
     finally:
         for worker in workers:
             await worker.close()
