@@ -25,6 +25,7 @@ from wbsync.emulator import EmulatorConfig, LimitSpec, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.metrics import sample
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     FINANCE_DETAILED_REPORT,
@@ -65,7 +66,7 @@ async def _calls(
         redis_prefix=prefix,
         **options,
     )
-    limiter = RateLimiter.for_settings(redis, settings)
+    limiter = RateLimiter(redis, limiter_options(settings))
     async with httpx.AsyncClient() as http:
 
         async def run(seller: str, ep: Endpoint) -> list[int]:
@@ -117,7 +118,7 @@ async def test_wb_at_half_the_table_costs_at_most_two_429s_per_bucket_over_two_p
         finally:
             _kill([other])
         settings = Settings(time_scale=config.time_scale, redis_prefix=prefix)
-        limiter = RateLimiter.for_settings(redis, settings)
+        limiter = RateLimiter(redis, limiter_options(settings))
         learned = {
             (s, ep.group): await limiter.learned(
                 WbClient("x", emu.token(s), limiter, settings=settings).scope(ep)
@@ -195,7 +196,7 @@ async def test_a_429_with_wbs_headers_teaches_wbs_interval(prefix: str, redis: R
     async with running_emulator(config) as emu:
         [statuses] = await _calls(emu, redis, prefix, [(SELLER_A, PRICES_GOODS_LIST)], 8)
         settings = Settings(time_scale=0.2, redis_prefix=prefix)
-        limiter = RateLimiter.for_settings(redis, settings)
+        limiter = RateLimiter(redis, limiter_options(settings))
         client = WbClient("a", emu.token(SELLER_A), limiter, settings=settings)
         learned = await limiter.learned(client.scope(PRICES_GOODS_LIST))
         key = keys.learned_key(prefix, client.scope(PRICES_GOODS_LIST))
@@ -216,7 +217,7 @@ async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_t
     finance = [(SELLER_A, FINANCE_DETAILED_REPORT)]
     ttl = {"learned_limit_ttl_s": 600.0}  # 3 s here
     settings = Settings(time_scale=0.005, redis_prefix=prefix)
-    limiter = RateLimiter.for_settings(redis, settings)
+    limiter = RateLimiter(redis, limiter_options(settings))
     learned_before = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
     async with running_emulator(config) as emu:
         scope = WbClient("a", emu.token(SELLER_A), limiter, settings=settings).scope(

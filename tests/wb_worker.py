@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import ENDPOINTS
 
@@ -39,7 +40,7 @@ async def main(args: dict[str, Any]) -> None:
         wb_base_url=args["base_url"], time_scale=args["time_scale"], redis_prefix=args["prefix"]
     )
     # As in production (wbsync.runtime): the refill margin absorbs request-arrival jitter.
-    limiter = RateLimiter.for_settings(redis, settings)
+    limiter = RateLimiter(redis, limiter_options(settings))
     if args["mode"] == "pairs":
         await pairs(args, limiter, settings)
         await redis.aclose()

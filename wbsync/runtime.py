@@ -20,13 +20,28 @@ from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
 from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import SyncQueue
-from wbsync.ratelimit import RateLimiter
+from wbsync.ratelimit import LimiterOptions, RateLimiter
 from wbsync.redis_client import is_redis_failure
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb.client import WbClient
+
+
+def limiter_options(settings: Settings) -> LimiterOptions:
+    """The limiter's options as ``settings`` configure them (prefix, time scale, margins, cap,
+    TTL), as every process builds its limiter."""
+    return LimiterOptions(
+        prefix=settings.redis_prefix,
+        time_scale=settings.time_scale,
+        ceiling_margin_ms=settings.wait_ceiling_margin_ms,
+        ceiling_cap_ms=settings.wait_ceiling_cap_ms,
+        refill_margin_ratio=settings.limiter_refill_margin_ratio,
+        refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
+        learned_ttl_s=settings.learned_limit_ttl_s,
+        max_wait_s=settings.wb_rate_wait_max_s,
+    )
 
 
 class Runtime:
@@ -36,7 +51,7 @@ class Runtime:
         self.settings = settings
         self.redis_url = redis_url
         self.redis = redis_bounds.connect(redis_url)
-        self.limiter = RateLimiter.for_settings(self.redis, settings)
+        self.limiter = RateLimiter(self.redis, limiter_options(settings))
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
         self.lag = LagHistory(self.redis, prefix=settings.redis_prefix)
         self.database = Database(settings.database_url)

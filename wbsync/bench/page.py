@@ -41,6 +41,7 @@ from sqlalchemy import func, select
 
 from wbsync.bench.bare import BARE_VARIANTS, Bare, Recording, record
 from wbsync.bench.common import fresh_database, median, ratio, rounds, syncs, table
+from wbsync.bench.monitor import monitored
 from wbsync.bench.processes import (
     FAR_AHEAD_MS,
     RedisUnderTest,
@@ -140,21 +141,22 @@ async def measure_wbsync(
     ids = [c.id for c in cabinets]
     queue = runtime.queue(name)
     pid = workers.procs[0].pid
-    before = await redis.totals()
-    cpu = threads_cpu_s(pid)
-    since = datetime.now(UTC)
-    await queue.enqueue_many([str(i) for i in ids])
-    deadline = time.monotonic() + _RUN_TIMEOUT_S
-    while True:
-        done = await _finished(runtime.database, name, ids, since)
-        if len(done) >= len(ids):
-            break
-        died = workers.died()
-        if died or time.monotonic() > deadline:
-            raise ConfigError(died or f"{name}: {len(done)} of {len(ids)} runs ended in time")
-        await asyncio.sleep(_POLL_S)
-    cpu = threads_cpu_s(pid) - cpu
-    after = await redis.totals()
+    async with monitored(redis.url) as log:
+        before = await redis.totals()
+        cpu = threads_cpu_s(pid)
+        since = datetime.now(UTC)
+        await queue.enqueue_many([str(i) for i in ids])
+        deadline = time.monotonic() + _RUN_TIMEOUT_S
+        while True:
+            done = await _finished(runtime.database, name, ids, since)
+            if len(done) >= len(ids):
+                break
+            died = workers.died()
+            if died or time.monotonic() > deadline:
+                raise ConfigError(died or f"{name}: {len(done)} of {len(ids)} runs ended in time")
+            await asyncio.sleep(_POLL_S)
+        cpu = threads_cpu_s(pid) - cpu
+        after = await redis.totals()
     failed = sum(1 for success_at, _, _ in done if success_at is None or success_at < since)
     pages = await _pages(runtime.database, name, ids, since)
     by_name = {
@@ -162,7 +164,20 @@ async def measure_wbsync(
         for cmd, calls in after["by_name"].items()
         if cmd not in _EXCLUDED_COMMANDS and calls > before["by_name"].get(cmd, 0)
     }
-    return {"cpu_s": cpu, "pages": pages, "failed": failed, "commands": by_name}
+    origins = log.origins()
+    return {
+        "cpu_s": cpu,
+        "pages": pages,
+        "jobs": len(ids),
+        "failed": failed,
+        "commands": by_name,
+        "monitored": {
+            "total": origins.total,
+            "bullmq": origins.bullmq,
+            "wbsync": origins.wbsync,
+            "client_calls": origins.client_calls,
+        },
+    }
 
 
 # --- the whole benchmark -------------------------------------------------------------------
@@ -263,6 +278,11 @@ def _figures(samples: dict[str, list[dict[str, Any]]], rec: Recording) -> dict[s
     for cmd in sorted({c for s in ours for c in s["commands"]}):
         commands[cmd] = median([s["commands"].get(cmd, 0) / s["pages"] for s in ours if s["pages"]])
     per_page = median([sum(s["commands"].values()) / s["pages"] for s in ours if s["pages"]])
+    by_origin = {
+        origin: median([s["monitored"][origin] / s["pages"] for s in ours if s["pages"]])
+        for origin in ("bullmq", "wbsync", "client_calls")
+    }
+    bullmq_per_job = median([s["monitored"]["bullmq"] / s["jobs"] for s in ours])
     return {
         "pages_per_run": len(rec.pages),
         "requests_per_run": len(rec.requests),
@@ -276,6 +296,10 @@ def _figures(samples: dict[str, list[dict[str, Any]]], rec: Recording) -> dict[s
         "fastest_bare": fastest,
         "ratio_to_fastest_bare": ratio(cpu_ms[WBSYNC], bare[fastest]),
         "redis_commands_per_page": per_page,
+        "wbsync_commands_per_page": by_origin["wbsync"],
+        "bullmq_commands_per_page": by_origin["bullmq"],
+        "bullmq_commands_per_job": bullmq_per_job,
+        "client_calls_per_page": by_origin["client_calls"],
         "redis_commands_per_page_by_name": dict(
             sorted(commands.items(), key=lambda kv: (-kv[1], kv[0]))
         ),
@@ -318,6 +342,8 @@ def _targets(results: list[dict[str, Any]]) -> dict[str, Any]:
             "finance_ratio_met": finance["ratio_to_fastest_bare"] <= TARGET_RATIO,
             "finance_commands_per_page": finance["redis_commands_per_page"],
             "finance_commands_met": finance["redis_commands_per_page"] <= TARGET_COMMANDS,
+            "finance_wbsync_commands_per_page": finance["wbsync_commands_per_page"],
+            "finance_wbsync_commands_met": finance["wbsync_commands_per_page"] <= TARGET_COMMANDS,
         }
     return out
 
@@ -326,7 +352,17 @@ def tables(result: dict[str, Any]) -> list[Any]:
     """Per database: CPU per page of wbsync and every bare variant, the ratio, commands."""
     out = []
     for r in result["runs"]:
-        columns = ["sync", "rows/pg", WBSYNC, *BARE_VARIANTS, "x fastest", "cmd/pg"]
+        columns = [
+            "sync",
+            "rows/pg",
+            WBSYNC,
+            *BARE_VARIANTS,
+            "x fastest",
+            "cmd/pg",
+            "wbsync cmd/pg",
+            "BullMQ cmd/job",
+            "calls/pg",
+        ]
         rows = [
             [
                 name,
@@ -334,6 +370,9 @@ def tables(result: dict[str, Any]) -> list[Any]:
                 *(s["cpu_ms_per_page"][m] for m in (WBSYNC, *BARE_VARIANTS)),
                 s["ratio_to_fastest_bare"],
                 s["redis_commands_per_page"],
+                s["wbsync_commands_per_page"],
+                s["bullmq_commands_per_job"],
+                s["client_calls_per_page"],
             ]
             for name, s in r["syncs"].items()
         ]

@@ -49,6 +49,7 @@ from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 from wbsync.wb.methods import finance_detailed_report
@@ -190,7 +191,7 @@ class _Bench:
             wait_ceiling_margin_ms=period_ms,
             wait_ceiling_cap_ms=3 * period_ms,
         )
-        limiter = RateLimiter.for_settings(redis, settings)
+        limiter = RateLimiter(redis, limiter_options(settings))
         sellers = [f"00000000-0000-4000-8000-{i:012d}" for i in range(params.cabinets)]
         key = self.emu.config.signing_key
         clients = {
