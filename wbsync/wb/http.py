@@ -7,8 +7,8 @@ them), and its body (decoded) is read as a stream no further than the caller's m
 unread when its ``Content-Length`` is already larger. Redirects are not followed: a 3xx comes
 back as it is (the client makes it an unusable reply). Lost answers (refused, reset, cut short,
 a malformed reply, the deadline) raise ``WbTransportError``; answers that cannot be used (a body
-that cannot be decoded, a URL aiohttp refuses) ``WbBadResponseError``; a body past the maximum
-``WbBodyTooLargeError``. Messages name the exception's type only: aiohttp's texts may carry the
+whose Content-Encoding does not decode, a URL aiohttp refuses) ``WbBadResponseError``; a body
+past the maximum ``WbBodyTooLargeError``. Messages name the exception's type only: aiohttp's texts may carry the
 request's headers, and with them the token.
 
 A pool holds at most ``max_connections`` connections (``MAX_CONNECTIONS`` by default, for every
@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.http_exceptions import ContentEncodingError
 
 from wbsync.errors import WbBadResponseError, WbBodyTooLargeError, WbTransportError
 
@@ -161,6 +162,9 @@ class HttpPool:
                 content = await _body(name, response, max_body_bytes)
                 return HttpReply(response.status, response.reason or "", response.headers, content)
         except _LOST as exc:  # before TimeoutError: a read timeout is one too, not the deadline
+            if isinstance(exc.__cause__, ContentEncodingError):
+                # A body whose Content-Encoding does not decode: the same bytes would come again.
+                raise _unusable(exc, name) from None
             raise _lost(exc, name) from None
         except TimeoutError:
             raise WbTransportError(
@@ -170,13 +174,15 @@ class HttpPool:
         except OSError as exc:
             raise _lost(exc, name) from None
         except aiohttp.ClientError as exc:
-            raise WbBadResponseError(
-                f"unusable answer from WB: {type(exc).__name__}", method=name
-            ) from None
+            raise _unusable(exc, name) from None
 
 
 def _lost(exc: BaseException, name: str) -> WbTransportError:
     return WbTransportError(f"no answer from WB: {type(exc).__name__}", method=name)
+
+
+def _unusable(exc: BaseException, name: str) -> WbBadResponseError:
+    return WbBadResponseError(f"unusable answer from WB: {type(exc).__name__}", method=name)
 
 
 async def _body(name: str, response: aiohttp.ClientResponse, most: int) -> bytes:
