@@ -8,8 +8,8 @@ unread when its ``Content-Length`` is already larger. Redirects are not followed
 back as it is (the client makes it an unusable reply). Lost answers (refused, reset, cut short,
 a malformed reply, the deadline) raise ``WbTransportError``; answers that cannot be used (a body
 whose Content-Encoding does not decode, a URL aiohttp refuses) ``WbBadResponseError``; a body
-past the maximum ``WbBodyTooLargeError``. Messages name the exception's type only: aiohttp's texts may carry the
-request's headers, and with them the token.
+past the maximum ``WbBodyTooLargeError``. Messages name the exception's type only: aiohttp's
+texts may carry the request's headers, and with them the token.
 
 A pool holds at most ``max_connections`` connections (``MAX_CONNECTIONS`` by default, for every
 host together, idle ones kept alive); a request past that waits for a free one inside its own
