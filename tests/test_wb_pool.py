@@ -105,6 +105,36 @@ async def test_a_lost_answer_is_a_transport_error_without_the_token(raw: bytes) 
     assert "secret" not in str(caught.value) and "secret" not in repr(caught.value)
 
 
+async def test_a_read_past_the_read_timeout_is_a_lost_answer_within_the_deadline() -> None:
+    # A server that takes the request and never answers: the read timeout (0.2 s) ends the
+    # exchange long before the deadline (20 s), as a lost answer, not as the deadline.
+    answered = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readuntil(b"\r\n\r\n")
+            await answered.wait()
+        writer.close()
+
+    async with serving(silent) as url, HttpPool() as pool:
+        try:
+            with pytest.raises(WbTransportError, match="no answer from WB") as caught:
+                await pool.exchange(
+                    "GET",
+                    url,
+                    name="test.method",
+                    params=None,
+                    body=None,
+                    headers={"Authorization": SECRET},
+                    deadline_s=20.0,
+                    read_timeout_s=0.2,
+                    max_body_bytes=1 << 20,
+                )
+        finally:
+            answered.set()
+    assert "Timeout" in str(caught.value) and "DEADLINE" not in str(caught.value)
+
+
 async def test_a_body_that_cannot_be_decoded_is_an_unusable_reply() -> None:
     # Not a lost answer (the same bytes would come again): not retried by the client.
     raw = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 5\r\n\r\nnot-g"
