@@ -20,6 +20,7 @@ from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+from wbsync.wb.options import ClientOptions
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 
@@ -189,7 +190,9 @@ async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
     async with running_emulator(config) as emu:
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})
         limiter = RateLimiter(redis, limiter_options(settings))
-        async with WbClient("a", emu.token(SELLER_A), limiter, settings=settings) as client:
+        async with WbClient(
+            "a", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+        ) as client:
             bucket = client.scope(FINANCE_DETAILED_REPORT)
             body = {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}
 

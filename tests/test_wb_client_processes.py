@@ -22,6 +22,7 @@ from wbsync.ratelimit import BucketScope, RateLimiter
 from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, PRICES_GOODS_LIST
+from wbsync.wb.options import ClientOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,7 +120,7 @@ async def test_upstream_429_penalizes_the_bucket_for_another_process(
         # The same refill margin as the worker's: a penalty is stored as the bucket's full
         # time, which processes with different margins would read differently.
         limiter = RateLimiter(redis, limiter_options(settings))
-        client = WbClient("shop", emu.token(SELLER_A), limiter, settings=settings)
+        client = WbClient("shop", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings))
         try:
             assert (await asyncio.wait_for(other.stdout.readline(), 30)).strip() == b"ready"
             rule = FaultRule(kind="rate_limit", method=PRICES_GOODS_LIST.name, count=1, retry_s=60)

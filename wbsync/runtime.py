@@ -1,5 +1,9 @@
 """What one wbsync process shares: settings, Redis, the limiter, the database, HTTP, the queues.
 
+Every WB client of the process shares one HTTP connection pool (at most
+``wbsync.wb.http.MAX_CONNECTIONS`` connections to WB) and one ``ClientOptions`` built from the
+settings here.
+
 ``open_runtime(settings)`` gives a started runtime and closes everything on exit. Without
 ``WBSYNC_REDIS_URL`` it refuses to start (``ConfigError``) unless the caller asks for a private
 embedded Redis: jobs and buckets in it are discarded at exit and no other process can see them,
@@ -10,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-import httpx
 
 from wbsync import keys, redis_bounds
 from wbsync.change_stream import ChangeStream
@@ -27,6 +29,8 @@ from wbsync.store import Cabinet, Database, Store
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb.client import WbClient
+from wbsync.wb.http import HttpPool
+from wbsync.wb.options import ClientOptions
 
 
 def limiter_options(settings: Settings) -> LimiterOptions:
@@ -60,7 +64,8 @@ class Runtime:
             self.redis, prefix=settings.redis_prefix, maxlen=settings.change_stream_maxlen
         )
         self.store.add_listener(self.change_stream.publish)
-        self.http = httpx.AsyncClient(timeout=60.0)
+        self.http = HttpPool()
+        self.client_options = ClientOptions.of(settings)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,
             stats_days=settings.sync_stats_days,
@@ -144,7 +149,7 @@ class Runtime:
             cabinet.name,
             cabinet.token(),
             self.limiter,
-            settings=self.settings,
+            options=self.client_options,
             http=self.http,
             throughput=self.throughput,
         )

@@ -53,7 +53,7 @@ async def buckets_of(runtime: Runtime, cabinets: Sequence[Cabinet]) -> list[tupl
             if ep.allows(token.type):
                 groups[ep.group].append(ep.name)
         for group, methods in groups.items():
-            limit = ENDPOINTS[methods[0]].limit_for(token.type, runtime.settings)
+            limit = ENDPOINTS[methods[0]].limit_for(token.type, runtime.settings.limit_overrides)
             wanted.append(
                 (cabinet.name, group, methods, BucketScope(token.seller_id, group, limit))
             )

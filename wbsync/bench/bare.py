@@ -35,6 +35,7 @@ from wbsync.runtime import Runtime
 from wbsync.store.cabinets import Cabinet
 from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
 from wbsync.wb.client import WbClient
+from wbsync.wb.http import HttpPool, SentRequest
 
 HTTP_LIBRARIES = ("httpx", "aiohttp")
 JSON_LIBRARIES = ("json", "orjson")
@@ -73,20 +74,22 @@ async def record(runtime: Runtime, cabinet: Cabinet, sync: Sync) -> Recording:
     """Run ``sync`` for ``cabinet`` here, keeping every request sent and every page stored."""
     out = Recording()
 
-    async def keep(request: httpx.Request) -> None:
+    def keep(request: SentRequest) -> None:
         wanted = ("authorization", "content-type")
         headers = {k: v for k, v in request.headers.items() if k.lower() in wanted}
-        out.requests.append(
-            _Request(request.method, str(request.url), headers, await request.aread())
-        )
+        out.requests.append(_Request(request.method, request.url, headers, request.body))
 
     async def on_page(page: SyncPage) -> None:
         if page.dataset is not None:
             out.pages.append((page.dataset, list(page.rows)))
 
-    async with httpx.AsyncClient(event_hooks={"request": [keep]}, timeout=30.0) as http:
+    async with HttpPool(on_request=keep) as http:
         client = WbClient(
-            cabinet.name, cabinet.token(), runtime.limiter, settings=runtime.settings, http=http
+            cabinet.name,
+            cabinet.token(),
+            runtime.limiter,
+            options=runtime.client_options,
+            http=http,
         )
         async with client:
             inp = SyncInput(
