@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wbsync.bench import plots
+from wbsync.bench import feed, plots, soak
 from wbsync.bench.common import rounded
 
 ORDER = (
@@ -26,6 +26,8 @@ ORDER = (
     "page",
     "capacity",
     "data",
+    "feed",
+    "soak",
 )
 
 _HEADER = """# Benchmarks
@@ -408,6 +410,15 @@ def _data(r: dict[str, Any]) -> str:
             "",
             _table(["table", "inserted", "updated", "dead tuples"], counters),
         ]
+    if r.get("check"):
+        c = r["check"]
+        lines += [
+            "",
+            f"Dead tuples of the dataset tables: {c['dead_tuples']:,} against "
+            f"{c['really_changed']:,} rows that really changed (every write wbsync counted, "
+            "tombstones included, less the rows the tables hold at the end, each inserted "
+            f"once): ratio {c['ratio']:.3f}; within {c['tolerance']:.0%}: {_check(c['met'])}.",
+        ]
     return "\n".join(lines)
 
 
@@ -673,6 +684,8 @@ _RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "page": _page,
     "capacity": _capacity,
     "data": _data,
+    "feed": lambda r: feed.render(r, _table),
+    "soak": lambda r: soak.render(r, _table),
 }
 _TITLES = {
     "slots": "slots: worker slots while windows are closed",
@@ -685,6 +698,8 @@ _TITLES = {
     "page": "page: worker CPU and Redis commands per page, against bare pipelines",
     "capacity": "capacity: steady state of N cabinets on every sync's interval",
     "data": "data: rows written when every sync runs again on unchanged data",
+    "feed": "feed: a long change feed read through the API and wbsync export",
+    "soak": "soak: table sizes over a simulated week",
 }
 _PLOTS = {
     "slots": (plots.slots_plot, "bench-slots.png"),
@@ -692,6 +707,7 @@ _PLOTS = {
     "lateness": (plots.lateness_plot, "bench-lateness.png"),
     "page": (plots.page_plot, "bench-page.png"),
     "capacity": (plots.capacity_plot, "bench-capacity.png"),
+    "soak": (soak.plot, "bench-soak.png"),
 }
 
 
@@ -737,6 +753,10 @@ def _store_key(name: str, result: dict[str, Any]) -> str:
     if name == "scaleout":
         p = result["params"]
         return f"{name}@{p['cabinets']}:{p['concurrency']}"
+    if name in ("data", "soak"):  # `all` runs them smaller: each size keeps its section
+        return f"{name}@{result['params']['cabinets']}"
+    if name == "feed":
+        return f"{name}@{max(result['params']['sizes'])}"
     return name
 
 
@@ -749,4 +769,5 @@ def _size_title(key: str) -> str:
         return ""
     sizes = [int(n) for n in key.split("@", 1)[1].split(":")]
     per_queue = f", {sizes[1]} per queue per process" if len(sizes) > 1 else ""
-    return f" ({sizes[0]:,} cabinets{per_queue})"
+    unit = "rows" if key.startswith("feed@") else "cabinets"
+    return f" ({sizes[0]:,} {unit}{per_queue})"
