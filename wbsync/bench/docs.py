@@ -46,8 +46,11 @@ first five benchmarks about 7, page about 2 on SQLite alone, capacity about 5; `
 minutes more. `status` and `scaleout` run on their own (`wbsync bench status --write-docs`,
 about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default 1,000
 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
-section. `data` runs on its own too (`wbsync bench data --postgres <admin
-URL> --write-docs`, about 4 minutes).
+section. `all` runs the change feed's benchmarks small (data: 10 cabinets, 3 runs; feed: up to
+100,000 rows; soak: one simulated day); their full sizes run on their own, each size keeping its
+section: `wbsync bench data --cabinets 100 --runs 10 --postgres <admin URL> --write-docs`,
+`wbsync bench feed --postgres <admin URL> --write-docs` (up to 1,000,000 rows) and
+`wbsync bench soak --postgres <admin URL> --write-docs` (a simulated week, about 5 minutes).
 
 The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
 else runs (other test suites ran alongside, load average 2-3; page and capacity ran with load
@@ -417,7 +420,11 @@ def _data(r: dict[str, Any]) -> str:
             f"Dead tuples of the dataset tables: {c['dead_tuples']:,} against "
             f"{c['really_changed']:,} rows that really changed (every write wbsync counted, "
             "tombstones included, less the rows the tables hold at the end, each inserted "
-            f"once): ratio {c['ratio']:.3f}; within {c['tolerance']:.0%}: {_check(c['met'])}.",
+            f"once): ratio {c['ratio']:.3f}; within {c['tolerance']:.0%}: {_check(c['met'])}. "
+            "The bookkeeping tables' dead tuples, "
+            f"{sum(v['dead'] for v in r['postgres'].values() if 'rows' not in v):,}, are one "
+            "row version per snapshot run and per snapshot page (whatever the rows) and per "
+            "sequence or cursor update (HOT, mostly reclaimed by page pruning).",
         ]
     return "\n".join(lines)
 

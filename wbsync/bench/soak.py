@@ -121,7 +121,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
                         try:
                             await workers.until_listening(runtime.queue_prefix)
                             await _soak(params, workers, runtime.database, samples)
-                            requests = (await emu.counters())["total"]
+                            served = await emu.counters()
                         finally:
                             workers.stop()
                     finally:
@@ -129,7 +129,8 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     return {
         "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
-        "wb_requests": requests,
+        "wb_requests": served["total"],
+        "wb_requests_by_method": _by_method(served),
         "samples": samples,
         "growth": _growth(samples),
     }
@@ -149,6 +150,15 @@ async def _soak(
             raise ConfigError(died)
         day = (time.monotonic() - began) / params.time_scale / _DAY_S
         samples.append({"day": day, "tables": await _sample(database)})
+
+
+def _by_method(served: dict[str, Any]) -> dict[str, int]:
+    """WB requests served per method, every seller together: how often each sync ran."""
+    out: dict[str, int] = {}
+    for methods in served["sellers"].values():
+        for method, c in methods.items():
+            out[method] = out.get(method, 0) + c["requests"]
+    return dict(sorted(out.items()))
 
 
 def _growth(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -212,10 +222,12 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
         [
             f"{p['cabinets']} cabinets, every sync on its default interval and the retention "
             f"pass on its own, for {p['days']:g} simulated days at time scale "
-            f"{p['time_scale']:g} (about {real_s / 60:.0f} real minutes; the booking monitor's "
+            f"{p['time_scale']:g} (about {real_s:.0f} real seconds; the booking monitor's "
             f"minute is {60_000 * p['time_scale']:g} ms), one `wbsync run` process, "
             f"{r['database']}, the emulator in a child process "
-            f"({r['wb_requests']['requests']:,} WB requests served). Every "
+            f"({r['wb_requests']['requests']:,} WB requests served, "
+            + ", ".join(f"`{m}` {n:,}" for m, n in r.get("wb_requests_by_method", {}).items())
+            + "). Every "
             f"{p['sample_hours']:g} simulated hours: every table's rows"
             + (
                 ", size (`pg_total_relation_size`) and dead tuples (autovacuum off)"
