@@ -39,6 +39,7 @@ from wbsync.errors import ConfigError
 from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
+from wbsync.syncs import SYNCS
 
 __all__ = ["GROWTH_FLAT", "Params", "plot", "render", "run", "tables"]
 
@@ -239,13 +240,16 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
             "",
             markdown_table(_columns(r), _rows(r)),
             "",
+            _pace(r),
+            "",
             "Rows flat over the second half: "
             + ("every table." if not grown else f"all but {', '.join(f'`{n}`' for n in grown)}.")
             + " Dated datasets ("
             + ", ".join(f"`{n}`" for n in sorted(dated))
             + "): "
             + ", ".join(f"{growth[n]['rows_growth']:+.1%}" for n in sorted(dated) if n in growth)
-            + ".",
+            + ". "
+            + _sizes(growth),
             "",
             "What the soak does not exercise: the emulator's calendar is fixed at its start and "
             "wbsync's syncs and retention pass read the real date, so no new day appears and "
@@ -257,6 +261,40 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
             "",
             "![soak](bench-soak.png)",
         ]
+    )
+
+
+def _pace(r: dict[str, Any]) -> str:
+    """How often the booking monitor (one request a run) ran against its schedule."""
+    p = r["params"]
+    polls = r.get("wb_requests_by_method", {}).get("tariffs.acceptance_coefficients", 0)
+    scheduled = p["days"] * _DAY_S / SYNCS["booking-slot-monitor"].interval_s
+    return (
+        f"The booking monitor ran {polls / p['cabinets']:,.0f} times per cabinet of the "
+        f"{scheduled:,.0f} its interval asks for in {p['days']:g} days: the fan-out skips a "
+        "cabinet whose previous job is still live, so at this time scale every sync runs back "
+        "to back, as fast as one `wbsync run` completes it on this (loaded) machine. The week "
+        "is that many runs of every sync, each a full pass of its tables, with the retention "
+        "pass between them."
+    )
+
+
+def _sizes(growth: dict[str, dict[str, Any]]) -> str:
+    """Which relations grew over the second half (PostgreSQL only)."""
+    if not any("bytes_growth" in g for g in growth.values()):
+        return ""
+    grown = {n: g for n, g in growth.items() if g.get("bytes_growth", 0.0) > GROWTH_FLAT}
+    if not grown:
+        return "Relation sizes flat over the second half: every table."
+    named = ", ".join(
+        f"`{n}` {g['bytes_growth']:+.0%} ({g['dead_end']:,} dead tuples)" for n, g in grown.items()
+    )
+    return (
+        f"Relation sizes that grew over the second half: {named}. Their rows are inserted and "
+        "deleted on every snapshot run; with autovacuum off (this server) nothing reclaims "
+        "the dead rows and their index entries, so they grow with the runs; with autovacuum "
+        "on (PostgreSQL's default) they are vacuumed like any churning table. Every other "
+        "relation is flat."
     )
 
 
