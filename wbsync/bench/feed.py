@@ -36,6 +36,7 @@ import httpx
 from sqlalchemy import bindparam, text
 
 from wbsync.bench.common import delete_prefix, fresh_database, redis_client, table, unique_prefix
+from wbsync.bench.scaleout import process_cpu_s
 from wbsync.bench.status import _served
 from wbsync.errors import ConfigError
 from wbsync.procs import dies_with_parent, free_port, stop_child
@@ -82,25 +83,18 @@ class Params:
 
 async def _fill(db: Database, cabinet_id: int, lo: int, hi: int) -> None:
     """Cards ``lo..hi`` (sequence numbers alike) in chunks; the sequence's end set to ``hi``."""
-    pg = db.dialect == "postgresql"
-    rows = (
-        f"SELECT CAST(:cabinet AS integer), g, {_PG_ROW}, :at, g, NULL "
-        "FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) AS g"
-        if pg
-        else "WITH RECURSIVE s(g) AS (SELECT :lo UNION ALL SELECT g + 1 FROM s WHERE g < :hi) "
-        f"SELECT :cabinet, g, {_SQLITE_ROW}, :at, g, NULL FROM s"
-    )
-    insert = text(
-        f"INSERT INTO wb_{_DATASET} (cabinet_id, nm_id, data, changed_at, seq, deleted_at) {rows}"
-    ).bindparams(bindparam("at", type_=UtcDateTime))
-    if not pg:  # SQLite: the WITH goes first
-        insert = text(
-            rows.replace(
-                "SELECT :cabinet",
-                f"INSERT INTO wb_{_DATASET} (cabinet_id, nm_id, data, changed_at, seq, "
-                "deleted_at) SELECT :cabinet",
-            )
-        ).bindparams(bindparam("at", type_=UtcDateTime))
+    columns = f"wb_{_DATASET} (cabinet_id, nm_id, data, changed_at, seq, deleted_at)"
+    if db.dialect == "postgresql":
+        sql = (
+            f"INSERT INTO {columns} SELECT CAST(:cabinet AS integer), g, {_PG_ROW}, :at, g, NULL "
+            "FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) AS g"
+        )
+    else:  # no generate_series in every SQLite build: a recursive CTE counts
+        sql = (
+            "WITH RECURSIVE s(g) AS (SELECT :lo UNION ALL SELECT g + 1 FROM s WHERE g < :hi) "
+            f"INSERT INTO {columns} SELECT :cabinet, g, {_SQLITE_ROW}, :at, g, NULL FROM s"
+        )
+    insert = text(sql).bindparams(bindparam("at", type_=UtcDateTime))
     at = datetime.now(UTC)
     for start in range(lo, hi + 1, _CHUNK):
         end = min(hi, start + _CHUNK - 1)
@@ -111,12 +105,6 @@ async def _fill(db: Database, cabinet_id: int, lo: int, hi: int) -> None:
             text("UPDATE wb_change_sequences SET last_seq = :hi WHERE dataset = :name"),
             {"hi": hi, "name": _DATASET},
         )
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _hwm_mb(pid: int) -> float:
@@ -144,7 +132,7 @@ async def _via_api(env: dict[str, str], key: str) -> dict[str, Any]:
     try:
         await _served(port, child)
         rows, after, pages = 0, 0, 0
-        cpu0, began = _cpu_s(child.pid), time.perf_counter()
+        cpu0, began = process_cpu_s(child.pid), time.perf_counter()
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}",
             headers={"Authorization": f"Bearer {key}"},
@@ -167,7 +155,7 @@ async def _via_api(env: dict[str, str], key: str) -> dict[str, Any]:
             "last_seq": after,
             "pages": pages,
             "wall_s": wall,
-            "cpu_s": _cpu_s(child.pid) - cpu0,
+            "cpu_s": process_cpu_s(child.pid) - cpu0,
             "peak_rss_mb": _hwm_mb(child.pid),
         }
     finally:
