@@ -282,8 +282,10 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
             "`after=0` by three readers, each a fresh child process: `wbsync api` paged by this "
             f"process over loopback ({r['page_limit']} changes a page, the fleet-wide route and "
             "its `next` cursor), and `wbsync export` as JSON lines and as CSV to /dev/null. "
-            "rows/s is over wall time (the export's includes its start-up, about a second); "
-            "rows per CPU s counts the serving or exporting process's own CPU. Peak RSS is the "
+            "rows/s is over wall time (the export's includes its start-up, a few seconds "
+            "under load); rows per CPU s counts the serving or exporting process's own CPU, "
+            "the figure that does not depend on what else the machine runs (on a loaded "
+            "machine the reader gets a fraction of a core). Peak RSS is the "
             "child's high-water mark (`VmHWM` of the API server before it stops, `ru_maxrss` "
             "of the export). "
             + (
