@@ -299,23 +299,32 @@ def _sizes(growth: dict[str, dict[str, Any]]) -> str:
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Rows of every table against the simulated day (log scale)."""
+    """Rows (and on PostgreSQL relation size) of every table against the simulated day."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    days = [s["day"] for s in result["samples"]]
-    for name in sorted(result["growth"]):
-        rows = [s["tables"].get(name, {"rows": 0})["rows"] for s in result["samples"]]
-        if max(rows) > 0:
-            ax.plot(days, rows, label=name, linewidth=1.2)
-    ax.set_yscale("log")
-    ax.set_xlabel("simulated day")
-    ax.set_ylabel("rows")
-    ax.set_title(f"soak: table rows over a simulated week ({result['database']})")
-    ax.legend(fontsize=6, ncol=2, loc="lower right")
+    samples = result["samples"]
+    sized = "bytes" in next(iter(samples[-1]["tables"].values()), {})
+    fig, axes = plt.subplots(1, 2 if sized else 1, figsize=(12 if sized else 8, 5), squeeze=False)
+    days = [s["day"] for s in samples]
+    styles = ("-", "--", ":", "-.")
+    for i, name in enumerate(sorted(result["growth"])):
+        rows = [s["tables"].get(name, {}).get("rows", 0) for s in samples]
+        style = {"label": name, "linewidth": 1.2, "linestyle": styles[i // 10 % len(styles)]}
+        axes[0][0].plot(days, [max(r, 0.5) for r in rows], **style)
+        if sized:
+            kib = [s["tables"].get(name, {}).get("bytes", 0) / 1024 for s in samples]
+            axes[0][1].plot(days, kib, **style)
+    axes[0][0].set_yscale("log")
+    axes[0][0].set_ylabel("rows (0 drawn at 0.5)")
+    if sized:
+        axes[0][1].set_ylabel("relation size, KiB (autovacuum off)")
+    for ax in axes[0]:
+        ax.set_xlabel("simulated day")
+    fig.suptitle(f"soak: every table over {result['params']['days']:g} simulated days")
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
