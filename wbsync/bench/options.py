@@ -69,13 +69,13 @@ def command(app: typer.Typer, name: str) -> Callable[[Callable[..., None]], Call
         ]
 
         @functools.wraps(fn)
-        def command(**kwargs: Any) -> None:
+        def with_shared(**kwargs: Any) -> None:
             fn(**{k: v for k, v in kwargs.items() if k in own.parameters})
 
-        command.__signature__ = own.replace(  # type: ignore[attr-defined]
+        with_shared.__signature__ = own.replace(  # type: ignore[attr-defined]
             parameters=[*own.parameters.values(), *shared]
         )
-        app.command(name)(command)
+        app.command(name)(with_shared)
         return fn
 
     return register
@@ -111,6 +111,7 @@ def bench_params(cls: Callable[..., T], ctx: typer.Context, **given: Any) -> T:
 
 
 def ints(text: str, option: str) -> tuple[int, ...]:
+    """``"1,2,4"`` as numbers; anything else is a usage error naming ``option``."""
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
