@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ from wbsync.bench import (
     bare,
     capacity,
     data,
+    feed,
     lateness,
     limiter,
     page,
@@ -21,6 +23,7 @@ from wbsync.bench import (
     reschedule,
     scale,
     slots,
+    soak,
     status,
 )
 from wbsync.bench.cli import app
@@ -291,3 +294,110 @@ async def test_capacity_stops_at_an_n_whose_first_pass_does_not_drain() -> None:
     assert result["overloaded"]["cabinets"] == 2  # smallest first
     assert "the first pass of 2 cabinets did not drain in 0 s" in result["overloaded"]["reason"]
     assert result["capacity_cabinets"] is None
+
+
+_POSTGRES = os.environ.get("WBSYNC_TEST_POSTGRES_URL")
+
+
+@pytest.mark.skipif(_POSTGRES is None, reason="set WBSYNC_TEST_POSTGRES_URL to run")
+async def test_data_dead_tuples_are_the_rows_that_really_changed(redis_url: str) -> None:
+    """PostgreSQL's dead tuples against wbsync's own count of rows changed: the check is met
+    and its figures are the counters' (the autobidder's moved bids are the changes)."""
+    result = await data.run(redis_url, data.Params(cabinets=1, runs=2, postgres=_POSTGRES))
+    check, counters = result["check"], result["postgres"]
+    moved = result["syncs"]["autobidder-sync"]["later_written"]
+    assert moved > 0 and check["really_changed"] >= moved
+    assert (
+        check["dead_tuples"]
+        == result["dead_tuples"]
+        == sum(c["dead"] for c in counters.values() if "rows" in c)
+    )
+    assert check["met"] and abs(check["ratio"] - 1) <= data.DEAD_TOLERANCE
+    assert counters["wb_bids"]["rows"] > 0 and data.tables(result)
+
+
+async def test_data_on_sqlite_states_no_check(redis_url: str) -> None:
+    result = await data.run(redis_url, data.Params(cabinets=1, runs=1))
+    assert result["check"] is None and result["postgres"] == {}
+
+
+def test_feed_reads_every_row_once_through_the_api_and_the_export(tmp_path: Path) -> None:
+    """Two small feeds (SQLite): every reader, a child process each, reads every row once and
+    ends at the last sequence number; its CPU and peak RSS are measured; the docs written."""
+    reply = CliRunner().invoke(
+        app,
+        [
+            *("feed", "--rows", "1200,300", "--json", "--write-docs"),
+            *("--docs-dir", str(tmp_path)),
+        ],
+    )
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    assert [s["rows"] for s in result["sizes"]] == [300, 1200]  # smallest first
+    for size in result["sizes"]:
+        assert set(size["readers"]) == set(feed.READERS)
+        for m in size["readers"].values():
+            assert m["complete"] and m["rows"] == m["last_seq"] == size["rows"]
+            assert m["peak_rss_mb"] > 10 and m["cpu_s"] > 0 and m["wall_s"] > 0
+        # The API pages by the largest page: 300 rows is one page, 1,200 two.
+        assert size["readers"]["api"]["pages"] == -(-size["rows"] // result["page_limit"])
+    doc = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert "feed: a long change feed" in doc and "(1,200 rows)" in doc
+    assert "wbsync bench feed --rows 1200,300" in doc and "Every reader read exactly" in doc
+
+
+def test_feed_refuses_a_size_below_one() -> None:
+    reply = CliRunner().invoke(app, ["feed", "--rows", "0,10"])
+    assert reply.exit_code == 2
+    said = " ".join(reply.output.replace("│", " ").split())
+    assert "sizes must be whole numbers >= 1" in said
+
+
+def test_soak_samples_every_table_over_the_simulated_days(tmp_path: Path) -> None:
+    """A quarter of a simulated day (about 11 s) for one cabinet on SQLite: five samples in
+    simulated-time order, every table in each, the cabinet counted in every one; growth per
+    table between the half and the end; the docs section and its plot written."""
+    reply = CliRunner().invoke(
+        app,
+        [
+            *("soak", "--cabinets", "1", "--days", "0.25", "--sample-hours", "1.5"),
+            *("--json", "--write-docs", "--docs-dir", str(tmp_path)),
+        ],
+    )
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    samples = result["samples"]
+    assert len(samples) == 5
+    days = [s["day"] for s in samples]
+    assert days == sorted(days) and days[-1] >= 0.25
+    tables = set(samples[-1]["tables"])
+    assert {"cabinets", "sync_runs", "wb_change_sequences", "wb_bids", "wb_stocks"} <= tables
+    assert all(s["tables"]["cabinets"]["rows"] == 1 for s in samples)
+    assert set(result["growth"]) == tables
+    for name, g in result["growth"].items():
+        assert g["rows_end"] == samples[-1]["tables"][name]["rows"]
+        assert g["flat"] == (g["rows_growth"] <= soak.GROWTH_FLAT)
+    doc = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert "soak: table sizes over a simulated week (1 cabinets)" in doc
+    assert "What the soak does not exercise" in doc
+    assert (tmp_path / "bench-soak.png").stat().st_size > 0
+
+
+def test_soak_refuses_too_few_samples() -> None:
+    reply = CliRunner().invoke(app, ["soak", "--days", "0.1", "--sample-hours", "1"])
+    assert reply.exit_code == 2
+    said = " ".join(reply.output.replace("│", " ").split())
+    assert "leave at least 4 samples" in said
+
+
+def test_every_benchmark_takes_the_shared_options_once() -> None:
+    """The shared options are declared once and every command has them, each exactly once."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    commands = group.commands  # type: ignore[attr-defined]
+    assert {"data", "feed", "soak", "all"} <= set(commands)
+    for name, command in commands.items():
+        flags = [opt for param in command.params for opt in param.opts]
+        for flag in ("--json", "--write-docs", "--docs-dir", "--verbose"):
+            assert flags.count(flag) == 1, (name, flag)

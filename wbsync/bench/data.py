@@ -8,7 +8,9 @@
    returned, the rows written (inserted or changed), the rows tombstoned.
 3. With PostgreSQL, after the runs (the pool closed, so every backend flushed its statistics):
    ``pg_stat_user_tables`` inserts, updates and dead tuples of the dataset tables, against the
-   rows wbsync wrote after the first run.
+   rows that really changed: every write wbsync counted (all runs, tombstones included) less
+   the rows the tables hold at the end (each of those was inserted once, dead tuples none).
+   The check: dead tuples within ``DEAD_TOLERANCE`` of the rows really changed.
 
 The emulator's data is stable between runs, except what a run itself changes: the autobidder
 moves bids toward its target each run (real changes, written and counted).
@@ -36,8 +38,10 @@ from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS, SyncInput, SyncPage, run_sync
 
-__all__ = ["Params", "run", "tables"]
+__all__ = ["DEAD_TOLERANCE", "Params", "run", "tables"]
 
+#: How far (as a fraction) dead tuples may be from the rows that really changed.
+DEAD_TOLERANCE = 0.05
 _SECRET = "wbsync-bench-data-secret"
 _STATS_WAIT_S = 30.0
 
@@ -109,9 +113,22 @@ async def _pg_counters(url: str, written: int) -> dict[str, dict[str, int]]:
             if counted >= written or monotonic() > deadline:
                 break
             await asyncio.sleep(0.2)
+        async with engine.connect() as conn:
+            held = {
+                name: int(await conn.scalar(text(f"SELECT count(*) FROM {name}")) or 0)
+                for name in sorted(tables)
+            }
     finally:
         await engine.dispose()
-    return {r.relname: {"ins": r.n_tup_ins, "upd": r.n_tup_upd, "dead": r.n_dead_tup} for r in rows}
+    return {
+        r.relname: {
+            "ins": r.n_tup_ins,
+            "upd": r.n_tup_upd,
+            "dead": r.n_dead_tup,
+            **({"rows": held[r.relname]} if r.relname in held else {}),
+        }
+        for r in rows
+    }
 
 
 def _dataset_tables() -> set[str]:
@@ -159,6 +176,8 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
             counters = (
                 await _pg_counters(database_url, written) if params.postgres is not None else {}
             )
+    dead = sum(c["dead"] for n, c in counters.items() if n in _dataset_tables())
+    changed = written - sum(c.get("rows", 0) for c in counters.values())
     return {
         "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
         "database": "postgresql" if params.postgres else "sqlite",
@@ -167,7 +186,20 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
             f["written"] + f["tombstoned"] for r in runs[1:] for f in r.values()
         ),
         "postgres": counters,
-        "dead_tuples": sum(c["dead"] for n, c in counters.items() if n in _dataset_tables()),
+        "dead_tuples": dead,
+        "check": _check(dead, changed) if counters else None,
+    }
+
+
+def _check(dead: int, changed: int) -> dict[str, Any]:
+    """Dead tuples of the dataset tables against the rows that really changed."""
+    ratio = dead / changed if changed else (1.0 if dead == 0 else float("inf"))
+    return {
+        "dead_tuples": dead,
+        "really_changed": changed,
+        "ratio": ratio,
+        "tolerance": DEAD_TOLERANCE,
+        "met": abs(ratio - 1.0) <= DEAD_TOLERANCE,
     }
 
 
@@ -210,6 +242,23 @@ def tables(result: dict[str, Any]) -> list[Any]:
                 "PostgreSQL's counters after the runs (autovacuum off)",
                 ["table", "inserted", "updated", "dead tuples"],
                 [[n, c["ins"], c["upd"], c["dead"]] for n, c in result["postgres"].items()],
+            )
+        )
+    if result.get("check"):
+        c = result["check"]
+        out.append(
+            table(
+                "dead tuples of the dataset tables against the rows really changed",
+                ["dead tuples", "rows really changed", "ratio", "within", "check"],
+                [
+                    [
+                        c["dead_tuples"],
+                        c["really_changed"],
+                        c["ratio"],
+                        f"{c['tolerance']:.0%}",
+                        "met" if c["met"] else "missed",
+                    ]
+                ],
             )
         )
     return out

@@ -14,10 +14,12 @@ from types import ModuleType
 from typing import Any
 
 from wbsync.bench import plots
+from wbsync.bench import soak as soak_bench
 from wbsync.bench.common import rounded
 from wbsync.bench.docs import (
     capacity,
     data,
+    feed,
     lateness,
     limiter,
     page,
@@ -25,6 +27,7 @@ from wbsync.bench.docs import (
     scale,
     scaleout,
     slots,
+    soak,
     status,
 )
 from wbsync.bench.docs.markdown import meta
@@ -40,6 +43,8 @@ SECTIONS: dict[str, ModuleType] = {
     "page": page,
     "capacity": capacity,
     "data": data,
+    "feed": feed,
+    "soak": soak,
 }
 """Each benchmark's section, in the page's order."""
 ORDER = tuple(SECTIONS)
@@ -53,15 +58,19 @@ in a child process on loopback. Comparisons are measured in the same run, interl
 implementations or modes alternate in rounds (ABBA order), so a machine that slows down during
 the run does not favour one side. Medians are over rounds; latency percentiles over every call.
 Each section names the command that produced it and the machine it ran on; the raw results are
-in `benchmarks.json`. Regenerate with `make bench` (about 15 minutes on the machine below: the
-first five benchmarks about 7, page about 2 on SQLite alone, capacity about 5; `wbsync bench all
+in `benchmarks.json`. Regenerate with `make bench` (about 20 minutes on the machine below: the
+first five benchmarks about 7, page about 2 on SQLite alone, capacity about 5, data, feed and soak
+at `all`'s sizes about 5; `wbsync bench all
 --postgres URL` measures page on PostgreSQL too and runs capacity on it). `all` runs scale with
 1,000 cabinets, and `wbsync bench scale --write-docs` adds the 10,000-cabinet run, about 7
 minutes more. `status` and `scaleout` run on their own (`wbsync bench status --write-docs`,
 about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default 1,000
 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
-section. `data` runs on its own too (`wbsync bench data --postgres <admin
-URL> --write-docs`, about 4 minutes).
+section. `all` runs the change feed's benchmarks small (data: 10 cabinets, 3 runs; feed: up to
+100,000 rows; soak: one simulated day); their full sizes run on their own, each size keeping its
+section: `wbsync bench data --cabinets 100 --runs 10 --postgres <admin URL> --write-docs`,
+`wbsync bench feed --postgres <admin URL> --write-docs` (up to 1,000,000 rows) and
+`wbsync bench soak --postgres <admin URL> --write-docs` (a simulated week, about 5 minutes).
 
 The machine is small and shared: two cores for Redis, the benchmark, the emulator and whatever
 else runs (other test suites ran alongside, load average 2-3; page and capacity ran with load
@@ -77,6 +86,7 @@ _PLOTS = {
     "lateness": (plots.lateness_plot, "bench-lateness.png"),
     "page": (plots.page_plot, "bench-page.png"),
     "capacity": (plots.capacity_plot, "bench-capacity.png"),
+    "soak": (soak_bench.plot, "bench-soak.png"),
 }
 
 
@@ -124,6 +134,10 @@ def _store_key(name: str, result: dict[str, Any]) -> str:
     if name == "scaleout":
         p = result["params"]
         return f"{name}@{p['cabinets']}:{p['concurrency']}"
+    if name in ("data", "soak"):  # `all` runs them smaller: each size keeps its section
+        return f"{name}@{result['params']['cabinets']}"
+    if name == "feed":
+        return f"{name}@{max(result['params']['sizes'])}"
     return name
 
 
@@ -136,4 +150,5 @@ def _size_title(key: str) -> str:
         return ""
     sizes = [int(n) for n in key.split("@", 1)[1].split(":")]
     per_queue = f", {sizes[1]} per queue per process" if len(sizes) > 1 else ""
-    return f" ({sizes[0]:,} cabinets{per_queue})"
+    unit = "rows" if key.startswith("feed@") else "cabinets"
+    return f" ({sizes[0]:,} {unit}{per_queue})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wbsync.bench.docs.markdown import table
+from wbsync.bench.docs.markdown import check, table
 
 TITLE = "data: rows written when every sync runs again on unchanged data"
 
@@ -36,5 +36,18 @@ def render(r: dict[str, Any]) -> str:
             "and per snapshot page (`wb_snapshot_keys`, `wb_snapshot_runs`).",
             "",
             table(["table", "inserted", "updated", "dead tuples"], counters),
+        ]
+    if r.get("check"):
+        c = r["check"]
+        lines += [
+            "",
+            f"Dead tuples of the dataset tables: {c['dead_tuples']:,} against "
+            f"{c['really_changed']:,} rows that really changed (every write wbsync counted, "
+            "tombstones included, less the rows the tables hold at the end, each inserted "
+            f"once): ratio {c['ratio']:.3f}; within {c['tolerance']:.0%}: {check(c['met'])}. "
+            "The bookkeeping tables' dead tuples, "
+            f"{sum(v['dead'] for v in r['postgres'].values() if 'rows' not in v):,}, are one "
+            "row version per snapshot run and per snapshot page (whatever the rows) and per "
+            "sequence or cursor update (HOT, mostly reclaimed by page pruning).",
         ]
     return "\n".join(lines)
