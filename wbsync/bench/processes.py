@@ -37,6 +37,7 @@ from wbsync.redis_server import EmbeddedRedis
 SECRET_KEY = "wbsync-bench-scaleout-secret-key"
 FAR_AHEAD_MS = 10**15  # the fan-out schedule's "not before" (year 33658): the bench fans out
 _FAILED_RETRY_REAL_S = 300.0
+_PRUNE_INTERVAL_S = Settings.model_fields["prune_interval_s"].default
 _POLL_S = 0.25
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -153,14 +154,24 @@ def seller_id(i: int) -> str:
 class WorkerProcesses:
     """`wbsync run` child processes on one Redis, database and emulator, and their CPU.
 
-    Shared by the benchmarks that run the production worker: scaleout, page and capacity.
+    Shared by the benchmarks that run the production worker: scaleout, page, capacity and soak.
+    The retention pass keeps its real period (an hour: none in a run) unless ``scaled_pruning``
+    (the soak's): an hourly pass does not come more often when pages do, and scaled it would
+    run every 3.6 ms at the page benchmark's time scale, a third of a worker's CPU measured.
     """
 
     def __init__(
-        self, emu: EmulatorProcess, redis: RedisUnderTest, *, time_scale: float, concurrency: int
+        self,
+        emu: EmulatorProcess,
+        redis: RedisUnderTest,
+        *,
+        time_scale: float,
+        concurrency: int,
+        scaled_pruning: bool = False,
     ) -> None:
         self.emu, self.redis = emu, redis
         self.time_scale, self.concurrency = time_scale, concurrency
+        self.scaled_pruning = scaled_pruning
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Any] = []
 
@@ -175,6 +186,7 @@ class WorkerProcesses:
             # The leader looks for failed jobs every quarter of this, scaled: at time scale
             # 0.001 WB's 300 s would be a look every 75 ms. Keep the real period (75 s).
             failed_retry_s=_FAILED_RETRY_REAL_S / self.time_scale,
+            prune_interval_s=_PRUNE_INTERVAL_S / (1.0 if self.scaled_pruning else self.time_scale),
             log_level="WARNING",
         )
 
@@ -188,6 +200,7 @@ class WorkerProcesses:
             WBSYNC_TIME_SCALE=str(settings.time_scale),
             WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
             WBSYNC_FAILED_RETRY_S=str(settings.failed_retry_s),
+            WBSYNC_PRUNE_INTERVAL_S=str(settings.prune_interval_s),
             WBSYNC_LOG_LEVEL="WARNING",
             # wbsync's own syncs are measured: an installed plugin's queue would add jobs the
             # run does not count (and a method the benchmark's emulator may not serve).

@@ -106,7 +106,11 @@ async def run(params: Params | None = None) -> dict[str, Any]:
             with redis_under_test("single") as redis:
                 async with fresh_database(params.postgres, Path(tmp), name="soak") as db_url:
                     workers = WorkerProcesses(
-                        emu, redis, time_scale=params.time_scale, concurrency=5
+                        emu,
+                        redis,
+                        time_scale=params.time_scale,
+                        concurrency=5,
+                        scaled_pruning=True,
                     )
                     settings = workers.settings(db_url)
                     runtime = await Runtime(settings, redis_url=redis.url).start()
