@@ -32,7 +32,7 @@ from wbsync.logs import configure_logging
 if TYPE_CHECKING:
     from wbsync.config import Settings
     from wbsync.store import Database, Store
-    from wbsync.store.db import Migration
+    from wbsync.store.migrator import Migration
 
 T = TypeVar("T")
 
