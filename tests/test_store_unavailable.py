@@ -145,7 +145,7 @@ async def test_a_database_not_accepting_connections_is_unavailable(
         await _lock_out(database_factory, throwaway)
         # The pooled connection is gone: its first statement fails (checkouts are not pinged),
         # which discards the pool's connections; a new one is refused with 55000.
-        with pytest.raises(StoreUnavailableError, match="closed|administrator command"):
+        with pytest.raises(StoreUnavailableError, match=r"closed|administrator command"):
             await database.execute(text("SELECT 1"))
         with pytest.raises(StoreUnavailableError, match="not currently accepting connections"):
             async with database.connection() as conn:
@@ -170,7 +170,7 @@ async def test_a_dead_pooled_connection_costs_one_unavailable_call_then_the_pool
             async with opened as conn:
                 return await conn.scalar(text("SELECT 1"))
 
-        with pytest.raises(StoreUnavailableError, match="closed|administrator command"):
+        with pytest.raises(StoreUnavailableError, match=r"closed|administrator command"):
             await once()
         assert await once() == 1
 
