@@ -163,7 +163,7 @@ async def test_a_dead_pooled_connection_costs_one_unavailable_call_then_the_pool
         await database.execute(text("SELECT 1"))  # a connection in the pool
         await _terminate(database_factory, throwaway)
 
-        async def once() -> int | None:
+        async def once() -> object:
             if way == "execute":
                 return (await database.execute(text("SELECT 1"))).scalar()
             opened = database.transaction() if way == "transaction" else database.connection()
