@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from tests.conftest_store import POSTGRES_ENV, DatabaseFactory
 from tests.waiting import wait_for
 from wbsync.errors import StoreError, StoreUnavailableError
+from wbsync.store import db as db_module
 from wbsync.store.db import Database
 
 # The codes of the wire protocol's first messages that are requests, not a startup message.
@@ -216,3 +217,19 @@ async def test_a_refused_statement_on_a_live_database_is_not_unavailable(throwaw
             async with database.connection() as conn:
                 await conn.execute(text("SELECT * FROM no_such_table"))
         assert not isinstance(caught.value, StoreUnavailableError)
+
+
+async def test_a_pooled_connection_is_replaced_past_the_recycle_age(
+    throwaway: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def backends(database: Database) -> set[int]:
+        pids = set()
+        for _ in range(3):  # one checkout after the other: the pool hands back its connection
+            pids.add(int((await database.execute(text("SELECT pg_backend_pid()"))).scalar_one()))
+        return pids
+
+    async with Database(throwaway) as database:
+        assert len(await backends(database)) == 1  # well within POOL_RECYCLE_S
+    monkeypatch.setattr(db_module, "POOL_RECYCLE_S", 0)  # every connection is past its age
+    async with Database(throwaway) as database:
+        assert len(await backends(database)) == 3
