@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from wbsync.ratelimit import RateLimiter
+from wbsync.ratelimit import LimiterOptions, RateLimiter
 from wbsync.redis_server import redis_url as resolve_redis_url
 
 pytest_plugins = ["tests.conftest_store"]
@@ -66,6 +66,6 @@ def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
     """Build a RateLimiter on the test's Redis and prefix: ``limiter_factory(time_scale=0.01)``."""
 
     def make(**options: Any) -> RateLimiter:
-        return RateLimiter(redis, prefix=prefix, **options)
+        return RateLimiter(redis, LimiterOptions(prefix=prefix, **options))
 
     return make

@@ -5,6 +5,7 @@ Loaded by the test modules that need it with ``pytest_plugins = ["tests.conftest
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 
@@ -17,6 +18,7 @@ from wbsync.emulator import running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
 from wbsync.wb.client import WbClient
+from wbsync.wb.options import ClientOptions
 from wbsync.wb.retry import RetryPolicy
 
 
@@ -44,7 +46,7 @@ def client_factory(
     """
     scale = emulator.config.time_scale
     limiter = limiter_factory(time_scale=scale)
-    settings = Settings(wb_base_url=emulator.base_url, time_scale=scale)
+    options = ClientOptions.of(Settings(wb_base_url=emulator.base_url, time_scale=scale))
 
     def make(
         *,
@@ -55,14 +57,9 @@ def client_factory(
         cabinet: str = "cabinet-a",
     ) -> WbClient:
         raw = token if token is not None else emulator.token(seller)
-        return WbClient(
-            cabinet,
-            raw,
-            limiter,
-            settings=settings,
-            retry=retry,
-            timeout_s=timeout_s,
-            rng=random.Random(0),
+        chosen = dataclasses.replace(
+            options, retry=retry or RetryPolicy(), read_timeout_s=timeout_s
         )
+        return WbClient(cabinet, raw, limiter, options=chosen, rng=random.Random(0))
 
     return make

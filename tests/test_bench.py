@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wbsync.bench import (
+    bare,
     capacity,
     data,
     lateness,
@@ -190,18 +191,26 @@ def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert finance["pages_per_run"] == 1 and finance["rows_per_page"] == 40
     assert finance["requests_per_run"] == 2  # the page, then WB's 204 that ends the report
     cpu = finance["cpu_ms_per_page"]
-    assert set(cpu) == {page.WBSYNC, *page.BARE_VARIANTS} and all(v > 0 for v in cpu.values())
-    fastest = min(cpu[v] for v in page.BARE_VARIANTS)
+    assert set(cpu) == {page.WBSYNC, *bare.BARE_VARIANTS} and all(v > 0 for v in cpu.values())
+    fastest = min(cpu[v] for v in bare.BARE_VARIANTS)
     assert cpu[finance["fastest_bare"]] == fastest
     assert finance["ratio_to_fastest_bare"] == pytest.approx(cpu[page.WBSYNC] / fastest, rel=0.01)
     by_name = finance["redis_commands_per_page_by_name"]
     assert by_name["evalsha"] >= 1  # the bucket, at least, runs on the private Redis
     assert "info" not in by_name  # the benchmark's own reads are not the page's
     assert finance["redis_commands_per_page"] == pytest.approx(sum(by_name.values()), rel=0.01)
+    # The MONITOR split: BullMQ's scripts run for the job (add, take, finish: 35 commands at
+    # least), wbsync's part holds the two bucket passes, the cursor save and the notification.
+    assert finance["bullmq_commands_per_job"] >= 35
+    assert finance["wbsync_commands_per_page"] >= 2 * 5 + 4 + 1
+    assert finance["client_calls_per_page"] >= 2 + 1 + 1
+    # Most commands run inside scripts: a client sends a fraction of them.
+    assert finance["client_calls_per_page"] < finance["redis_commands_per_page"] / 2
     assert result["targets"]["sqlite"]["finance_cpu_ms_per_page"] == cpu[page.WBSYNC]
     doc = (tmp_path / "benchmarks.md").read_text("utf-8")
     assert (
         "page: worker CPU" in doc
+        and "BullMQ cmd/job" in doc
         and "--sync rnp-finance-sync" in doc
         and "wbsync bench page --cabinets 1" in doc
     )

@@ -78,6 +78,7 @@ HEAVY_MODULES = (
     "bullmq",
     "redis",
     "httpx",
+    "aiohttp",
     "pydantic_settings",
     "jinja2",
     "prometheus_client",

@@ -34,7 +34,7 @@ from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 from wbsync.redis_cluster import EmbeddedCluster
 from wbsync.runtime import Runtime
 from wbsync.service import active_cabinet_ids
@@ -137,7 +137,7 @@ async def test_fan_out_leases_of_every_queue_in_one_call_on_the_cluster(
 async def test_deferred_job_resumes_from_its_cursor_and_is_never_doubled(
     harness: Harness, client: RedisCluster, prefix: str
 ) -> None:
-    limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
+    limiter = RateLimiter(client, LimiterOptions(prefix=prefix, time_scale=SCALE))
     seen: list[tuple[str, int, int]] = []
     queue = harness.queue("cl-defer")
     await harness.worker("cl-defer", paging_processor(limiter, 2, seen, ONE_PER_HOUR))
@@ -160,7 +160,7 @@ async def test_deferred_job_resumes_from_its_cursor_and_is_never_doubled(
 async def test_many_cabinets_enqueue_in_one_call_and_all_complete(
     harness: Harness, client: RedisCluster, prefix: str
 ) -> None:
-    limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
+    limiter = RateLimiter(client, LimiterOptions(prefix=prefix, time_scale=SCALE))
     queue = harness.queue("cl-many")
     seen: list[tuple[str, int, int]] = []
     await harness.worker("cl-many", paging_processor(limiter, 1, seen), concurrency=4)
@@ -175,7 +175,7 @@ async def test_many_cabinets_enqueue_in_one_call_and_all_complete(
 async def test_a_slow_window_does_not_hold_the_slot(
     harness: Harness, client: RedisCluster, prefix: str
 ) -> None:
-    limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
+    limiter = RateLimiter(client, LimiterOptions(prefix=prefix, time_scale=SCALE))
     slow = BucketScope("slow", "finance", ONE_PER_HOUR)
     await limiter.acquire(slow)  # the slow cabinet's window stays closed until opened below
     done: list[str] = []
@@ -237,7 +237,7 @@ async def test_a_connection_dropped_under_a_command_is_a_redis_failure_not_a_cra
         with pytest.raises(AttributeError, match="writelines"):  # the fault, from redis-py
             await _dropped_under(client, bucket, client.get(bucket))
 
-        limiter = RateLimiter(client, prefix=prefix)
+        limiter = RateLimiter(client, LimiterOptions(prefix=prefix))
         await limiter.peek(scope)
         with pytest.raises(RedisUnavailableError, match="AttributeError in the Redis client"):
             await _dropped_under(client, bucket, limiter.try_acquire(scope))
@@ -258,7 +258,7 @@ async def test_a_job_that_meets_a_dropped_connection_spends_no_attempt(
 ) -> None:
     client = redis_bounds.connect(cluster.url)
     assert isinstance(client, RedisCluster)
-    limiter = RateLimiter(client, prefix=prefix, time_scale=SCALE)
+    limiter = RateLimiter(client, LimiterOptions(prefix=prefix, time_scale=SCALE))
     scope = BucketScope("cab-once", "finance", ONE_PER_20S)
     runs: list[int] = []
 
@@ -295,10 +295,10 @@ async def test_a_job_that_meets_a_dropped_connection_spends_no_attempt(
 PENALIZE = """
 import asyncio, sys
 from wbsync import redis_client
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 async def main():
     redis = redis_client.connect(sys.argv[1])
-    limiter = RateLimiter(redis, prefix=sys.argv[2])
+    limiter = RateLimiter(redis, LimiterOptions(prefix=sys.argv[2]))
     await limiter.penalize(BucketScope("seller-x", "g", Limit(1, 10, 10)), 2000)
     await redis.aclose()
 asyncio.run(main())
@@ -308,7 +308,7 @@ asyncio.run(main())
 async def test_a_penalty_from_another_process_holds_every_process(
     cluster: EmbeddedCluster, client: RedisCluster, prefix: str
 ) -> None:
-    limiter = RateLimiter(client, prefix=prefix)
+    limiter = RateLimiter(client, LimiterOptions(prefix=prefix))
     bucket = BucketScope("seller-x", "g", Limit(period_s=1, limit=10, burst=10))
     assert (await limiter.try_acquire(bucket)).acquired
     started = time.monotonic()
@@ -428,6 +428,9 @@ async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
         await finance.promote_delayed()  # the window opens: the held job resumes and finishes
         await wait_for(lambda: _finance_exact(runtime, emulator, cabinets))
         await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 4)
+        # Each stored page was counted by its cursor save's script, in the queue's slot.
+        history = await runtime.throughput.history([FINANCE])
+        assert sum(history.queues[FINANCE]["pages"][-2:]) >= len(cabinets)
     finally:
         for worker in workers:
             await worker.close()

@@ -133,11 +133,15 @@ def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
             }
         }
     )
-    finance = FINANCE_DETAILED_REPORT.limit_for(TokenType.SERVICE, settings)
+    finance = FINANCE_DETAILED_REPORT.limit_for(TokenType.SERVICE, settings.limit_overrides)
     assert finance == Limit(period_s=90, limit=1, burst=1)
-    assert PRICES_UPLOAD_TASK.limit_for(TokenType.BASE, settings) == Limit(7200, 4, 1)
+    assert PRICES_UPLOAD_TASK.limit_for(TokenType.BASE, settings.limit_overrides) == Limit(
+        7200, 4, 1
+    )
     # Token types without an override keep the table's limit.
-    assert PRICES_UPLOAD_TASK.limit_for(TokenType.PERSONAL, settings) == Limit(6, 10, 5)
+    assert PRICES_UPLOAD_TASK.limit_for(TokenType.PERSONAL, settings.limit_overrides) == Limit(
+        6, 10, 5
+    )
 
 
 @pytest.mark.parametrize(

@@ -327,7 +327,7 @@ async def test_the_autobidder_killed_mid_apply_moves_every_bid_exactly_once(
 
     async def run(cursor: Any, on_page: Any) -> None:
         async with WbClient(
-            "bids", emulator.token(SELLER), runtime.limiter, settings=runtime.settings
+            "bids", emulator.token(SELLER), runtime.limiter, options=runtime.client_options
         ) as client:
             inp = SyncInput(client, store, cabinet.id, cursor, emulator.config.anchor_date, options)
             await run_sync(sync, inp, on_page=on_page)

@@ -19,7 +19,7 @@ PARENT = """
 import asyncio, json, sys
 from pathlib import Path
 from wbsync import keys
-from wbsync.bench.scaleout import RedisUnderTest, WorkerProcesses
+from wbsync.bench.processes import RedisUnderTest, WorkerProcesses
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.emulator import EmulatorConfig
 from wbsync.redis_server import EmbeddedRedis

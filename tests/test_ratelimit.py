@@ -193,10 +193,10 @@ async def test_peek_takes_nothing(limiter_factory: LimiterFactory) -> None:
 PENALIZE = """
 import asyncio, sys
 from redis.asyncio import Redis
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 async def main():
     redis = Redis.from_url(sys.argv[1])
-    limiter = RateLimiter(redis, prefix=sys.argv[2])
+    limiter = RateLimiter(redis, LimiterOptions(prefix=sys.argv[2]))
     await limiter.penalize(BucketScope("seller-x", "g", Limit(1, 10, 10)), 2000)
     await redis.aclose()
 asyncio.run(main())

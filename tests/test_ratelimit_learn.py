@@ -17,8 +17,10 @@ from wbsync.emulator import EmulatorConfig, running_emulator
 from wbsync.errors import RateLimitExceeded
 from wbsync.metrics import sample
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+from wbsync.wb.options import ClientOptions
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 
@@ -132,7 +134,7 @@ async def test_ceiling_cap_refuses_a_long_window_at_once(limiter_factory: Limite
     assert 3.5 <= caught.value.retry_after <= 3.6  # the true wait, not the cap
 
 
-async def test_for_settings_wires_every_limiter_setting(redis: Redis, prefix: str) -> None:
+async def test_limiter_options_wire_every_limiter_setting(redis: Redis, prefix: str) -> None:
     settings = Settings(
         redis_prefix=prefix,
         time_scale=0.5,
@@ -142,7 +144,7 @@ async def test_for_settings_wires_every_limiter_setting(redis: Redis, prefix: st
         limiter_refill_margin_cap_ms=10.0,
         learned_limit_ttl_s=2.0,
     )
-    limiter = RateLimiter.for_settings(redis, settings)
+    limiter = RateLimiter(redis, limiter_options(settings))
     minute, second = scope(FINANCE), scope(Limit(period_s=1, limit=10, burst=1))
     assert limiter.ceiling_ms(minute) == pytest.approx(10_000.0)  # the cap, scaled
     assert limiter.ceiling_ms(second) == pytest.approx(1500.0)  # 2 x 0.5 s + 0.5 s
@@ -187,8 +189,10 @@ async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
     learned_before = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
     async with running_emulator(config) as emu:
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})
-        limiter = RateLimiter.for_settings(redis, settings)
-        async with WbClient("a", emu.token(SELLER_A), limiter, settings=settings) as client:
+        limiter = RateLimiter(redis, limiter_options(settings))
+        async with WbClient(
+            "a", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+        ) as client:
             bucket = client.scope(FINANCE_DETAILED_REPORT)
             body = {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}
 

@@ -20,6 +20,7 @@ from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.syncs.runner import PageListener
 from wbsync.wb.client import WbClient
+from wbsync.wb.options import ClientOptions
 
 SCALE = 0.001  # the finance report's minute is 60 ms
 SELLER = "3f1c0a52-6b7e-4d2a-9c4e-1a2b3c4d5e6f"
@@ -58,7 +59,10 @@ async def run(
     cabinet = await store.cabinets.add("shop", emu.token(SELLER), SELLER)
     settings = Settings(wb_base_url=emu.base_url, time_scale=SCALE)
     async with WbClient(
-        "shop", emu.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
+        "shop",
+        emu.token(SELLER),
+        limiter_factory(time_scale=SCALE),
+        options=ClientOptions.of(settings),
     ) as client:
         inp = SyncInput(client, store, cabinet.id, None, emu.config.anchor_date, OPTIONS)
         totals = await run_sync(SYNCS[name], inp, on_page=on_page)
@@ -146,7 +150,10 @@ async def test_a_second_run_of_an_incremental_sync_adds_nothing_new(
     assert cursor is not None and cursor["phase"] == "orders"
     settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
     async with WbClient(
-        "shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
+        "shop",
+        emulator.token(SELLER),
+        limiter_factory(time_scale=SCALE),
+        options=ClientOptions.of(settings),
     ) as client:
         inp = SyncInput(client, store, cabinet_id, cursor, emulator.config.anchor_date, OPTIONS)
         totals = await run_sync(SYNCS["rnp-sections-sync"], inp)
@@ -168,7 +175,10 @@ async def test_autobidder_and_pricing_record_what_they_sent(
     await store.ledger.set_price_targets(cabinet_id, targets)
     settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
     async with WbClient(
-        "shop", emulator.token(SELLER), limiter_factory(time_scale=SCALE), settings=settings
+        "shop",
+        emulator.token(SELLER),
+        limiter_factory(time_scale=SCALE),
+        options=ClientOptions.of(settings),
     ) as client:
         inp = SyncInput(client, store, cabinet_id, None, emulator.config.anchor_date, OPTIONS)
         await run_sync(SYNCS["pricing-bulk"], inp)

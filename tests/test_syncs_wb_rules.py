@@ -18,6 +18,7 @@ from wbsync.store import Store
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
 from wbsync.syncs.autobidder import ACTIVE
 from wbsync.wb.client import WbClient
+from wbsync.wb.options import ClientOptions
 
 SCALE = 0.001
 SELLER = "5d0e7c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6"
@@ -59,7 +60,9 @@ async def test_autobidder_bids_only_where_wb_allows_and_survives_a_refusal(
     settings = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
     limiter = limiter_factory(time_scale=SCALE)
     caplog.set_level(logging.WARNING, logger="wbsync.syncs.autobidder")
-    async with WbClient("shop", emulator.token(SELLER), limiter, settings=settings) as client:
+    async with WbClient(
+        "shop", emulator.token(SELLER), limiter, options=ClientOptions.of(settings)
+    ) as client:
         inp = SyncInput(client, store, cabinet.id, None, emulator.config.anchor_date, OPTIONS)
         async for page in SYNCS["autobidder-sync"].pages(inp):
             if page.dataset is not None:
@@ -105,7 +108,9 @@ async def test_sections_sync_pulls_every_row_once_under_both_readings_of_date_fr
         sync = SYNCS["rnp-sections-sync"]
         for run in range(2):
             cursor = await store.cursors.get(cabinet.id, sync.name)
-            async with WbClient("shop", emu.token(SELLER), limiter, settings=settings) as client:
+            async with WbClient(
+                "shop", emu.token(SELLER), limiter, options=ClientOptions.of(settings)
+            ) as client:
                 inp = SyncInput(client, store, cabinet.id, cursor, config.anchor_date, OPTIONS)
                 totals = await run_sync(sync, inp)
             assert (totals.rows > 0) == (run == 0)

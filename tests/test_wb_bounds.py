@@ -4,6 +4,7 @@ deadline, absurd rate-limit headers, a redirect, a body past the maximum size.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +31,7 @@ from wbsync.errors import (
 from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.wb.options import ClientOptions
 from wbsync.wb.retry import RetryPolicy
 from wbsync.wb.tokens import Category, mint_token
 
@@ -51,9 +53,10 @@ def make_client(emulator: Emulator, limiter_factory: LimiterFactory) -> MakeClie
             "cabinet-a",
             emulator.token(SELLER_A),
             limiter,
-            settings=settings,
-            retry=RetryPolicy(attempts=attempts, base_delay_s=0.0),
-            timeout_s=10.0,
+            options=dataclasses.replace(
+                ClientOptions.of(settings, retry=RetryPolicy(attempts=attempts, base_delay_s=0.0)),
+                read_timeout_s=10.0,
+            ),
             rng=random.Random(0),
         )
 
@@ -178,7 +181,9 @@ async def test_a_page_past_the_body_maximum_is_refused_unread(
         wb_finance_page_rows=100_000,
     )
     limiter = limiter_factory(time_scale=settings.time_scale)
-    async with WbClient("c", big_pages.token(SELLER_A), limiter, settings=settings) as client:
+    async with WbClient(
+        "c", big_pages.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+    ) as client:
         with pytest.raises(WbBodyTooLargeError, match="WBSYNC_WB_MAX_BODY_BYTES") as caught:
             await anext(_finance(client))
     assert caught.value.method == "finance.detailed_report" and caught.value.status == 200
@@ -197,7 +202,9 @@ async def test_finance_pages_follow_the_page_size_setting(
         wb_finance_page_rows=20,
     )
     limiter = limiter_factory(time_scale=settings.time_scale)
-    async with WbClient("c", big_pages.token(SELLER_A), limiter, settings=settings) as client:
+    async with WbClient(
+        "c", big_pages.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+    ) as client:
         page = await anext(_finance(client))
     assert len(page.rows) == 20
     assert Settings().wb_finance_page_rows == 10_000  # WB's 100,000 would be ~200 MB of JSON
@@ -233,7 +240,7 @@ async def test_a_body_without_a_length_is_read_no_further_than_the_maximum(
     limiter = limiter_factory()
     try:
         token = mint_token(key="k" * 32, seller_id=SELLER_A, categories=list(Category))
-        async with WbClient("c", token, limiter, settings=settings) as client:
+        async with WbClient("c", token, limiter, options=ClientOptions.of(settings)) as client:
             with pytest.raises(WbBodyTooLargeError) as caught:
                 await client.call(eps.TARIFFS_ACCEPTANCE_COEFFICIENTS)
     finally:

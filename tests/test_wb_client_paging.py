@@ -15,6 +15,7 @@ from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.wb.options import ClientOptions
 
 pytest_plugins = ["tests.conftest_wb"]
 
@@ -101,7 +102,9 @@ async def test_statistics_pager_under_both_readings_of_date_from(
         assert len(expected) == 23
         shared = [r["lastChangeDate"] for r in expected]
         assert batch == 1 or len(set(shared)) < len(shared)
-        async with WbClient("c", emu.token(SELLER_A), limiter, settings=settings) as client:
+        async with WbClient(
+            "c", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+        ) as client:
             # Pull two pages, then resume from the saved cursor as a sync does.
             rows: list[Row] = []
             cursor: dict[str, Any] = {"from": "2026-07-01", "seen": []}

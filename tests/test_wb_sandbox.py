@@ -15,6 +15,7 @@ from wbsync.errors import TokenError
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
+from wbsync.wb.options import ClientOptions, Hosts
 from wbsync.wb.tokens import TokenType
 
 pytest_plugins = ["tests.conftest_wb"]
@@ -27,7 +28,10 @@ def test_test_tokens_go_to_wbs_sandbox_hosts() -> None:
         "https://statistics-api-sandbox.wildberries.ru/api/v1/supplier/orders"
     )
     local = Settings(wb_sandbox_base_url="http://127.0.0.1:9/")
-    assert STATISTICS_ORDERS.url(local, sandbox=True) == "http://127.0.0.1:9/api/v1/supplier/orders"
+    assert (
+        STATISTICS_ORDERS.url(Hosts.of(local), sandbox=True)
+        == "http://127.0.0.1:9/api/v1/supplier/orders"
+    )
     with pytest.raises(ValueError, match="no sandbox host for the finance section"):
         FINANCE_DETAILED_REPORT.url(sandbox=True)
 
@@ -59,7 +63,9 @@ async def test_a_test_token_is_sent_to_the_sandbox_or_refused_before_sending(
         wb_base_url=emulator.base_url, wb_sandbox_base_url=emulator.sandbox_url, time_scale=scale
     )
     token = emulator.token(SELLER_A, token_type=TokenType.TEST)
-    async with WbClient("t", token, limiter_factory(time_scale=scale), settings=settings) as client:
+    async with WbClient(
+        "t", token, limiter_factory(time_scale=scale), options=ClientOptions.of(settings)
+    ) as client:
         rows = [
             r async for page in methods.orders(client, date_from="2026-07-01") for r in page.rows
         ]

@@ -13,6 +13,7 @@ from wbsync.config import Settings
 from wbsync.errors import TokenError
 from wbsync.scope import Limit
 from wbsync.wb import endpoints as eps
+from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import Category, TokenType, mint_token, parse_token, verify_token
 
 KEY = "wbsync-test-key-0123456789abcdef0123456789"
@@ -133,10 +134,10 @@ def test_base_url_resolution() -> None:
     ep = eps.FINANCE_DETAILED_REPORT
     assert ep.url() == "https://finance-api.wildberries.ru/api/finance/v1/sales-reports/detailed"
     one = Settings(wb_base_url="http://127.0.0.1:9/")
-    assert ep.url(one) == "http://127.0.0.1:9/api/finance/v1/sales-reports/detailed"
+    assert ep.url(Hosts.of(one)) == "http://127.0.0.1:9/api/finance/v1/sales-reports/detailed"
     per = Settings(wb_base_url="http://a", wb_base_urls={"finance": "http://f"})
-    assert ep.url(per).startswith("http://f/")
-    assert eps.STATISTICS_SALES.url(per).startswith("http://a/")
+    assert ep.url(Hosts.of(per)).startswith("http://f/")
+    assert eps.STATISTICS_SALES.url(Hosts.of(per)).startswith("http://a/")
 
 
 def test_expiry_checked_against_now() -> None:

@@ -15,14 +15,16 @@ import sys
 import time
 from typing import Any
 
-import httpx
 from redis.asyncio import Redis
 
 from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import ENDPOINTS
+from wbsync.wb.http import HttpPool
+from wbsync.wb.options import ClientOptions
 
 BODIES: dict[str, dict[str, Any]] = {
     "finance.detailed_report": {
@@ -39,7 +41,7 @@ async def main(args: dict[str, Any]) -> None:
         wb_base_url=args["base_url"], time_scale=args["time_scale"], redis_prefix=args["prefix"]
     )
     # As in production (wbsync.runtime): the refill margin absorbs request-arrival jitter.
-    limiter = RateLimiter.for_settings(redis, settings)
+    limiter = RateLimiter(redis, limiter_options(settings))
     if args["mode"] == "pairs":
         await pairs(args, limiter, settings)
         await redis.aclose()
@@ -47,14 +49,18 @@ async def main(args: dict[str, Any]) -> None:
     ep = ENDPOINTS[args["method"]]
     try:
         async with (
-            httpx.AsyncClient() as http,
+            HttpPool() as http,
             WbClient(
-                args["cabinet"], args["token"], limiter, settings=settings, http=http
+                args["cabinet"],
+                args["token"],
+                limiter,
+                options=ClientOptions.of(settings),
+                http=http,
             ) as client,
         ):
             # A cold process's first request pays for lazy imports and the connection, tens of
             # ms after its token was taken; at test scale that is most of a window. Warm up.
-            await http.get(f"{args['base_url']}/__emulator/limits")
+            await _warm_up(http, args["base_url"])
             if args["mode"] == "wait-go":
                 print("ready", flush=True)
                 await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -72,18 +78,35 @@ async def main(args: dict[str, Any]) -> None:
 
 
 async def pairs(args: dict[str, Any], limiter: RateLimiter, settings: Settings) -> None:
-    async def calls(http: httpx.AsyncClient, token: str, method: str) -> list[int]:
+    async def calls(http: HttpPool, token: str, method: str) -> list[int]:
         ep = ENDPOINTS[method]
-        client = WbClient(token[-12:], token, limiter, settings=settings, http=http)
+        client = WbClient(
+            token[-12:], token, limiter, options=ClientOptions.of(settings), http=http
+        )
         return [(await client.call(ep, **BODIES[ep.name])).status for _ in range(args["n"])]
 
-    async with httpx.AsyncClient() as http:
-        await http.get(f"{args['base_url']}/__emulator/limits")  # warm up, as above
+    async with HttpPool() as http:
+        await _warm_up(http, args["base_url"])  # as above
         statuses = await run_with_rate_limit_deferral(
             60_000,
             lambda: asyncio.gather(*(calls(http, t, m) for t, m in args["pairs"])),
         )
     print(json.dumps({"statuses": statuses}), flush=True)
+
+
+async def _warm_up(http: HttpPool, base_url: str) -> None:
+    """Open the pool's connection and load the HTTP stack's lazy parts, spending no budget."""
+    await http.exchange(
+        "GET",
+        f"{base_url}/__emulator/limits",
+        name="warm-up",
+        params=None,
+        body=None,
+        headers={},
+        deadline_s=10.0,
+        read_timeout_s=10.0,
+        max_body_bytes=1 << 20,
+    )
 
 
 if __name__ == "__main__":

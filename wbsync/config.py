@@ -8,6 +8,10 @@ a value is on its own. Names that must exist in the registry (queues, WB methods
 limit groups, token types, which plugins may add to) and URLs checked by the layer that uses
 them are checked where the application is composed, after the plugins are loaded
 (``wbsync.startup``), in the same one-line form.
+
+Just past 400 lines on purpose: nearly all of it is the one ``Settings`` class, whose fields are
+the settings table (docs/settings.md), and the reading of the environment below it works on
+exactly those fields, so a split would leave neither part easier to read.
 """
 
 from __future__ import annotations

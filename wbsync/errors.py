@@ -34,7 +34,7 @@
 
 ``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
-sees it. Foreign errors (redis, httpx, bullmq, SQLAlchemy) are translated into these at the
+sees it. Foreign errors (redis, aiohttp, bullmq, SQLAlchemy) are translated into these at the
 boundary where they happen; every Redis client's, single or cluster, by one function
 (``wbsync.redis_client.redis_failures``). No message here ever contains a WB token or an API key.
 

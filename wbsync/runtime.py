@@ -1,5 +1,9 @@
 """What one wbsync process shares: settings, Redis, the limiter, the database, HTTP, the queues.
 
+Every WB client of the process shares one HTTP connection pool (at most
+``wbsync.wb.http.MAX_CONNECTIONS`` connections to WB) and one ``ClientOptions`` built from the
+settings here.
+
 ``open_runtime(settings)`` gives a started runtime and closes everything on exit. Without
 ``WBSYNC_REDIS_URL`` it refuses to start (``ConfigError``) unless the caller asks for a private
 embedded Redis: jobs and buckets in it are discarded at exit and no other process can see them,
@@ -11,8 +15,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import httpx
-
 from wbsync import keys, redis_bounds
 from wbsync.change_stream import ChangeStream
 from wbsync.config import Settings, without_password
@@ -20,13 +22,30 @@ from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
 from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import SyncQueue
-from wbsync.ratelimit import RateLimiter
+from wbsync.ratelimit import LimiterOptions, RateLimiter
 from wbsync.redis_client import is_redis_failure
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb.client import WbClient
+from wbsync.wb.http import HttpPool
+from wbsync.wb.options import ClientOptions
+
+
+def limiter_options(settings: Settings) -> LimiterOptions:
+    """The limiter's options as ``settings`` configure them (prefix, time scale, margins, cap,
+    TTL), as every process builds its limiter."""
+    return LimiterOptions(
+        prefix=settings.redis_prefix,
+        time_scale=settings.time_scale,
+        ceiling_margin_ms=settings.wait_ceiling_margin_ms,
+        ceiling_cap_ms=settings.wait_ceiling_cap_ms,
+        refill_margin_ratio=settings.limiter_refill_margin_ratio,
+        refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
+        learned_ttl_s=settings.learned_limit_ttl_s,
+        max_wait_s=settings.wb_rate_wait_max_s,
+    )
 
 
 class Runtime:
@@ -36,7 +55,7 @@ class Runtime:
         self.settings = settings
         self.redis_url = redis_url
         self.redis = redis_bounds.connect(redis_url)
-        self.limiter = RateLimiter.for_settings(self.redis, settings)
+        self.limiter = RateLimiter(self.redis, limiter_options(settings))
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
         self.lag = LagHistory(self.redis, prefix=settings.redis_prefix)
         self.database = Database(settings.database_url)
@@ -45,7 +64,8 @@ class Runtime:
             self.redis, prefix=settings.redis_prefix, maxlen=settings.change_stream_maxlen
         )
         self.store.add_listener(self.change_stream.publish)
-        self.http = httpx.AsyncClient(timeout=60.0)
+        self.http = HttpPool()
+        self.client_options = ClientOptions.of(settings)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,
             stats_days=settings.sync_stats_days,
@@ -129,7 +149,7 @@ class Runtime:
             cabinet.name,
             cabinet.token(),
             self.limiter,
-            settings=self.settings,
+            options=self.client_options,
             http=self.http,
             throughput=self.throughput,
         )

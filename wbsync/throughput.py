@@ -1,8 +1,11 @@
 """Throughput history: pages stored and 429s from WB, per queue and wall-clock minute, in Redis.
 
 Shared by every process (the status page shows the whole deployment, not one process), one
-small hash per (queue, minute) that expires after ``KEEP_S``. Recording is one pipelined
-``HINCRBY`` + ``EXPIRE``; reading the last hour is one pipeline of ``HMGET``s.
+small hash per (queue, minute) that expires ``KEEP_S`` after the minute's first count.
+Recording is one call of ``throughput.lua``: a ``HINCRBY`` per field, and the ``EXPIRE`` only at
+a field's first count of the minute. A stored page is not recorded here: the job layer counts it
+in the same script call that saves the page's cursor (``count_page``, ``wbsync.jobs.job_data``);
+reading the last hour is one pipeline of ``HMGET``s.
 
 A count that cannot be written (Redis failed) is dropped, never raised: after a failure no count
 is written for a ``FailureBackoff`` pause (``wbsync.redis_bounds``), so an outage costs one
@@ -18,10 +21,11 @@ from dataclasses import dataclass
 from wbsync import clock, keys
 from wbsync.context import current_job
 from wbsync.errors import RedisUnavailableError
+from wbsync.lua import lua_script
 from wbsync.redis_bounds import FailureBackoff
 from wbsync.redis_client import RedisClient, redis_failures
 
-__all__ = ["HISTORY_MINUTES", "KEEP_S", "History", "Throughput"]
+__all__ = ["HISTORY_MINUTES", "KEEP_S", "Count", "History", "Throughput"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,18 @@ HISTORY_MINUTES = 60
 KEEP_S = 2 * 3600
 """A minute's counts expire this long after their last write."""
 _FIELDS = ("pages", "upstream_429")
+_SCRIPT = lua_script("wbsync", "throughput.lua")
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """One addition to a (queue, minute) hash, for a script that writes it with other keys of
+    the queue's slot (``throughput.lua``'s rule: the expiry is set at the field's first count)."""
+
+    key: str
+    field: str
+    amount: int
+    keep_s: int = KEEP_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +62,7 @@ class Throughput:
     def __init__(self, redis: RedisClient, *, prefix: str) -> None:
         self._redis = redis
         self._prefix = prefix
+        self._script = redis.register_script(_SCRIPT)
         self._backoff = FailureBackoff()
         self._paused_until = 0.0
 
@@ -56,16 +73,15 @@ class Throughput:
         """
         if clock.monotonic() < self._paused_until:
             return  # Redis failed a moment ago: the count is dropped without a call
-        key = keys.throughput_key(self._prefix, queue, int(clock.now_ms() // 60_000))
+        added = [(f, n) for f, n in (("pages", pages), ("upstream_429", upstream_429)) if n]
+        if not added:
+            return
+        args: list[str | int] = [KEEP_S]
+        for field, amount in added:
+            args += [field, amount]
         try:
             with redis_failures(f"throughput of {queue} not recorded"):
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    if pages:
-                        pipe.hincrby(key, "pages", pages)
-                    if upstream_429:
-                        pipe.hincrby(key, "upstream_429", upstream_429)
-                    pipe.expire(key, KEEP_S)
-                    await pipe.execute()
+                await self._script(keys=[self._key(queue)], args=args)
         except RedisUnavailableError as exc:
             pause = self._backoff.failed()
             self._paused_until = clock.monotonic() + pause
@@ -73,6 +89,14 @@ class Throughput:
                 log.warning("%s; counts are dropped until Redis answers", exc)
             return
         self._backoff.succeeded()
+
+    def count_page(self, queue: str) -> Count:
+        """One stored page of ``queue`` this minute, for the script that saves the page's
+        cursor to write (one round trip for both)."""
+        return Count(self._key(queue), "pages", 1)
+
+    def _key(self, queue: str) -> str:
+        return keys.throughput_key(self._prefix, queue, int(clock.now_ms() // 60_000))
 
     async def rate_limited(self) -> None:
         """WB answered 429 to the running job's request (nothing is recorded outside jobs)."""

@@ -50,13 +50,14 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         done = {"pages": int(job.data.get("pages", 0)), "rows": int(job.data.get("rows", 0))}
 
         async def saved(page: SyncPage) -> None:
+            count = None
             if page.dataset is not None:
                 done["pages"] += 1
                 done["rows"] += len(page.rows)
                 SYNC_PAGES.labels(sync.name).inc()
                 SYNC_ROWS.labels(sync.name).inc(len(page.rows))
-                await runtime.throughput.record(sync.name, pages=1)
-            await job.save_cursor(page.cursor, done)
+                count = runtime.throughput.count_page(job.queue)  # with the cursor: one call
+            await job.save_cursor(page.cursor, done, count=count)
 
         inp = SyncInput(
             client=runtime.client(cabinet),

@@ -23,7 +23,7 @@ from wbsync.api.auth import COOKIE, SESSION_TTL_S, key_matches, new_session, req
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import retry_failed
-from wbsync.api.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
+from wbsync.api.status_model import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
 from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wbsync import clock
 from wbsync.jobs.views import JobView
-from wbsync.store import Cabinet, RunRecord
+from wbsync.store import Cabinet, CabinetOverview, RunRecord
 from wbsync.store.changes import ChangePage
 from wbsync.syncs import SYNCS
 
@@ -286,8 +286,8 @@ def change_page_out(dataset: str, page: ChangePage) -> ChangePageOut:
     )
 
 
-def cabinet_out(cabinet: Cabinet) -> CabinetOut:
-    """A cabinet as the API shows it."""
+def cabinet_out(cabinet: Cabinet | CabinetOverview) -> CabinetOut:
+    """A cabinet (or its overview, as the status reads it) as the API shows it."""
     return CabinetOut(
         id=cabinet.id,
         name=cabinet.name,

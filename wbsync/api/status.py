@@ -13,6 +13,9 @@ A status read has two parts:
 
 At most ``STATUS_READS`` reads touch Redis at once (the others queue in the process), and the
 runtime's Redis pool is sized and blocking, so no load of the page can exhaust a pool.
+
+What a read asks for and answers with is the view model, ``wbsync.api.status_model``; the page's
+buckets and counters are read as the API reads them for one cabinet (``wbsync.api.live``).
 """
 
 from __future__ import annotations
@@ -22,57 +25,29 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Literal, get_args
-
-from prometheus_client import REGISTRY
 
 from wbsync import clock
+from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
     BucketOut,
-    CabinetBucketOut,
-    CabinetJobOut,
-    CabinetOut,
-    CabinetStatusOut,
     JobOut,
-    LagOut,
-    LearnedOut,
-    LimitOut,
     RunOut,
-    StatusOut,
     ThroughputOut,
     at_ms,
+    cabinet_out,
     job_out,
     run_out,
 )
+from wbsync.api.status_model import STATES, CabinetStatus, StatusPage, StatusQuery
 from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
-from wbsync.jobs.lag import LAG_WINDOW_S, LagFigure
-from wbsync.jobs.model import LIVE_STATES
+from wbsync.jobs.lag import LagFigure
 from wbsync.jobs.views import job_states, read_jobs
-from wbsync.metrics import QUEUE_JOBS
-from wbsync.ratelimit import BucketScope, Learned
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
 from wbsync.syncs import SYNCS, unserved_queues
-from wbsync.wb.endpoints import ENDPOINTS
 from wbsync.wb.tokens import parse_token
 
-__all__ = [
-    "INDEX_TTL_S",
-    "PER_PAGE_MAX",
-    "STATUS_READS",
-    "CabinetStatus",
-    "SortOrder",
-    "StateFilter",
-    "StatusPage",
-    "StatusQuery",
-    "StatusReader",
-    "cabinet_buckets",
-    "cabinet_jobs",
-    "counters",
-    "queue_counts",
-    "status_out",
-]
+__all__ = ["INDEX_TTL_S", "STATUS_READS", "StatusReader"]
 
 log = logging.getLogger(__name__)
 
@@ -80,26 +55,10 @@ INDEX_TTL_S = 3.0
 """An index older than this is rebuilt in the background (the page reloads every 5 s)."""
 STATUS_READS = 4
 """Status reads that touch Redis at the same time, per process; the rest wait their turn."""
-PER_PAGE_MAX = 200
-"""The most cabinets one status page shows."""
 BUSIEST = 12
 _YIELD_EVERY = 1000
 PAGE_CACHE = 64
 """Distinct queries whose result a reader keeps for the current index."""
-
-StateFilter = Literal[
-    "all",
-    "failed",
-    "deferred",
-    "running",
-    "waiting",
-    "idle",
-    "disabled-method",
-    "learned-limit",
-]
-SortOrder = Literal["stuck", "id", "name"]
-STATE_FILTERS: tuple[str, ...] = get_args(StateFilter)
-SORT_ORDERS: tuple[str, ...] = get_args(SortOrder)
 # Which job states each filter selects (a cabinet matches when any of its jobs is in one).
 _FILTER_STATES: dict[str, frozenset[str]] = {
     "failed": frozenset({"failed"}),
@@ -107,7 +66,6 @@ _FILTER_STATES: dict[str, frozenset[str]] = {
     "running": frozenset({"active"}),
     "waiting": frozenset({"waiting", "prioritized"}),
 }
-STATES = (*LIVE_STATES, "failed")
 
 
 def _queue_order(queue: str) -> tuple[int, str]:
@@ -115,111 +73,6 @@ def _queue_order(queue: str) -> tuple[int, str]:
     (a plugin loaded elsewhere) by name."""
     known = list(SYNCS)
     return (known.index(queue), "") if queue in SYNCS else (len(known), queue)
-
-
-async def cabinet_jobs(runtime: Runtime, cabinet_id: int) -> list[JobOut]:
-    """The cabinet's live jobs over every queue."""
-    views = await asyncio.gather(*(runtime.queue(q).job(str(cabinet_id)) for q in SYNCS))
-    return [job_out(v) for v in views if v is not None and v.state in LIVE_STATES]
-
-
-async def buckets_of(runtime: Runtime, cabinets: Sequence[Cabinet]) -> list[tuple[str, BucketOut]]:
-    """Every bucket of these cabinets, read without taking a token, in one pipeline.
-
-    A cabinet whose token cannot be read (expired, no secret key) is left out with a warning.
-    """
-    scale = runtime.settings.time_scale
-    wanted: list[tuple[str, str, list[str], BucketScope]] = []
-    for cabinet in cabinets:
-        try:
-            token = parse_token(cabinet.token(), cabinet=cabinet.name)
-        except (TokenError, ConfigError) as exc:
-            log.warning("status: no buckets for cabinet %s: %s", cabinet.id, exc)
-            continue
-        groups: dict[str, list[str]] = defaultdict(list)
-        for ep in ENDPOINTS.values():
-            if ep.allows(token.type):
-                groups[ep.group].append(ep.name)
-        for group, methods in groups.items():
-            limit = ENDPOINTS[methods[0]].limit_for(token.type, runtime.settings)
-            wanted.append(
-                (cabinet.name, group, methods, BucketScope(token.seller_id, group, limit))
-            )
-    peeks = await runtime.limiter.peek_many([w[3] for w in wanted])
-    learned = await runtime.limiter.learned_many([w[3] for w in wanted])
-    now = clock.now_ms()
-    out = []
-    for (name, group, methods, scope), peek, known in zip(wanted, peeks, learned, strict=True):
-        limit, wait = scope.limit, 0 if peek.acquired else peek.wait_ms
-        capacity = min(limit.burst, known.burst) if known is not None else limit.burst
-        bucket = BucketOut(
-            group=group,
-            methods=methods,
-            limit=LimitOut(
-                period_s=limit.period_s, limit=limit.limit, burst=limit.burst, time_scale=scale
-            ),
-            tokens_left=min(peek.remaining, capacity),
-            capacity=capacity,
-            next_token_in_ms=wait,
-            next_token_at=at_ms(now + wait),
-            learned=_learned_out(known, scale),
-        )
-        out.append((name, bucket))
-    return out
-
-
-def _learned_out(known: Learned | None, scale: float) -> LearnedOut | None:
-    if known is None:
-        return None
-    limit = known.as_limit(scale)
-    return LearnedOut(
-        period_s=limit.period_s,
-        limit=limit.limit,
-        burst=limit.burst,
-        expires_in_ms=known.expires_in_ms,
-    )
-
-
-async def cabinet_buckets(runtime: Runtime, cabinet: Cabinet) -> list[BucketOut]:
-    """Every limit group the cabinet's token may spend, read without taking a token."""
-    parse_token(cabinet.token(), cabinet=cabinet.name)  # a bad token is the caller's error
-    return [bucket for _, bucket in await buckets_of(runtime, [cabinet])]
-
-
-async def queue_counts(runtime: Runtime) -> dict[str, dict[str, int]]:
-    """Jobs per state of every queue; also sets the queue-depth gauges."""
-    counts = await asyncio.gather(*(runtime.queue(q).counts() for q in SYNCS))
-    for name, by_state in zip(SYNCS, counts, strict=True):
-        for state, n in by_state.items():
-            QUEUE_JOBS.labels(name, state).set(n)
-    return dict(zip(SYNCS, counts, strict=True))
-
-
-def counters() -> dict[str, float]:
-    """Process-wide totals of the counters the page shows."""
-    totals: dict[str, float] = defaultdict(float)
-    for metric in REGISTRY.collect():
-        for s in metric.samples:
-            if s.name == "wbsync_rate_limit_reschedules_total":
-                totals["reschedules"] += s.value
-            elif s.name == "wbsync_upstream_requests_total" and s.labels.get("status") == "429":
-                totals["upstream_429"] += s.value
-            elif s.name == "wbsync_limiter_wait_seconds_count" and (
-                s.labels.get("outcome") == "refused"
-            ):
-                totals["local_429"] += s.value
-    return {k: totals[k] for k in ("reschedules", "upstream_429", "local_429")}
-
-
-@dataclass(frozen=True, slots=True)
-class StatusQuery:
-    """What a status read asks for: a search, a state filter, an order and a page (from 1)."""
-
-    search: str = ""
-    state: StateFilter = "all"
-    sort: SortOrder = "stuck"
-    page: int = 1
-    per_page: int = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,55 +90,6 @@ class _Index:
     lag: dict[str, LagFigure]
     built_at: float  # monotonic seconds
     unloaded: list[str] = field(default_factory=list)
-
-
-@dataclass
-class CabinetStatus:
-    """A cabinet with its jobs (live and failed), its last runs and since when it is stuck."""
-
-    cabinet: CabinetOut
-    jobs: list[JobOut]
-    runs: list[RunOut] = field(default_factory=list)
-    stuck_since: datetime | None = None
-    unserved: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class StatusPage:
-    """One page of the status: totals over every cabinet, details of the page's cabinets."""
-
-    generated_at: datetime
-    time_scale: float
-    queues: dict[str, dict[str, int]]
-    counters: dict[str, float]
-    query: StatusQuery
-    total: int
-    matched: int
-    cabinets: list[CabinetStatus]
-    buckets: list[tuple[str, BucketOut]] = field(default_factory=list)
-    lag: dict[str, LagFigure] = field(default_factory=dict)
-    """Per queue with recent runs: how late they started (``wbsync.jobs.lag``)."""
-    unloaded_queues: list[str] = field(default_factory=list)
-    """Queues with recorded runs that this process does not load (a plugin loaded elsewhere)."""
-    rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
-    """Renderings of this page (JSON, HTML), made once however many viewers ask."""
-
-    @property
-    def pages(self) -> int:
-        """How many pages the matching cabinets fill (at least 1)."""
-        return max(1, -(-self.matched // self.query.per_page))
-
-    @property
-    def waiting(self) -> list[tuple[CabinetOut, JobOut]]:
-        """The page's delayed jobs with their cabinet, soonest resume first."""
-        rows = [(c.cabinet, j) for c in self.cabinets for j in c.jobs if j.state == "delayed"]
-        return sorted(rows, key=lambda row: row[1].resume_in_ms or 0)
-
-    @property
-    def failed(self) -> list[tuple[CabinetOut, JobOut]]:
-        """The page's failed jobs with their cabinet, latest failure first."""
-        rows = [(c.cabinet, j) for c in self.cabinets for j in c.jobs if j.state == "failed"]
-        return sorted(rows, key=lambda row: row[1].failed_at or row[0].created_at, reverse=True)
 
 
 class StatusReader:
@@ -472,13 +276,7 @@ class StatusReader:
         unserved = {c.id: _unserved(c) for c in cabinets}
         statuses = [
             CabinetStatus(
-                cabinet=CabinetOut(
-                    id=row.cabinet.id,
-                    name=row.cabinet.name,
-                    seller_id=row.cabinet.seller_id,
-                    active=row.cabinet.active,
-                    created_at=row.cabinet.created_at,
-                ),
+                cabinet=cabinet_out(row.cabinet),
                 jobs=jobs.get(str(row.cabinet.id), []),
                 runs=sorted(runs_of.get(row.cabinet.id, []), key=lambda r: _queue_order(r.queue)),
                 stuck_since=None if row.stuck_since_ms is None else at_ms(row.stuck_since_ms),
@@ -544,37 +342,3 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
 
 def _failed(future: asyncio.Future[StatusPage]) -> bool:
     return future.done() and (future.cancelled() or future.exception() is not None)
-
-
-def status_out(page: StatusPage) -> StatusOut:
-    """The page as the API shows it."""
-    return StatusOut(
-        generated_at=page.generated_at,
-        time_scale=page.time_scale,
-        counters=page.counters,
-        queues=page.queues,
-        lag={
-            q: LagOut(runs=f.runs, p50_s=f.p50_s, p95_s=f.p95_s, max_s=f.max_s)
-            for q, f in page.lag.items()
-        },
-        lag_window_s=LAG_WINDOW_S,
-        unloaded_queues=page.unloaded_queues,
-        total=page.total,
-        matched=page.matched,
-        page=page.query.page,
-        per_page=page.query.per_page,
-        pages=page.pages,
-        cabinets=[
-            CabinetStatusOut(
-                cabinet=c.cabinet,
-                stuck_since=c.stuck_since,
-                jobs=c.jobs,
-                runs=c.runs,
-                unserved=c.unserved,
-            )
-            for c in page.cabinets
-        ],
-        waiting=[CabinetJobOut(cabinet=c, job=j) for c, j in page.waiting],
-        failed=[CabinetJobOut(cabinet=c, job=j) for c, j in page.failed],
-        busiest_buckets=[CabinetBucketOut(cabinet=n, bucket=b) for n, b in page.buckets],
-    )

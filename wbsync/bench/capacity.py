@@ -44,7 +44,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 from wbsync.bench.common import fresh_database, percentile, syncs, table
-from wbsync.bench.scaleout import (
+from wbsync.bench.processes import (
     RedisUnderTest,
     WorkerProcesses,
     process_cpu_s,

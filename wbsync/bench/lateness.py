@@ -24,7 +24,7 @@ from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 
 TIME_SCALE = 0.01
 _LIMIT = Limit(period_s=20, limit=1, burst=1)
@@ -46,7 +46,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
     params = params or Params()
     prefix = unique_prefix("lateness")
     redis = Redis.from_url(url)
-    limiter = RateLimiter(redis, prefix=prefix, time_scale=TIME_SCALE)
+    limiter = RateLimiter(redis, LimiterOptions(prefix=prefix, time_scale=TIME_SCALE))
     lateness: list[float] = []
     done = asyncio.Event()
 

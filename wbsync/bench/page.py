@@ -15,15 +15,10 @@ runs are recorded in ``sync_runs``. Between the two moments it reads:
   runs included, the benchmark's own ``INFO`` excluded), over the same pages. The producer's
   enqueue and the idle workers' blocking waits are in it, as in production.
 
-The bare pipeline does the same work with nothing around it: before the rounds, one run of each
-sync is made in this process with a WB client whose HTTP client records every request (method,
-URL, token, body) and every page's rows. A bare run replays those requests: the request, the
-JSON parse of the reply, one ``EVALSHA`` of the bucket script per request, and per page one
-batched upsert of the page's rows into a ``jsonb`` (PostgreSQL, asyncpg directly) or JSON-text
-(SQLite, aiosqlite) table keyed like wbsync's. Its cost is this process's CPU time
-(``time.process_time``) over the same pages. Variants: HTTP by httpx or aiohttp, JSON (the parse
-and the rows' encoding) by the standard ``json`` or orjson; each variant keeps one HTTP client,
-one database connection and one Redis client, as a lean service would.
+The bare pipeline (``wbsync.bench.bare``) does the same work with nothing around it: before the
+rounds, one run of each sync is recorded in this process, and a bare run replays its requests
+and stores its pages' rows with the drivers alone, in four variants (httpx or aiohttp, json or
+orjson). Its cost is this process's CPU time (``time.process_time``) over the same pages.
 
 Variants interleave: in every round each sync is measured by wbsync and every bare variant, in
 ABBA order; a figure is the median over rounds. The headline is wbsync's CPU per page over the
@@ -34,54 +29,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
-import json
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import aiosqlite
-import asyncpg
-import httpx
-import orjson
-from redis.asyncio import Redis
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 
-from wbsync import keys
+from wbsync.bench.bare import BARE_VARIANTS, Bare, Recording, record
 from wbsync.bench.common import fresh_database, median, ratio, rounds, syncs, table
-from wbsync.bench.scaleout import (
+from wbsync.bench.monitor import monitored
+from wbsync.bench.processes import (
     FAR_AHEAD_MS,
     RedisUnderTest,
     WorkerProcesses,
-    process_cpu_s,
     redis_under_test,
     seller_id,
+    threads_cpu_s,
 )
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.ratelimit import BucketScope, Limit
 from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import Cabinet, NewCabinet
 from wbsync.store.schema import sync_runs
-from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
-from wbsync.wb.client import WbClient
 
 #: Multiplies WB's periods: its minute becomes 60 µs, so no run waits for a token.
 TIME_SCALE = 1e-6
-HTTP_LIBRARIES = ("httpx", "aiohttp")
-JSON_LIBRARIES = ("json", "orjson")
-BARE_VARIANTS = tuple(f"{h}+{j}" for h in HTTP_LIBRARIES for j in JSON_LIBRARIES)
 WBSYNC = "wbsync"
 #: The 40-row page the cost target is set for.
 FINANCE = "rnp-finance-sync"
@@ -90,10 +70,6 @@ TARGET_RATIO = 1.5
 TARGET_COMMANDS = 15.0
 _POLL_S = 0.01
 _RUN_TIMEOUT_S = 120.0
-_BARE_TABLE = "bench_page_rows"
-_BUCKET_LUA = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_text("utf-8")
-#: The bare pipeline's bucket: WB's most common limit shape; only the call's cost matters.
-_BARE_LIMIT = Limit(period_s=60.0, limit=300, burst=5)
 _EXCLUDED_COMMANDS = frozenset({"info"})  # the benchmark's own reads of the counters
 
 
@@ -127,209 +103,6 @@ class Params:
     def names(self) -> list[str]:
         """The syncs measured, in the registry's order."""
         return [n for n in syncs() if not self.only or n in self.only]
-
-
-# --- the worker's CPU --------------------------------------------------------------------------
-
-
-def threads_cpu_s(pid: int) -> float:
-    """CPU seconds of process ``pid``'s live threads (``schedstat``, ns), else its ticks."""
-    total = 0
-    paths = glob.glob(f"/proc/{pid}/task/*/schedstat")
-    for path in paths:
-        with contextlib.suppress(OSError), open(path, encoding="ascii") as stat:
-            total += int(stat.read().split()[0])
-    return total / 1e9 if total else process_cpu_s(pid)
-
-
-# --- a recorded run of a sync: what the bare pipeline replays --------------------------------
-
-
-@dataclass
-class _Request:
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class Recording:
-    """One run of a sync as the bare pipeline replays it: its requests and its pages' rows."""
-
-    requests: list[_Request] = field(default_factory=list)
-    pages: list[tuple[str, list[Mapping[str, Any]]]] = field(default_factory=list)
-
-    @property
-    def rows(self) -> int:
-        """Rows over every page."""
-        return sum(len(rows) for _, rows in self.pages)
-
-
-async def record(runtime: Runtime, cabinet: Cabinet, sync: Sync) -> Recording:
-    """Run ``sync`` for ``cabinet`` here, keeping every request sent and every page stored."""
-    out = Recording()
-
-    async def keep(request: httpx.Request) -> None:
-        wanted = ("authorization", "content-type")
-        headers = {k: v for k, v in request.headers.items() if k.lower() in wanted}
-        out.requests.append(
-            _Request(request.method, str(request.url), headers, await request.aread())
-        )
-
-    async def on_page(page: SyncPage) -> None:
-        if page.dataset is not None:
-            out.pages.append((page.dataset, list(page.rows)))
-
-    async with httpx.AsyncClient(event_hooks={"request": [keep]}, timeout=30.0) as http:
-        client = WbClient(
-            cabinet.name, cabinet.token(), runtime.limiter, settings=runtime.settings, http=http
-        )
-        async with client:
-            inp = SyncInput(
-                client=client,
-                store=runtime.store,
-                cabinet_id=cabinet.id,
-                cursor=None,
-                today=today(),
-            )
-            await run_sync(sync, inp, on_page=on_page)
-    return out
-
-
-# --- the bare pipeline -------------------------------------------------------------------------
-
-
-Send = Callable[[_Request], Awaitable[bytes]]
-Upsert = Callable[[int, str, list[Mapping[str, Any]], Callable[[Any], str]], Awaitable[None]]
-
-
-class Bare:
-    """The bare pipeline's clients: both HTTP libraries, one database connection, Redis."""
-
-    def __init__(self, redis_url: str, database_url: str) -> None:
-        self._redis_url, self._database_url = redis_url, database_url
-        self._stack = contextlib.AsyncExitStack()
-        self._next_cabinet = 0
-        self.send: dict[str, Send] = {}
-        self.upsert: Upsert | None = None
-        self._redis: Redis | None = None
-        self._sha = ""
-
-    async def __aenter__(self) -> Bare:
-        http = await self._stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
-        session = await self._stack.enter_async_context(aiohttp.ClientSession())
-
-        async def by_httpx(req: _Request) -> bytes:
-            reply = await http.request(req.method, req.url, headers=req.headers, content=req.body)
-            return reply.content
-
-        async def by_aiohttp(req: _Request) -> bytes:
-            async with session.request(
-                req.method, req.url, headers=req.headers, data=req.body or None
-            ) as reply:
-                return await reply.read()
-
-        self.send = {"httpx": by_httpx, "aiohttp": by_aiohttp}
-        self._redis = Redis.from_url(self._redis_url)
-        self._stack.push_async_callback(self._redis.aclose)
-        self._sha = await self._redis.script_load(_BUCKET_LUA)
-        url = make_url(self._database_url)
-        if url.get_backend_name() == "postgresql":
-            self.upsert = await self._asyncpg(url.set(drivername="postgresql"))
-        else:
-            self.upsert = await self._aiosqlite(url.database or "")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
-
-    async def _asyncpg(self, url: Any) -> Upsert:
-        conn = await asyncpg.connect(url.render_as_string(hide_password=False))
-        self._stack.push_async_callback(conn.close)
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {_BARE_TABLE} (cabinet_id bigint, dataset text, "
-            "key integer, data jsonb NOT NULL, PRIMARY KEY (cabinet_id, dataset, key))"
-        )
-        sql = (
-            f"INSERT INTO {_BARE_TABLE} VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT "
-            "(cabinet_id, dataset, key) DO UPDATE SET data = excluded.data"
-        )
-
-        async def upsert(
-            cabinet: int, dataset: str, rows: list[Mapping[str, Any]], dumps: Callable[[Any], str]
-        ) -> None:
-            await conn.executemany(
-                sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
-            )
-
-        return upsert
-
-    async def _aiosqlite(self, path: str) -> Upsert:
-        conn = await self._stack.enter_async_context(aiosqlite.connect(path))
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {_BARE_TABLE} (cabinet_id integer, dataset text, "
-            "key integer, data json NOT NULL, PRIMARY KEY (cabinet_id, dataset, key))"
-        )
-        await conn.commit()
-        sql = (
-            f"INSERT INTO {_BARE_TABLE} VALUES (?, ?, ?, ?) ON CONFLICT "
-            "(cabinet_id, dataset, key) DO UPDATE SET data = excluded.data"
-        )
-
-        async def upsert(
-            cabinet: int, dataset: str, rows: list[Mapping[str, Any]], dumps: Callable[[Any], str]
-        ) -> None:
-            await conn.executemany(
-                sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
-            )
-            await conn.commit()
-
-        return upsert
-
-    async def run(self, variant: str, recording: Recording, repeats: int) -> float:
-        """CPU seconds of this process for ``repeats`` bare runs of ``recording``."""
-        http_name, json_name = variant.split("+")
-        send = self.send[http_name]
-        loads: Callable[[bytes], Any] = orjson.loads if json_name == "orjson" else json.loads
-        dumps = _orjson_dumps if json_name == "orjson" else _json_dumps
-        upsert, redis = self.upsert, self._redis
-        assert upsert is not None and redis is not None  # entered
-        started = time.process_time()
-        for _ in range(repeats):
-            self._next_cabinet += 1
-            cabinet = self._next_cabinet
-            scope = BucketScope(cabinet=f"bare-{cabinet}", group="bench", limit=_BARE_LIMIT)
-            bucket = [
-                keys.bucket_key("wbsync-bench", scope),
-                keys.learned_key("wbsync-bench", scope),
-            ]
-            args: list[str | int] = [
-                repr(_BARE_LIMIT.interval_ms * TIME_SCALE),
-                _BARE_LIMIT.burst,
-                1,
-                "0.0",
-                "0.0",
-                -1,
-                repr(3_600_000.0 * TIME_SCALE),  # max_wait_ms: WB's longest period, scaled
-            ]
-            for req in recording.requests:
-                await redis.evalsha(self._sha, 2, *bucket, *args)
-                body = await send(req)
-                if body:
-                    loads(body)
-            for dataset, rows in recording.pages:
-                if rows:
-                    await upsert(cabinet, dataset, rows, dumps)
-        return time.process_time() - started
-
-
-def _json_dumps(row: Any) -> str:
-    return json.dumps(row, default=str)
-
-
-def _orjson_dumps(row: Any) -> str:
-    return orjson.dumps(row, default=str).decode()
 
 
 # --- wbsync, the real path ----------------------------------------------------------------------
@@ -368,21 +141,22 @@ async def measure_wbsync(
     ids = [c.id for c in cabinets]
     queue = runtime.queue(name)
     pid = workers.procs[0].pid
-    before = await redis.totals()
-    cpu = threads_cpu_s(pid)
-    since = datetime.now(UTC)
-    await queue.enqueue_many([str(i) for i in ids])
-    deadline = time.monotonic() + _RUN_TIMEOUT_S
-    while True:
-        done = await _finished(runtime.database, name, ids, since)
-        if len(done) >= len(ids):
-            break
-        died = workers.died()
-        if died or time.monotonic() > deadline:
-            raise ConfigError(died or f"{name}: {len(done)} of {len(ids)} runs ended in time")
-        await asyncio.sleep(_POLL_S)
-    cpu = threads_cpu_s(pid) - cpu
-    after = await redis.totals()
+    async with monitored(redis.url) as log:
+        before = await redis.totals()
+        cpu = threads_cpu_s(pid)
+        since = datetime.now(UTC)
+        await queue.enqueue_many([str(i) for i in ids])
+        deadline = time.monotonic() + _RUN_TIMEOUT_S
+        while True:
+            done = await _finished(runtime.database, name, ids, since)
+            if len(done) >= len(ids):
+                break
+            died = workers.died()
+            if died or time.monotonic() > deadline:
+                raise ConfigError(died or f"{name}: {len(done)} of {len(ids)} runs ended in time")
+            await asyncio.sleep(_POLL_S)
+        cpu = threads_cpu_s(pid) - cpu
+        after = await redis.totals()
     failed = sum(1 for success_at, _, _ in done if success_at is None or success_at < since)
     pages = await _pages(runtime.database, name, ids, since)
     by_name = {
@@ -390,7 +164,20 @@ async def measure_wbsync(
         for cmd, calls in after["by_name"].items()
         if cmd not in _EXCLUDED_COMMANDS and calls > before["by_name"].get(cmd, 0)
     }
-    return {"cpu_s": cpu, "pages": pages, "failed": failed, "commands": by_name}
+    origins = log.origins()
+    return {
+        "cpu_s": cpu,
+        "pages": pages,
+        "jobs": len(ids),
+        "failed": failed,
+        "commands": by_name,
+        "monitored": {
+            "total": origins.total,
+            "bullmq": origins.bullmq,
+            "wbsync": origins.wbsync,
+            "client_calls": origins.client_calls,
+        },
+    }
 
 
 # --- the whole benchmark -------------------------------------------------------------------
@@ -454,7 +241,7 @@ async def _one_database(
         samples: dict[str, dict[str, list[dict[str, Any]]]] = {
             n: {m: [] for m in (WBSYNC, *BARE_VARIANTS)} for n in names
         }
-        async with Bare(redis.url, db_url) as bare:
+        async with Bare(redis.url, db_url, time_scale=TIME_SCALE) as bare:
             # Warm-up, not counted: imports, connections, BullMQ's scripts, prepared statements.
             for name in names:
                 await measure_wbsync(runtime, workers, redis, name, await fresh(1))
@@ -491,6 +278,11 @@ def _figures(samples: dict[str, list[dict[str, Any]]], rec: Recording) -> dict[s
     for cmd in sorted({c for s in ours for c in s["commands"]}):
         commands[cmd] = median([s["commands"].get(cmd, 0) / s["pages"] for s in ours if s["pages"]])
     per_page = median([sum(s["commands"].values()) / s["pages"] for s in ours if s["pages"]])
+    by_origin = {
+        origin: median([s["monitored"][origin] / s["pages"] for s in ours if s["pages"]])
+        for origin in ("bullmq", "wbsync", "client_calls")
+    }
+    bullmq_per_job = median([s["monitored"]["bullmq"] / s["jobs"] for s in ours])
     return {
         "pages_per_run": len(rec.pages),
         "requests_per_run": len(rec.requests),
@@ -504,6 +296,10 @@ def _figures(samples: dict[str, list[dict[str, Any]]], rec: Recording) -> dict[s
         "fastest_bare": fastest,
         "ratio_to_fastest_bare": ratio(cpu_ms[WBSYNC], bare[fastest]),
         "redis_commands_per_page": per_page,
+        "wbsync_commands_per_page": by_origin["wbsync"],
+        "bullmq_commands_per_page": by_origin["bullmq"],
+        "bullmq_commands_per_job": bullmq_per_job,
+        "client_calls_per_page": by_origin["client_calls"],
         "redis_commands_per_page_by_name": dict(
             sorted(commands.items(), key=lambda kv: (-kv[1], kv[0]))
         ),
@@ -546,6 +342,8 @@ def _targets(results: list[dict[str, Any]]) -> dict[str, Any]:
             "finance_ratio_met": finance["ratio_to_fastest_bare"] <= TARGET_RATIO,
             "finance_commands_per_page": finance["redis_commands_per_page"],
             "finance_commands_met": finance["redis_commands_per_page"] <= TARGET_COMMANDS,
+            "finance_wbsync_commands_per_page": finance["wbsync_commands_per_page"],
+            "finance_wbsync_commands_met": finance["wbsync_commands_per_page"] <= TARGET_COMMANDS,
         }
     return out
 
@@ -554,7 +352,17 @@ def tables(result: dict[str, Any]) -> list[Any]:
     """Per database: CPU per page of wbsync and every bare variant, the ratio, commands."""
     out = []
     for r in result["runs"]:
-        columns = ["sync", "rows/pg", WBSYNC, *BARE_VARIANTS, "x fastest", "cmd/pg"]
+        columns = [
+            "sync",
+            "rows/pg",
+            WBSYNC,
+            *BARE_VARIANTS,
+            "x fastest",
+            "cmd/pg",
+            "wbsync cmd/pg",
+            "BullMQ cmd/job",
+            "calls/pg",
+        ]
         rows = [
             [
                 name,
@@ -562,6 +370,9 @@ def tables(result: dict[str, Any]) -> list[Any]:
                 *(s["cpu_ms_per_page"][m] for m in (WBSYNC, *BARE_VARIANTS)),
                 s["ratio_to_fastest_bare"],
                 s["redis_commands_per_page"],
+                s["wbsync_commands_per_page"],
+                s["bullmq_commands_per_job"],
+                s["client_calls_per_page"],
             ]
             for name, s in r["syncs"].items()
         ]

@@ -32,7 +32,7 @@ from pyrate_limiter import BucketFactory, Duration, Limiter, Rate, RateItem, Red
 from pyrate_limiter.buckets.redis_bucket import LuaScript
 from redis.asyncio import Redis
 
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 
 #: Call on key number k; True/False = admitted or not, None = not a limiter (the bare call).
 Op = Callable[[int], Awaitable[bool | None]]
@@ -78,7 +78,7 @@ async def build(name: str, url: str, prefix: str, n_keys: int) -> Peer:
 
 async def _wbsync(url: str, prefix: str, n_keys: int) -> Peer:
     redis = Redis.from_url(url)
-    limiter = RateLimiter(redis, prefix=prefix)
+    limiter = RateLimiter(redis, LimiterOptions(prefix=prefix))
     limit = Limit(period_s=1.0, limit=LIMIT_PER_S, burst=LIMIT_PER_S)
     scopes = [BucketScope(f"c{k}", "bench", limit) for k in range(n_keys)]
 

@@ -33,7 +33,7 @@ from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 
 _SCOPE = BucketScope("bench", "finance", Limit(period_s=60, limit=1, burst=1))
 _WAIT_MS = 30  # the deferral's window: short, so the wake-up lands inside the measured window
@@ -157,7 +157,7 @@ async def _deferrals(url: str, prefix: str, windows: _Windows, n: int) -> None:
 
 
 async def _try_acquires(control: Redis, prefix: str, windows: _Windows, n: int) -> None:
-    limiter = RateLimiter(control, prefix=prefix)
+    limiter = RateLimiter(control, LimiterOptions(prefix=prefix))
     await windows.measure("warmup", lambda: limiter.peek(_SCOPE))  # loads the script
     for i in range(n):
         scope = BucketScope(f"cab-{i}", "finance", _SCOPE.limit)

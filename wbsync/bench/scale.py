@@ -28,7 +28,7 @@ from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
-from wbsync.ratelimit import BucketScope, Limit, RateLimiter
+from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 
 LONG_QUEUES = (
     "rnp-finance-sync",
@@ -124,7 +124,7 @@ class _Scenario:
         self.url, self.params = url, params
         self.qprefix = f"{prefix}:q"
         self.redis = Redis.from_url(url)
-        self.limiter = RateLimiter(self.redis, prefix=f"{prefix}:rl")
+        self.limiter = RateLimiter(self.redis, LimiterOptions(prefix=f"{prefix}:rl"))
         self.jobs = params.cabinets * len(params.queues)
         self.tally = _Tally()
         self.queues = {n: SyncQueue(n, redis_url=url, prefix=self.qprefix) for n in params.queues}

@@ -20,35 +20,34 @@ second (pages and rows from ``sync_runs``); the worker processes' CPU seconds pe
 CPU bound starts; Redis commands per page (``INFO commandstats`` summed over the nodes, Lua's
 inner commands included) and Redis memory (``used_memory`` summed over the nodes, peak of the
 run). Configurations run in ABBA order over ``rounds``; each configuration's figure is the
-median run by pages per second.
+median run by pages per second. The processes measured (Redis, ``wbsync run``) and the CPU
+readings are ``wbsync.bench.processes``'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-from redis.asyncio import Redis
 from sqlalchemy import func, select
 
-from wbsync import keys
 from wbsync.bench.common import fresh_database, rounds, syncs, table
+from wbsync.bench.processes import (
+    FAR_AHEAD_MS,
+    RedisUnderTest,
+    WorkerProcesses,
+    machine_cpu_s,
+    redis_under_test,
+    seller_id,
+)
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
-from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS
@@ -56,20 +55,15 @@ from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import SyncQueue
-from wbsync.procs import dies_with_parent, stop_child
 from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import EmbeddedRedis, find_redis
+from wbsync.redis_server import find_redis
 from wbsync.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
 
 REDIS_KINDS = ("single", "cluster")
-SECRET_KEY = "wbsync-bench-scaleout-secret-key"
-FAR_AHEAD_MS = 10**15  # the fan-out schedule's "not before" (year 33658): the bench fans out
-_FAILED_RETRY_REAL_S = 300.0
 _POLL_S = 0.25
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -105,103 +99,7 @@ class Params:
         return self.timeout_s or 120.0 + self.cabinets * len(syncs()) * 0.1
 
 
-# --- the machine's and the processes' CPU (Linux /proc) -------------------------------------
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-
-
-def _machine_cpu_s() -> tuple[float, float]:
-    """CPU seconds every core spent on anything but idling, and in all, since boot.
-
-    The share of the machine a run kept busy is the ratio of the two differences: both come from
-    the same reads, so it never exceeds 1 however the reads fall against the run's own clock.
-    """
-    with open("/proc/stat", encoding="ascii") as stat:
-        values = [int(v) for v in stat.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    every = sum(values[:8])
-    return (every - idle) / _CLK_TCK, every / _CLK_TCK
-
-
-# --- Redis: one server or a cluster, and the numbers read from every node --------------------
-
-
-@dataclass
-class RedisUnderTest:
-    url: str
-    nodes: list[str]
-
-    async def _info(self, section: str) -> list[dict[str, Any]]:
-        """One ``INFO`` section of every node."""
-        out = []
-        for node in self.nodes:
-            client = Redis.from_url(node)
-            try:
-                out.append(await client.info(section))
-            finally:
-                await client.aclose()
-        return out
-
-    async def memory(self) -> int:
-        """``used_memory`` summed over the nodes."""
-        return sum(int(info["used_memory"]) for info in await self._info("memory"))
-
-    async def totals(self) -> dict[str, Any]:
-        """Commands run (in all and by name), CPU seconds and used memory, summed over the
-        nodes."""
-        by_name: dict[str, int] = {}
-        for stats in await self._info("commandstats"):
-            for name, stat in stats.items():
-                if name.startswith("cmdstat_"):
-                    command = name.removeprefix("cmdstat_")
-                    by_name[command] = by_name.get(command, 0) + int(stat["calls"])
-        cpu = sum(
-            float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-            for info in await self._info("cpu")
-        )
-        return {
-            "commands": sum(by_name.values()),
-            "by_name": by_name,
-            "cpu_s": cpu,
-            "memory": await self.memory(),
-        }
-
-    async def client_names(self) -> list[str]:
-        """The names of every client connected to any node."""
-        names = []
-        for node in self.nodes:
-            client = Redis.from_url(node, decode_responses=True)
-            try:
-                names += [c.get("name", "") for c in await client.client_list()]
-            finally:
-                await client.aclose()
-        return names
-
-
-@contextlib.contextmanager
-def redis_under_test(kind: str) -> Iterator[RedisUnderTest]:
-    if kind == "single":
-        with EmbeddedRedis() as server:
-            yield RedisUnderTest(server.url, [server.url])
-        return
-    with EmbeddedCluster() as cluster:
-        nodes = [f"redis://127.0.0.1:{port}" for port in cluster.ports]
-        yield RedisUnderTest(cluster.url, nodes)
-
-
-# --- the database: a fresh SQLite file or a fresh PostgreSQL database -----------------------
-
-
-# --- one run ---------------------------------------------------------------------------------
-
-
-def seller_id(i: int) -> str:
-    return str(uuid.UUID(int=i + 1, version=4))
+# --- one run: its figures --------------------------------------------------------------------
 
 
 def _lower_bound_s(counters: dict[str, Any], time_scale: float, grace_s: float) -> float:
@@ -226,104 +124,6 @@ def _lower_bound_s(counters: dict[str, Any], time_scale: float, grace_s: float) 
         for done, interval, burst in per_group.values():
             worst = max(worst, max(0, done - burst) * interval)
     return max(0.0, worst - grace_s)
-
-
-class WorkerProcesses:
-    """`wbsync run` child processes on one Redis, database and emulator, and their CPU.
-
-    Shared by the benchmarks that run the production worker: scaleout, page and capacity.
-    """
-
-    def __init__(
-        self, emu: EmulatorProcess, redis: RedisUnderTest, *, time_scale: float, concurrency: int
-    ) -> None:
-        self.emu, self.redis = emu, redis
-        self.time_scale, self.concurrency = time_scale, concurrency
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[Any] = []
-
-    def settings(self, database_url: str) -> Settings:
-        return Settings(
-            redis_url=self.redis.url,
-            database_url=database_url,
-            secret_key=SecretStr(SECRET_KEY),
-            wb_base_url=self.emu.base_url,
-            time_scale=self.time_scale,
-            sync_queue_concurrency=self.concurrency,
-            # The leader looks for failed jobs every quarter of this, scaled: at time scale
-            # 0.001 WB's 300 s would be a look every 75 ms. Keep the real period (75 s).
-            failed_retry_s=_FAILED_RETRY_REAL_S / self.time_scale,
-            log_level="WARNING",
-        )
-
-    def _env(self, settings: Settings) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WBSYNC_")}
-        env.update(
-            WBSYNC_REDIS_URL=self.redis.url,
-            WBSYNC_DATABASE_URL=settings.database_url,
-            WBSYNC_SECRET_KEY=SECRET_KEY,
-            WBSYNC_WB_BASE_URL=self.emu.base_url,
-            WBSYNC_TIME_SCALE=str(settings.time_scale),
-            WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
-            WBSYNC_FAILED_RETRY_S=str(settings.failed_retry_s),
-            WBSYNC_LOG_LEVEL="WARNING",
-            # wbsync's own syncs are measured: an installed plugin's queue would add jobs the
-            # run does not count (and a method the benchmark's emulator may not serve).
-            WBSYNC_PLUGINS="[]",
-        )
-        return env
-
-    def spawn(self, settings: Settings, count: int, tmp: Path) -> None:
-        env = self._env(settings)
-        for i in range(count):
-            log = open(tmp / f"run-{i}.log", "w+b")  # closed in stop()
-            self.logs.append(log)
-            # Popen returns at once (fork/exec); readiness is awaited below.
-            self.procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "wbsync", "run"],
-                    stdout=subprocess.DEVNULL,
-                    stderr=log,
-                    env=env,
-                    preexec_fn=dies_with_parent(),  # a killed bench leaves no worker behind
-                    process_group=0,
-                )
-            )
-
-    def died(self) -> str | None:
-        for proc, log in zip(self.procs, self.logs, strict=True):
-            if proc.poll() is not None:
-                log.seek(0)
-                tail = log.read().decode(errors="replace")[-1500:]
-                return f"a `wbsync run` process exited with {proc.returncode}: {tail}"
-        return None
-
-    async def until_listening(self, queue_prefix: str, timeout_s: float = 120.0) -> None:
-        """Until every process's worker of every queue holds its blocking connection."""
-        wanted = {keys.bullmq_worker_connection_name(queue_prefix, q) for q in syncs()}
-        deadline = time.monotonic() + timeout_s
-        while True:
-            names = await self.redis.client_names()
-            if all(names.count(name) >= len(self.procs) for name in wanted):
-                return
-            died = self.died()
-            if died or time.monotonic() > deadline:
-                raise ConfigError(died or f"the workers did not start within {timeout_s:.0f} s")
-            await asyncio.sleep(_POLL_S)
-
-    def cpu_s(self) -> tuple[float, float]:
-        """CPU seconds so far of the worker processes, and of the emulator."""
-        workers = sum(process_cpu_s(p.pid) for p in self.procs)
-        return workers, process_cpu_s(self.emu.pid)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            stop_child(proc)
-        for log in self.logs:
-            log.close()
 
 
 async def _progress(database: Database, since: datetime) -> tuple[int, int, int, int]:
@@ -466,7 +266,7 @@ async def _measured(
     """Fan out and wait for every job; the figures between the two moments."""
     before = await redis.totals()
     workers_cpu, emulator_cpu = run.cpu_s()
-    machine = _machine_cpu_s()
+    machine = machine_cpu_s()
     since = datetime.now(UTC)
     started = time.perf_counter()
     await fanout.run_once()
@@ -484,7 +284,7 @@ async def _measured(
         peak = max(peak, await redis.memory())
         await asyncio.sleep(_POLL_S)
     makespan = time.perf_counter() - started
-    busy_end, all_end = _machine_cpu_s()
+    busy_end, all_end = machine_cpu_s()
     workers_end, emulator_end = run.cpu_s()
     after = await redis.totals()
     return {

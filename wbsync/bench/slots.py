@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
@@ -49,9 +48,12 @@ from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+from wbsync.wb.http import HttpPool
 from wbsync.wb.methods import finance_detailed_report
+from wbsync.wb.options import ClientOptions
 from wbsync.wb.tokens import Category, TokenType, mint_token
 
 MODES = ("defer", "block", "retry")
@@ -170,7 +172,7 @@ def _slot_sleep(queue: str) -> float:
 class _Bench:
     """One emulator, one Redis, one HTTP client: runs the modes."""
 
-    def __init__(self, url: str, emu: EmulatorProcess, http: httpx.AsyncClient) -> None:
+    def __init__(self, url: str, emu: EmulatorProcess, http: HttpPool) -> None:
         self.url = url
         self.emu = emu
         self.http = http
@@ -190,7 +192,7 @@ class _Bench:
             wait_ceiling_margin_ms=period_ms,
             wait_ceiling_cap_ms=3 * period_ms,
         )
-        limiter = RateLimiter.for_settings(redis, settings)
+        limiter = RateLimiter(redis, limiter_options(settings))
         sellers = [f"00000000-0000-4000-8000-{i:012d}" for i in range(params.cabinets)]
         key = self.emu.config.signing_key
         clients = {
@@ -198,7 +200,7 @@ class _Bench:
                 s,
                 mint_token(key=key, seller_id=s, categories=_CATEGORIES),
                 limiter,
-                settings=settings,
+                options=ClientOptions.of(settings),
                 http=self.http,
             )
             for s in sellers
@@ -335,9 +337,7 @@ async def run(
     params = params or Params()
     async with (
         EmulatorProcess(emulator_config(params)) as emu,
-        httpx.AsyncClient(
-            timeout=30.0, limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)
-        ) as http,
+        HttpPool(max_connections=200) as http,
     ):
         bench = _Bench(url, emu, http)
         quiet = _QuietRetries()

@@ -133,6 +133,11 @@ class SellerData:
         i = nm_id - self.nm_base
         return self.products[i] if 0 <= i < len(self.products) else None
 
+    def pick(self, r_value: int) -> Product | None:
+        """The listing a random draw picks (a report row's item), None when there is none."""
+        products = self.products
+        return products[r_value % len(products)] if products else None
+
     # Content -------------------------------------------------------------------------------
 
     def card(self, p: Product) -> Row:

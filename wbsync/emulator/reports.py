@@ -1,20 +1,16 @@
-"""Deterministic report rows of one seller: finance detail, statistics orders/sales, adverts."""
+"""Deterministic report rows of one seller: finance detail, statistics orders and sales.
+
+The advert rows are ``wbsync.emulator.adverts``'.
+"""
 
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from wbsync.emulator.dataset import REGIONS, WAREHOUSES, Product, Row, SellerData
+from wbsync.emulator.dataset import REGIONS, WAREHOUSES, Row, SellerData
 
-__all__ = [
-    "advert_stats",
-    "campaigns",
-    "clusters",
-    "finance_rows",
-    "orders",
-    "sales",
-]
+__all__ = ["finance_rows", "orders", "sales"]
 
 #: Every field of a finance detail row with a neutral value (money is a string), as WB's OpenAPI
 #: of October 2026 reads the report: ``sellerPromo`` is a number; a date WB does not have (a
@@ -123,11 +119,6 @@ def _money(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") or "0"
 
 
-def _pick(data: SellerData, r_value: int) -> Product | None:
-    products = data.products
-    return products[r_value % len(products)] if products else None
-
-
 def finance_rows(data: SellerData) -> list[Row]:
     """The finance detailed report, rrdId ascending, rrDate within the 30 days to the anchor."""
     r = data.rng("finance")
@@ -137,7 +128,7 @@ def finance_rows(data: SellerData) -> list[Row]:
     n = data.sizes.report_rows
     for i in range(n):
         rrd += r.randrange(1, 50)
-        p = _pick(data, r.randrange(10**6))
+        p = data.pick(r.randrange(10**6))
         day = data.anchor - timedelta(days=29 - (29 * i) // max(n - 1, 1))
         doc, oper = _DOC_TYPES[r.randrange(len(_DOC_TYPES))]
         price = p.price if p else 1000
@@ -216,7 +207,7 @@ def _stat_rows(data: SellerData, kind: str, n: int) -> list[Row]:
     out: list[Row] = []
     changed = start
     for i in range(n):
-        p = _pick(data, r.randrange(10**6))
+        p = data.pick(r.randrange(10**6))
         # WB refreshes statistics in batches: ``batch`` rows share one lastChangeDate, so a
         # page boundary can fall inside a batch. Never on a whole minute.
         if i % data.sizes.batch == 0:
@@ -278,130 +269,3 @@ def sales(data: SellerData) -> list[Row]:
         row["forPay"] = round(row["priceWithDisc"] * 0.76, 2) * (-1 if is_return else 1)
         row["paymentSaleAmount"] = 0
     return rows
-
-
-_STATUSES = [9, 9, 11, 7, 4, 8, -1]
-#: Every (bid type, payment type) WB documents, in turn: only custom-bid CPM campaigns accept
-#: set-bids.
-_KINDS = [("manual", "cpm"), ("unified", "cpc"), ("manual", "cpc"), ("unified", "cpm")]
-#: Every fifth campaign has no items: WB answers ``nm_settings: null`` (the field is nullable).
-_EMPTY_EVERY = 5
-
-
-def campaigns(data: SellerData) -> list[Row]:
-    """Advert campaigns, id ascending, each with up to 3 of the seller's items (or none:
-    ``nm_settings`` null), of every bid and payment type."""
-    r = data.rng("campaigns")
-    base = 20_000_000 + r.randrange(1_000_000)
-    out: list[Row] = []
-    for i in range(data.sizes.campaigns):
-        picks = sorted(
-            {p.nm_id: p for p in (_pick(data, r.randrange(10**6)) for _ in range(3)) if p}.values(),
-            key=lambda p: p.nm_id,
-        )
-        bid_type, payment_type = _KINDS[i % len(_KINDS)]
-        items = [
-            {
-                "nm_id": p.nm_id,
-                "subject": {"id": p.subject_id, "name": p.subject_name},
-                "bids_kopecks": {"search": 25000 + 100 * i, "recommendations": 0},
-            }
-            for p in picks
-        ]
-        created = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(
-            days=40 - i
-        )
-        out.append(
-            {
-                "id": base + 7 * i,
-                "bid_type": bid_type,
-                "currency": "RUB",
-                "nm_settings": None if i % _EMPTY_EVERY == _EMPTY_EVERY - 1 else items,
-                "restrictions": {},
-                "settings": {
-                    "name": f"Кампания {i}",
-                    "payment_type": payment_type,
-                    "placements": {"search": True, "recommendations": bid_type == "unified"},
-                },
-                "status": _STATUSES[i % len(_STATUSES)],
-                "timestamps": {
-                    "created": f"{created.isoformat()}+03:00",
-                    "updated": f"{(created + timedelta(days=1)).isoformat()}+03:00",
-                    "started": f"{(created + timedelta(days=1)).isoformat()}+03:00",
-                    "deleted": "2100-01-01T00:00:00+03:00",
-                },
-            }
-        )
-    return out
-
-
-def clusters(advert_id: int, nm_id: int) -> list[str]:
-    """The search clusters (norm queries) of an item in a campaign."""
-    words = ["кроссовки", "футболка", "рюкзак", "кружка", "подарок", "спорт"]
-    k = (advert_id + nm_id) % len(words)
-    return [words[k], f"{words[k]} мужские", f"купить {words[(k + 1) % len(words)]}"]
-
-
-STATS_STATUSES = frozenset({7, 9, 11})
-
-
-def advert_stats(data: SellerData, campaign: Row, begin: date, end: date) -> Row:
-    """Full stats of one campaign over [begin, end] ∩ the history days."""
-    days = [d for d in data.history_days if begin <= d <= end]
-    day_rows = [_stats_day(data, campaign, d) for d in days]
-    total = _sum_metrics(day_rows)
-    booster = [
-        {"date": d.isoformat(), "nm": nm["nm_id"], "avg_position": 1 + (d.day + i) % 20}
-        for d in days
-        for i, nm in enumerate(campaign["nm_settings"] or [])
-    ]
-    return {
-        "advertId": campaign["id"],
-        **total,
-        "currency": "RUB",
-        "days": day_rows,
-        "boosterStats": booster,
-    }
-
-
-_METRICS = ("views", "clicks", "atbs", "orders", "shks", "canceled", "sum", "sum_price")
-
-
-def _metrics(r_views: int, r_clicks: int, price: int) -> Row:
-    orders = r_clicks // 10
-    return {
-        "views": r_views,
-        "clicks": r_clicks,
-        "atbs": r_clicks // 4,
-        "orders": orders,
-        "shks": orders,
-        "canceled": orders // 5,
-        "sum": round(r_clicks * 7.5, 2),
-        "sum_price": float(orders * price),
-    }
-
-
-def _rates(m: Row) -> Row:
-    m["ctr"] = round(100 * m["clicks"] / m["views"], 2) if m["views"] else 0.0
-    m["cpc"] = round(m["sum"] / m["clicks"], 2) if m["clicks"] else 0.0
-    m["cr"] = round(100 * m["orders"] / m["clicks"], 2) if m["clicks"] else 0.0
-    return m
-
-
-def _sum_metrics(rows: list[Row]) -> Row:
-    total = {k: sum(row[k] for row in rows) for k in _METRICS}
-    total["sum"] = round(total["sum"], 2)
-    total["sum_price"] = round(total["sum_price"], 2)
-    return _rates(total)
-
-
-def _stats_day(data: SellerData, campaign: Row, day: date) -> Row:
-    r = data.rng(f"stats:{campaign['id']}:{day.isoformat()}")
-    nms = []
-    for nm in campaign["nm_settings"] or []:
-        p = data.product(nm["nm_id"])
-        views = r.randrange(100, 5000)
-        m = _rates(_metrics(views, r.randrange(0, views // 10 + 1), p.price if p else 1000))
-        nms.append({**m, "nmId": nm["nm_id"], "name": p.title if p else ""})
-    app = {**_sum_metrics(nms), "appType": 1, "nms": nms}
-    return {**_sum_metrics([app]), "date": f"{day.isoformat()}T00:00:00Z", "apps": [app]}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from wbsync.emulator import reports
+from wbsync.emulator import adverts, reports
 from wbsync.emulator.buckets import Buckets
 from wbsync.emulator.config import EmulatorConfig, LimitOverride, limit_groups
 from wbsync.emulator.dataset import Row, SellerData
@@ -41,7 +41,7 @@ class SellerState:
 def seller_campaigns(data: SellerData, st: SellerState) -> list[Row]:
     """The seller's campaigns as WB shows them now (generated, then edited)."""
     out = []
-    for camp in cached(data, "campaigns", reports.campaigns):
+    for camp in cached(data, "campaigns", adverts.campaigns):
         change = st.campaign_edits.get(camp["id"])
         if change:
             settings = {**camp["settings"], **change.get("settings", {})}
@@ -54,9 +54,9 @@ def seller_campaigns(data: SellerData, st: SellerState) -> list[Row]:
 def initial_state(data: SellerData) -> SellerState:
     """A seller's state before any write: bids as generated."""
     bids: dict[tuple[int, int, str], int] = {}
-    for camp in cached(data, "campaigns", reports.campaigns):
+    for camp in cached(data, "campaigns", adverts.campaigns):
         for nm in camp["nm_settings"] or []:
-            for k, query in enumerate(reports.clusters(camp["id"], nm["nm_id"])):
+            for k, query in enumerate(adverts.clusters(camp["id"], nm["nm_id"])):
                 bids[(camp["id"], nm["nm_id"], query)] = nm["bids_kopecks"]["search"] + 100 * k
     return SellerState(bids=bids)
 
@@ -266,9 +266,9 @@ def _expected(
     if method == "promotion.fullstats":
         begin, end = _dates(data, params, "begin", "end")
         return [
-            reports.advert_stats(data, c, begin, end)
-            for c in cached(data, "campaigns", reports.campaigns)
-            if c["status"] in reports.STATS_STATUSES
+            adverts.advert_stats(data, c, begin, end)
+            for c in cached(data, "campaigns", adverts.campaigns)
+            if c["status"] in adverts.STATS_STATUSES
         ]
     if method == "promotion.get_bids":
         return [bid_row(key, kop) for key, kop in st.bids.items()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -94,6 +95,13 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
 
     async def getNextJob(self, token: str) -> Any:
         if self.closing:
+            return None
+        if self.drained and self.waiting is not None:
+            # Another slot's blocking wait already covers the drained queue: asking too would
+            # be a ``moveToActive`` (7 commands) that finds nothing. The port's run loop starts
+            # every free slot's fetch before the first sets ``waiting`` (Node's sets it before
+            # the others start), so an idle worker of C slots asked C times per wait. The slot
+            # is filled again once the wait ends (a job came, or its timeout).
             return None
         try:
             job = await super().getNextJob(token)
@@ -220,3 +228,14 @@ async def put_back_locked(
             continue
         moved.append((jid, token))
     return moved
+
+
+def bullmq_script_shas() -> dict[str, str]:
+    """BullMQ's Lua scripts by the SHA1 its clients call them by (``EVALSHA``): what a
+    benchmark needs to tell BullMQ's commands from wbsync's in a ``MONITOR`` log."""
+    from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript
+
+    return {
+        hashlib.sha1(loadScript(file).encode()).hexdigest(): name
+        for name, file in SCRIPT_DEFINITIONS.items()
+    }

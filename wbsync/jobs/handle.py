@@ -12,6 +12,7 @@ from wbsync import clock
 from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter
 from wbsync.jobs.model import Deferred
+from wbsync.throughput import Count
 
 MoveToDelayed = Callable[[str, str, int, Mapping[str, Any]], Awaitable[None]]
 ProgressFields = Callable[[], Mapping[str, Any]]
@@ -68,20 +69,23 @@ class JobHandle:
         """Store ``fields()`` with every write of the job's data (cursor saves and deferrals)."""
         self._carried.append(fields)
 
-    async def save_cursor(self, cursor: Any, extra: Mapping[str, Any] | None = None) -> None:
+    async def save_cursor(
+        self, cursor: Any, extra: Mapping[str, Any] | None = None, *, count: Count | None = None
+    ) -> None:
         """Store ``cursor`` (and ``extra`` fields) in the job's data, so a resumed or recovered
-        run continues from it.
+        run continues from it; ``count`` (the stored page in the throughput history) is written
+        in the same round trip, and only with the cursor.
 
         A saved cursor is progress: the ``on_progress`` callbacks run first.
         """
         for callback in self._progress:
             callback()
-        await self.update_data({**(extra or {}), "cursor": cursor})
+        await self.update_data({**(extra or {}), "cursor": cursor}, count=count)
 
-    async def update_data(self, changes: Mapping[str, Any]) -> None:
+    async def update_data(self, changes: Mapping[str, Any], *, count: Count | None = None) -> None:
         """Merge ``changes`` into the job's stored data (while this worker holds the lock)."""
         data = self._merged(changes)
-        await self._writer.save(self.id, self._token, data)
+        await self._writer.save(self.id, self._token, data, count)
         self._job.data = data
 
     def _merged(self, changes: Mapping[str, Any]) -> dict[str, Any]:

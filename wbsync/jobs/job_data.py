@@ -1,5 +1,6 @@
 """A job's data as the job layer reads and writes it: writes lock-checked, in one round trip
-(``job_data.lua``); reads that say what is wrong with data that cannot be read.
+(``job_data.lua``, which also counts the stored page in the throughput history); reads that say
+what is wrong with data that cannot be read.
 
 BullMQ's own ``updateData`` writes whatever the caller holds, lock or not: a worker whose lock
 expired while it was stalled would overwrite the cursor of the worker that took the job over.
@@ -20,6 +21,7 @@ from typing import Any
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.lua import lua_script
 from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.throughput import Count
 
 __all__ = ["JobDataWriter", "decode", "encode"]
 
@@ -52,12 +54,33 @@ class JobDataWriter:
         self._script = redis.register_script(_SCRIPT)
         self._job_key = job_key
 
-    async def save(self, job_id: str, token: str, data: Mapping[str, Any]) -> None:
-        """Replace ``job_id``'s data; ``JobLockLostError`` if ``token`` no longer holds its lock."""
+    async def save(
+        self, job_id: str, token: str, data: Mapping[str, Any], count: Count | None = None
+    ) -> None:
+        """Replace ``job_id``'s data, and add ``count`` to the throughput history in the same
+        call; ``JobLockLostError`` (nothing written) if ``token`` no longer holds its lock.
+
+        ``count``'s key must share the job's hash tag (the queue's), so on a cluster the call's
+        keys are in one slot.
+        """
         key = self._job_key(job_id)
+        script_keys = [key, f"{key}:lock"]
+        args: list[str | int] = [token, encode(data)]
+        if count is not None:
+            if _hash_tag(count.key) != _hash_tag(key):
+                raise ValueError(f"count {count.key!r} is not in the slot of job key {key!r}")
+            script_keys.append(count.key)
+            args += [count.keep_s, count.field, count.amount]
         with redis_failures(f"could not save data of job {job_id}", QueueError):
-            result = await self._script(keys=[key, f"{key}:lock"], args=[token, encode(data)])
+            result = await self._script(keys=script_keys, args=args)
         if int(result) != 1:
             raise JobLockLostError(
                 f"job {job_id}: its lock is no longer this worker's; its data was not written"
             )
+
+
+def _hash_tag(key: str) -> str:
+    """The part of ``key`` Redis Cluster hashes: the first ``{...}``, else the whole key."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if start >= 0 and end > start + 1 else key

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from redis.asyncio.cluster import RedisCluster
 
@@ -33,9 +33,6 @@ from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
 from wbsync.redis_client import RedisClient, redis_failures, run_scripts
 from wbsync.scope import BucketScope, Limit
-
-if TYPE_CHECKING:
-    from wbsync.config import Settings
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 _LEARN = lua_script("wbsync.ratelimit", "learn.lua")
@@ -73,13 +70,14 @@ class Acquired:
     waited_ms: float
 
 
-class RateLimiter:
-    """Token buckets per (cabinet, limit group), shared by every process through Redis.
+@dataclass(frozen=True, slots=True)
+class LimiterOptions:
+    """What a limiter is configured by; the composition root builds it from the settings
+    (``wbsync.runtime.limiter_options``), so the limiter knows nothing of ``Settings``.
 
     ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap and the
     learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties
-    are real milliseconds, not scaled. ``for_settings`` builds one from the settings, as every
-    process does.
+    are real milliseconds, not scaled.
 
     Each token's refill interval gets a margin, ``refill_margin_ratio`` of the interval and at
     most ``refill_margin_cap_ms``: WB's bucket and ours see each request a few milliseconds
@@ -89,52 +87,41 @@ class RateLimiter:
     milliseconds, not scaled, because the jitter it absorbs is real time.
     """
 
-    def __init__(
-        self,
-        redis: RedisClient,
-        *,
-        prefix: str,
-        time_scale: float = 1.0,
-        ceiling_margin_ms: float = 5000.0,
-        ceiling_cap_ms: float = 125_000.0,
-        refill_margin_ratio: float = 0.0,
-        refill_margin_cap_ms: float = 25.0,
-        learned_ttl_s: float = 3600.0,
-        max_wait_s: float = 3600.0,
-    ) -> None:
-        if time_scale <= 0:
-            raise ValueError(f"time_scale must be > 0, got {time_scale}")
-        if learned_ttl_s <= 0:
-            raise ValueError(f"learned_ttl_s must be > 0, got {learned_ttl_s}")
-        if not 0 < max_wait_s < math.inf:
-            raise ValueError(f"max_wait_s must be > 0 and finite, got {max_wait_s}")
+    prefix: str
+    time_scale: float = 1.0
+    ceiling_margin_ms: float = 5000.0
+    ceiling_cap_ms: float = 125_000.0
+    refill_margin_ratio: float = 0.0
+    refill_margin_cap_ms: float = 25.0
+    learned_ttl_s: float = 3600.0
+    max_wait_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.time_scale <= 0:
+            raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
+        if self.learned_ttl_s <= 0:
+            raise ValueError(f"learned_ttl_s must be > 0, got {self.learned_ttl_s}")
+        if not 0 < self.max_wait_s < math.inf:
+            raise ValueError(f"max_wait_s must be > 0 and finite, got {self.max_wait_s}")
+
+
+class RateLimiter:
+    """Token buckets per (cabinet, limit group), shared by every process through Redis,
+    configured by ``LimiterOptions``."""
+
+    def __init__(self, redis: RedisClient, options: LimiterOptions) -> None:
         self._redis = redis
-        self._prefix = prefix
-        self._time_scale = time_scale
-        self._ceiling_margin_ms = ceiling_margin_ms * time_scale
-        self._ceiling_cap_ms = ceiling_cap_ms * time_scale
-        self._refill_margin_ratio = refill_margin_ratio
-        self._refill_margin_cap_ms = refill_margin_cap_ms
-        self._learned_ttl_ms = learned_ttl_s * 1000.0 * time_scale
-        self._max_wait_ms = max_wait_s * 1000.0 * time_scale
+        self._prefix = options.prefix
+        self._time_scale = time_scale = options.time_scale
+        self._ceiling_margin_ms = options.ceiling_margin_ms * time_scale
+        self._ceiling_cap_ms = options.ceiling_cap_ms * time_scale
+        self._refill_margin_ratio = options.refill_margin_ratio
+        self._refill_margin_cap_ms = options.refill_margin_cap_ms
+        self._learned_ttl_ms = options.learned_ttl_s * 1000.0 * time_scale
+        self._max_wait_ms = options.max_wait_s * 1000.0 * time_scale
         self._script = redis.register_script(_BUCKET)
         self._learn = redis.register_script(_LEARN)
-        self._learned_index = keys.learned_index_key(prefix)
-
-    @classmethod
-    def for_settings(cls, redis: RedisClient, settings: Settings) -> RateLimiter:
-        """The limiter as ``settings`` configure it (prefix, time scale, margins, cap, TTL)."""
-        return cls(
-            redis,
-            prefix=settings.redis_prefix,
-            time_scale=settings.time_scale,
-            ceiling_margin_ms=settings.wait_ceiling_margin_ms,
-            ceiling_cap_ms=settings.wait_ceiling_cap_ms,
-            refill_margin_ratio=settings.limiter_refill_margin_ratio,
-            refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
-            learned_ttl_s=settings.learned_limit_ttl_s,
-            max_wait_s=settings.wb_rate_wait_max_s,
-        )
+        self._learned_index = keys.learned_index_key(options.prefix)
 
     @property
     def time_scale(self) -> float:

@@ -10,31 +10,30 @@ retried within a budget (``retry.py``); each of them, and each unusable reply, i
 to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
 this call and its deferrals. The token never appears in a log line, an exception or a repr.
 
-Bounds of one HTTP exchange: it must finish, last body byte included, within
-``wb_request_deadline_s`` (a reply trickling past it is a transport failure), and its body is
-read as a stream and abandoned past ``wb_max_body_bytes``. Only a 2xx is an answer: a 3xx is an
-unusable reply (httpx follows no redirects, and a redirected write was not applied).
+Bounds of one HTTP exchange (``http.py``, on the process's shared connection pool): it must
+finish, last body byte included, within ``request_deadline_s`` (a reply trickling past it is a
+transport failure), and its body is read as a stream and abandoned past ``max_body_bytes``. Only
+a 2xx is an answer: a 3xx is an unusable reply (redirects are not followed, and a redirected
+write was not applied). The client follows a ``ClientOptions`` (``options.py``), never the whole
+settings; replies are parsed with orjson.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import orjson
 
 from wbsync import __version__, clock
-from wbsync.config import Settings
 from wbsync.context import report_upstream_failure
 from wbsync.errors import (
     WbApiError,
     WbAuthError,
     WbBadResponseError,
-    WbBodyTooLargeError,
     WbMethodDisabledError,
     WbPaymentRequiredError,
     WbPermissionError,
@@ -48,7 +47,9 @@ from wbsync.ratelimit import BucketScope, RateLimiter
 from wbsync.throughput import Throughput
 from wbsync.wb.endpoints import Endpoint, check_token
 from wbsync.wb.feedback import Feedback, RateHeaders
-from wbsync.wb.retry import RetryPolicy, rate_limit_wait_ms
+from wbsync.wb.http import HttpPool, HttpReply
+from wbsync.wb.options import ClientOptions
+from wbsync.wb.retry import rate_limit_wait_ms
 from wbsync.wb.tokens import TokenType, WbToken, parse_token
 
 __all__ = ["WbClient", "WbReply"]
@@ -74,8 +75,8 @@ class WbReply:
     remaining: int | None
 
 
-def _request_id(response: httpx.Response, body: Any = None) -> str | None:
-    rid: str | None = response.headers.get("X-Request-Id")
+def _request_id(headers: Mapping[str, str], body: Any = None) -> str | None:
+    rid = headers.get("X-Request-Id")
     if rid:
         return rid
     if isinstance(body, dict):
@@ -86,7 +87,7 @@ def _request_id(response: httpx.Response, body: Any = None) -> str | None:
 
 def _json_or_none(content: bytes) -> Any:
     try:
-        return json.loads(content)
+        return orjson.loads(content)
     except ValueError:
         return None
 
@@ -95,7 +96,8 @@ class WbClient:
     """Calls WB methods for one cabinet with its token, through the shared limiter.
 
     The constructor parses the token (``TokenError`` if malformed or expired) and does no I/O;
-    the HTTP client is made on first use unless one is given. Use ``async with`` or ``aclose``.
+    without a shared ``http`` pool the client makes its own on first use (and closes it in
+    ``aclose``). Use ``async with`` or ``aclose``.
     """
 
     def __init__(
@@ -104,10 +106,8 @@ class WbClient:
         token: str | WbToken,
         limiter: RateLimiter,
         *,
-        settings: Settings,
-        http: httpx.AsyncClient | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 60.0,
+        options: ClientOptions,
+        http: HttpPool | None = None,
         rng: random.Random | None = None,
         throughput: Throughput | None = None,
     ) -> None:
@@ -118,11 +118,10 @@ class WbClient:
         self._limiter = limiter
         self._feedback = Feedback(limiter, cabinet=cabinet_name)
         # Given by whoever composes the application: the client never reads the environment.
-        self._settings = settings
+        self._options = options
         self._http = http
         self._owns_http = http is None
-        self._retry = retry or RetryPolicy()
-        self._timeout_s = timeout_s
+        self._retry = options.retry
         self._rng = rng or random.Random()
         self._throughput = throughput
         self._closed = False
@@ -131,9 +130,9 @@ class WbClient:
         return f"WbClient(cabinet={self.cabinet!r}, token={self._token!r})"
 
     @property
-    def settings(self) -> Settings:
-        """The settings this client follows (page sizes, bounds, base URLs)."""
-        return self._settings
+    def options(self) -> ClientOptions:
+        """The options this client follows (page sizes, bounds, base URLs)."""
+        return self._options
 
     @property
     def token(self) -> WbToken:
@@ -155,14 +154,14 @@ class WbClient:
 
     def scope(self, ep: Endpoint) -> BucketScope:
         """The shared bucket ``ep`` spends for this token's seller."""
-        limit = ep.limit_for(self._token.type, self._settings)
+        limit = ep.limit_for(self._token.type, self._options.limit_overrides)
         return BucketScope(cabinet=self._token.seller_id, group=ep.group, limit=limit)
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> HttpPool:
         if self._closed:
             raise RuntimeError(f"WbClient for cabinet {self.cabinet!r} is closed")
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout_s)
+            self._http = HttpPool()
         return self._http
 
     async def call(
@@ -170,7 +169,7 @@ class WbClient:
     ) -> WbReply:
         """Call ``ep`` once (with retries): rate-limited, errors mapped to ``WbApiError``."""
         check_token(self._token, ep, cabinet=self.cabinet)
-        if ep.name in self._settings.wb_disabled_methods:
+        if ep.name in self._options.disabled_methods:
             raise WbMethodDisabledError(
                 "method is switched off by WBSYNC_WB_DISABLED_METHODS; nothing sent",
                 method=ep.name,
@@ -185,106 +184,72 @@ class WbClient:
                 failures += 1
                 await self._backoff(ep, failures, "transport error")
                 continue
-            response, content = answer
-            count_upstream(ep.section.name, str(response.status_code))
-            headers = self._rate_headers(ep, scope, response)
-            if response.status_code == 429:
+            count_upstream(ep.section.name, str(answer.status))
+            headers = self._rate_headers(ep, scope, answer)
+            if answer.status == 429:
                 limited += 1
-                await self._on_429(ep, scope, response, content, headers, limited, sent)
+                await self._on_429(ep, scope, answer, headers, limited, sent)
                 continue
             await self._feedback.on_reply(scope, headers, acquired)
-            if response.status_code >= 500:
+            if answer.status >= 500:
                 failures += 1
-                error = _server_error(ep, response, content)
+                error = _server_error(ep, answer)
                 report_upstream_failure(error)
                 self._check_budget(failures, error)
-                await self._backoff(ep, failures, f"status {response.status_code}")
+                await self._backoff(ep, failures, f"status {answer.status}")
                 continue
-            return self._reply(ep, response, content)
+            return self._reply(ep, answer)
 
-    def _rate_headers(
-        self, ep: Endpoint, scope: BucketScope, response: httpx.Response
-    ) -> RateHeaders:
-        scale = self._settings.time_scale
+    def _rate_headers(self, ep: Endpoint, scope: BucketScope, reply: HttpReply) -> RateHeaders:
+        scale = self._options.time_scale
         return RateHeaders.of(
-            response,
+            reply.headers,
             method=ep.name,
             cabinet=self.cabinet,
             period_s=scope.limit.period_s * scale,
-            max_wait_s=self._settings.wb_rate_wait_max_s * scale,
+            max_wait_s=self._options.rate_wait_max_s * scale,
         )
 
     async def _send(
         self,
-        http: httpx.AsyncClient,
+        http: HttpPool,
         ep: Endpoint,
         params: dict[str, Any] | None,
         body: Any,
         failures: int,
-    ) -> tuple[httpx.Response, bytes] | None:
-        """One HTTP exchange within the deadline: the reply and its body; None after a
-        transport error (or the deadline) that the budget still covers."""
+    ) -> HttpReply | None:
+        """One HTTP exchange within the deadline and the body maximum; None after a transport
+        error (or the deadline) that the budget still covers."""
         headers = {
             "Authorization": self._token.authorization(),
             "User-Agent": f"wbsync/{__version__}",
         }
-        deadline_s = self._settings.wb_request_deadline_s
+        options = self._options
         try:
-            # httpx's timeout is per read: a reply trickling a byte at a time never trips it.
-            async with asyncio.timeout(deadline_s):
-                async with http.stream(
-                    ep.method, self._url(ep), params=params, json=body, headers=headers
-                ) as response:
-                    return response, await self._body(ep, response)
-        except (httpx.TransportError, TimeoutError) as exc:
-            count_upstream(ep.section.name, "transport")
-            why = (
-                f"no whole answer from WB within {deadline_s:g} s (WBSYNC_WB_REQUEST_DEADLINE_S)"
-                if isinstance(exc, TimeoutError)
-                else f"no answer from WB: {type(exc).__name__}"
+            return await http.exchange(
+                ep.method,
+                self._url(ep),
+                name=ep.name,
+                params=params,
+                body=body,
+                headers=headers,
+                deadline_s=options.request_deadline_s,
+                read_timeout_s=options.read_timeout_s,
+                max_body_bytes=options.max_body_bytes,
             )
-            error = WbTransportError(why, method=ep.name)
+        except WbTransportError as error:
+            count_upstream(ep.section.name, "transport")
             report_upstream_failure(error)
             self._check_budget(failures + 1, error)
             return None
-        except httpx.HTTPError as exc:
-            # Not a lost answer but an unusable one (bad encoding, redirect loop): not retried.
-            bad = WbBadResponseError(
-                f"unusable answer from WB: {type(exc).__name__}", method=ep.name
-            )
+        except WbBadResponseError as bad:
+            # Not a lost answer but an unusable one (too large, undecodable): not retried.
             report_upstream_failure(bad)
-            raise bad from None
-
-    async def _body(self, ep: Endpoint, response: httpx.Response) -> bytes:
-        """The reply's body, read no further than ``wb_max_body_bytes`` (decoded)."""
-        most = self._settings.wb_max_body_bytes
-        declared = response.headers.get("Content-Length", "")
-        size = 0
-        chunks: list[bytes] = []
-        if not (declared.isdigit() and int(declared) > most):
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > most:
-                    break
-                chunks.append(chunk)
-            else:
-                return b"".join(chunks)
-        too_large = WbBodyTooLargeError(
-            f"WB's reply is larger than WBSYNC_WB_MAX_BODY_BYTES ({most} bytes; "
-            f"{declared or 'no'} declared, stopped after reading {size}): ask for smaller "
-            "pages or raise the maximum",
-            read_bytes=size,
-            max_bytes=most,
-            method=ep.name,
-            status=response.status_code,
-            request_id=_request_id(response),
-        )
-        report_upstream_failure(too_large)
-        raise too_large
+            raise
 
     def _url(self, ep: Endpoint) -> str:
         # Test tokens work only on WB's sandbox hosts (check_token refused sections without one).
-        return ep.url(self._settings, sandbox=self._token.type is TokenType.TEST)
+        return ep.url(self._options.hosts, sandbox=self._token.type is TokenType.TEST)
 
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:
@@ -292,7 +257,7 @@ class WbClient:
 
     async def _backoff(self, ep: Endpoint, failures: int, reason: str) -> None:
         delay_s = self._retry.backoff_s(
-            failures, time_scale=self._settings.time_scale, rng=self._rng
+            failures, time_scale=self._options.time_scale, rng=self._rng
         )
         log.warning(
             "cabinet %s: %s failed (%s), try %d of %d in %.0f ms",
@@ -309,20 +274,19 @@ class WbClient:
         self,
         ep: Endpoint,
         scope: BucketScope,
-        response: httpx.Response,
-        content: bytes,
+        reply: HttpReply,
         headers: RateHeaders,
         limited: int,
         sent: float,
     ) -> None:
-        wait_ms = rate_limit_wait_ms(headers, scope.limit, self._settings.time_scale)
+        wait_ms = rate_limit_wait_ms(headers, scope.limit, self._options.time_scale)
         round_trip_ms = (clock.monotonic() - sent) * 1000.0
         await self._feedback.on_429(scope, headers, round_trip_ms)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
         await self._limiter.penalize(scope, wait_ms)
         if self._throughput is not None:
             await self._throughput.rate_limited()
-        rid = _request_id(response, _json_or_none(content))
+        rid = _request_id(reply.headers, _json_or_none(reply.content))
         log.info(
             "cabinet %s: %s got 429 (request %s), bucket %s pushed %d ms",
             self.cabinet,
@@ -340,52 +304,50 @@ class WbClient:
                 request_id=rid,
             )
 
-    def _reply(self, ep: Endpoint, response: httpx.Response, content: bytes) -> WbReply:
-        status = response.status_code
+    def _reply(self, ep: Endpoint, reply: HttpReply) -> WbReply:
+        status, content = reply.status, reply.content
         if status >= 400:
             body = _json_or_none(content)
             detail = body.get("detail") or body.get("title") if isinstance(body, dict) else None
             error = _ERRORS.get(status, WbRequestError)
             raise error(
-                f"WB refused the request: {detail or response.reason_phrase}",
+                f"WB refused the request: {detail or reply.reason}",
                 method=ep.name,
                 status=status,
-                request_id=_request_id(response, body),
+                request_id=_request_id(reply.headers, body),
             )
         if not 200 <= status < 300:
             # A redirect is no answer: WB documents none, and a write sent there was not applied.
             bad = WbBadResponseError(
-                f"WB answered {status} {response.reason_phrase} instead of a result",
+                f"WB answered {status} {reply.reason} instead of a result",
                 method=ep.name,
                 status=status,
-                request_id=_request_id(response, _json_or_none(content)),
+                request_id=_request_id(reply.headers, _json_or_none(content)),
             )
             report_upstream_failure(bad)
             raise bad
         data: Any = None
         if status != 204 and content:
             try:
-                data = json.loads(content)
+                data = orjson.loads(content)
             except ValueError:
                 bad = WbBadResponseError(
                     "WB answered a body that is not JSON",
                     method=ep.name,
                     status=status,
-                    request_id=_request_id(response),
+                    request_id=_request_id(reply.headers),
                 )
                 report_upstream_failure(bad)
                 raise bad from None
-        remaining = response.headers.get("X-Ratelimit-Remaining")
+        remaining = reply.headers.get("X-Ratelimit-Remaining")
         return WbReply(
             status=status,
             data=data,
-            request_id=_request_id(response, data),
+            request_id=_request_id(reply.headers, data),
             remaining=int(remaining) if remaining and remaining.isdigit() else None,
         )
 
 
-def _server_error(ep: Endpoint, response: httpx.Response, content: bytes) -> WbServerError:
-    rid = _request_id(response, _json_or_none(content))
-    return WbServerError(
-        "WB failed to answer", method=ep.name, status=response.status_code, request_id=rid
-    )
+def _server_error(ep: Endpoint, reply: HttpReply) -> WbServerError:
+    rid = _request_id(reply.headers, _json_or_none(reply.content))
+    return WbServerError("WB failed to answer", method=ep.name, status=reply.status, request_id=rid)

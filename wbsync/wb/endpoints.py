@@ -15,15 +15,15 @@ method is its own group, named after the method.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from wbsync.config import Settings
 from wbsync.errors import TokenError
-from wbsync.limit_overrides import ALL_TOKEN_TYPES
+from wbsync.limit_overrides import ALL_TOKEN_TYPES, LimitOverride
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.scope import Limit
+from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import Category, TokenType, WbToken
 
 __all__ = [
@@ -154,37 +154,41 @@ class Endpoint:
         """True when WB lets ``token_type`` call this method."""
         return self.limits.get(token_type) is not None
 
-    def limit_for(self, token_type: TokenType, settings: Settings | None = None) -> Limit:
-        """The raw limit for ``token_type``: ``settings``' override of the group, else WB's
-        table; ``ValueError`` if that type may not call this method."""
+    def limit_for(
+        self,
+        token_type: TokenType,
+        overrides: Mapping[str, Mapping[str, LimitOverride]] | None = None,
+    ) -> Limit:
+        """The raw limit for ``token_type``: the group's entry of ``overrides``
+        (WBSYNC_LIMIT_OVERRIDES), else WB's table; ``ValueError`` if that type may not call
+        this method."""
         limit = self.limits.get(token_type)
         if limit is None:
             raise ValueError(f"{self.name} does not accept {token_type.value} tokens")
-        overrides = settings.limit_overrides.get(self.group, {}) if settings else {}
-        override = overrides.get(token_type.value) or overrides.get(ALL_TOKEN_TYPES)
+        by_type = overrides.get(self.group, {}) if overrides else {}
+        override = by_type.get(token_type.value) or by_type.get(ALL_TOKEN_TYPES)
         if override is None:
             return limit
         return Limit(period_s=override.period_s, limit=override.limit, burst=override.burst)
 
-    def url(self, settings: Settings | None = None, *, sandbox: bool = False) -> str:
-        """The full URL of this method under ``settings``' base URLs (a sandbox one for Test
-        tokens)."""
-        return base_url(self.section, settings, sandbox=sandbox) + self.path
+    def url(self, hosts: Hosts | None = None, *, sandbox: bool = False) -> str:
+        """The full URL of this method on ``hosts`` (a sandbox one for Test tokens)."""
+        return base_url(self.section, hosts, sandbox=sandbox) + self.path
 
 
-def base_url(section: Section, settings: Settings | None = None, *, sandbox: bool = False) -> str:
-    """Where ``section`` lives: ``wb_base_urls[section]``, else ``wb_base_url``, else WB's host.
+def base_url(section: Section, hosts: Hosts | None = None, *, sandbox: bool = False) -> str:
+    """Where ``section`` lives: ``base_urls[section]``, else ``base_url``, else WB's host.
 
-    With ``sandbox`` (Test tokens): ``wb_sandbox_base_url``, else WB's ``-sandbox`` host;
+    With ``sandbox`` (Test tokens): ``sandbox_base_url``, else WB's ``-sandbox`` host;
     ``ValueError`` for a section without one.
     """
     if sandbox:
         if not section.sandbox:
             raise ValueError(f"WB has no sandbox host for the {section.name} section")
-        url = settings.wb_sandbox_base_url if settings is not None else None
+        url = hosts.sandbox_base_url if hosts is not None else None
         return url.rstrip("/") if url else f"https://{section.host_prefix}-sandbox.wildberries.ru"
-    if settings is not None:
-        url = settings.wb_base_urls.get(section.name) or settings.wb_base_url
+    if hosts is not None:
+        url = hosts.base_urls.get(section.name) or hosts.base_url
         if url:
             return url.rstrip("/")
     return f"https://{section.host_prefix}.wildberries.ru"

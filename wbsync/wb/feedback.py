@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-
-import httpx
 
 from wbsync import clock
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
@@ -104,15 +103,15 @@ class RateHeaders:
     @classmethod
     def of(
         cls,
-        response: httpx.Response,
+        h: Mapping[str, str],
         *,
         method: str = "?",
         cabinet: str = "?",
         period_s: float = 0.0,
         max_wait_s: float = math.inf,
     ) -> RateHeaders:
-        """Read the headers; a missing one is None, an unusable wait header is ``period_s``."""
-        h = response.headers
+        """Read the headers ``h`` (case-insensitive, as a reply's are); a missing one is None,
+        an unusable wait header is ``period_s``."""
         remaining = _number(h.get("X-Ratelimit-Remaining"))
         limit = _number(h.get("X-Ratelimit-Limit"))
         waits: dict[str, float | None] = {}

@@ -56,7 +56,7 @@ async def finance_detailed_report(
     JSON), which no worker should parse at once.
     """
     ep = eps.FINANCE_DETAILED_REPORT
-    limit = limit or client.settings.wb_finance_page_rows
+    limit = limit or client.options.finance_page_rows
 
     async def fetch(after: int) -> list[Row]:
         body = {

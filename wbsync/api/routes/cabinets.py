@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from wbsync.api.deps import CabinetDep, RuntimeDep, status_reader
+from wbsync.api.live import cabinet_buckets, cabinet_jobs
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import (
     BucketOut,
@@ -21,7 +22,6 @@ from wbsync.api.schemas import (
     TriggerOut,
     cabinet_out,
 )
-from wbsync.api.status import cabinet_buckets, cabinet_jobs
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
 from wbsync.jobs.model import job_id
 from wbsync.runtime import Runtime

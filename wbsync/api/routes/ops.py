@@ -12,9 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
+from wbsync.api.live import queue_counts
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import StatusOut, ThroughputOut
-from wbsync.api.status import queue_counts, status_out
+from wbsync.api.status_model import status_out
 from wbsync.errors import QueueError
 
 __all__ = ["probes", "router"]
