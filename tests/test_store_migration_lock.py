@@ -20,7 +20,7 @@ from wbsync.cli import app
 from wbsync.config import get_settings
 from wbsync.errors import StoreError
 from wbsync.store import Database
-from wbsync.store.db import PG_MIGRATION_LOCK_KEY
+from wbsync.store.migrator import PG_MIGRATION_LOCK_KEY
 from wbsync.store.schema import metadata
 
 PROCESSES = 4

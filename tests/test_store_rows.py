@@ -194,3 +194,35 @@ async def test_concurrent_writers_of_overlapping_pages_make_no_duplicates(store:
     results = await asyncio.gather(*(store.upsert("orders", cabinet, page) for page in pages))
     assert results == [300] * len(pages)
     assert await store.count("orders", cabinet) == 160 + 300
+
+
+async def test_equal_data_is_not_rewritten_whatever_its_key_order_or_integer_size(
+    store: Store,
+) -> None:
+    # Canonical JSON (sorted keys; integers past 64 bits through the standard json) makes
+    # equal data equal text on SQLite, whose change check compares text.
+    cabinet = await _cabinet(store)
+    row = {"rrdId": 1, "nmId": 5, "big": 2**70, "nested": {"b": "в", "a": [1, 2.5]}}
+    assert await store.upsert("finance_report", cabinet, [row]) == 1
+    reordered = {"nested": {"a": [1, 2.5], "b": "в"}, "big": 2**70, "nmId": 5, "rrdId": 1}
+    assert await store.upsert("finance_report", cabinet, [reordered]) == 0
+    assert await store.fetch("finance_report", cabinet) == [row]
+
+
+async def test_a_page_saves_its_cursor_in_its_own_transaction(store: Store) -> None:
+    cabinet = await _cabinet(store)
+    page = [{"rrdId": 1, "nmId": 5}]
+    done = await store.write("finance_report", cabinet, page, cursor=("s", {"rrdId": 1}))
+    assert (done.rows, done.changed) == (1, 1)
+    assert await store.cursors.get(cabinet, "s") == {"rrdId": 1}
+    # A cursor that cannot be stored takes the page's rows with it: one transaction.
+    with pytest.raises(StoreError, match="not JSON serializable"):
+        await store.write(
+            "finance_report", cabinet, [{"rrdId": 2}], cursor=("s", {"rrdId": object()})
+        )
+    assert await store.count("finance_report", cabinet) == 1
+    assert await store.cursors.get(cabinet, "s") == {"rrdId": 1}
+    # An unchanged page still moves the cursor on.
+    done = await store.write("finance_report", cabinet, page, cursor=("s", {"rrdId": 3}))
+    assert (done.changed, done.last_seq) == (0, None)
+    assert await store.cursors.get(cabinet, "s") == {"rrdId": 3}

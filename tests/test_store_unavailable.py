@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from tests.conftest_store import POSTGRES_ENV, DatabaseFactory
 from tests.waiting import wait_for
 from wbsync.errors import StoreError, StoreUnavailableError
+from wbsync.store import db as db_module
 from wbsync.store.db import Database
 
 # The codes of the wire protocol's first messages that are requests, not a startup message.
@@ -125,8 +126,15 @@ async def _lock_out(factory: DatabaseFactory, url: str) -> None:
     """ALLOW_CONNECTIONS false, and every open connection to the database terminated."""
     name = make_url(url).database
     await factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    await _terminate(factory, url)
+
+
+async def _terminate(factory: DatabaseFactory, url: str) -> None:
+    """Every open connection to the database terminated by the server (waiting until each
+    backend has exited, so the next use of a pooled connection meets a closed one)."""
+    name = make_url(url).database
     await factory.admin(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
         f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
     )
 
@@ -136,10 +144,36 @@ async def test_a_database_not_accepting_connections_is_unavailable(
 ) -> None:
     async with Database(throwaway) as database:
         await _lock_out(database_factory, throwaway)
-        # The pooled connection is gone (pre-ping) and a new one is refused with 55000.
+        # The pooled connection is gone: its first statement fails (checkouts are not pinged),
+        # which discards the pool's connections; a new one is refused with 55000.
+        with pytest.raises(StoreUnavailableError, match=r"closed|administrator command"):
+            await database.execute(text("SELECT 1"))
         with pytest.raises(StoreUnavailableError, match="not currently accepting connections"):
             async with database.connection() as conn:
                 await conn.execute(text("SELECT 1"))
+        # The probe's connection is pinged: it says why at once.
+        with pytest.raises(StoreUnavailableError, match="not currently accepting connections"):
+            await database.ping()
+
+
+@pytest.mark.parametrize("way", ["transaction", "connection", "execute"])
+async def test_a_dead_pooled_connection_costs_one_unavailable_call_then_the_pool_recovers(
+    throwaway: str, database_factory: DatabaseFactory, way: str
+) -> None:
+    async with Database(throwaway) as database:
+        await database.execute(text("SELECT 1"))  # a connection in the pool
+        await _terminate(database_factory, throwaway)
+
+        async def once() -> object:
+            if way == "execute":
+                return (await database.execute(text("SELECT 1"))).scalar()
+            opened = database.transaction() if way == "transaction" else database.connection()
+            async with opened as conn:
+                return await conn.scalar(text("SELECT 1"))
+
+        with pytest.raises(StoreUnavailableError, match=r"closed|administrator command"):
+            await once()
+        assert await once() == 1
 
 
 async def test_a_connection_terminated_mid_statement_is_unavailable(
@@ -183,3 +217,19 @@ async def test_a_refused_statement_on_a_live_database_is_not_unavailable(throwaw
             async with database.connection() as conn:
                 await conn.execute(text("SELECT * FROM no_such_table"))
         assert not isinstance(caught.value, StoreUnavailableError)
+
+
+async def test_a_pooled_connection_is_replaced_past_the_recycle_age(
+    throwaway: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def backends(database: Database) -> set[int]:
+        pids = set()
+        for _ in range(3):  # one checkout after the other: the pool hands back its connection
+            pids.add(int((await database.execute(text("SELECT pg_backend_pid()"))).scalar_one()))
+        return pids
+
+    async with Database(throwaway) as database:
+        assert len(await backends(database)) == 1  # well within POOL_RECYCLE_S
+    monkeypatch.setattr(db_module, "POOL_RECYCLE_S", 0)  # every connection is past its age
+    async with Database(throwaway) as database:
+        assert len(await backends(database)) == 3

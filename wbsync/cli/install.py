@@ -14,7 +14,7 @@ from rich.table import Table
 from wbsync.cli.running import configured_settings, open_database, run_async
 
 if TYPE_CHECKING:
-    from wbsync.store.db import Migration
+    from wbsync.store.migrator import Migration
 
 
 def settings_cmd(

@@ -243,8 +243,7 @@ class CabinetRepository:
 
     async def get(self, ref: CabinetRef) -> Cabinet:
         """The cabinet of that id or name; CabinetNotFoundError if there is none."""
-        async with self._db.connection() as conn:
-            row = (await conn.execute(select(cabinets).where(_match(ref)))).one_or_none()
+        row = (await self._db.execute(select(cabinets).where(_match(ref)))).one_or_none()
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         return self._record(row)

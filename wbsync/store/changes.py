@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync.errors import FeedCursorError
@@ -94,23 +94,30 @@ class ChangeEvent:
 ChangeListener = Callable[[ChangeEvent], Awaitable[None]]
 
 
+_row = change_sequences.c
+# Built once: the same statement objects keep their compiled forms (SQLAlchemy's cache).
+_LOCK_PG = select(_row.last_seq).where(_row.dataset == bindparam("name")).with_for_update()
+_LOCK_SQLITE = (
+    update(change_sequences)
+    .where(_row.dataset == bindparam("name"))
+    .values(last_seq=_row.last_seq)
+    .returning(_row.last_seq)
+)
+_ADVANCE = (
+    update(change_sequences)
+    .where(_row.dataset == bindparam("name"))
+    .values(last_seq=bindparam("last"))
+)
+
+
 async def lock_sequence(conn: AsyncConnection, database: Database, name: str) -> int:
     """Lock ``name``'s sequence for the rest of ``conn``'s transaction; its last number.
 
     PostgreSQL: ``SELECT ... FOR UPDATE`` (marks the row, writes no new version). SQLite: a
     no-op ``UPDATE`` first, so the transaction holds the write lock before it reads.
     """
-    row = change_sequences.c
-    if database.dialect == "postgresql":
-        query = select(row.last_seq).where(row.dataset == name).with_for_update()
-        last = await conn.scalar(query)
-    else:
-        last = await conn.scalar(
-            update(change_sequences)
-            .where(row.dataset == name)
-            .values(last_seq=row.last_seq)
-            .returning(row.last_seq)
-        )
+    lock = _LOCK_PG if database.dialect == "postgresql" else _LOCK_SQLITE
+    last = await conn.scalar(lock, {"name": name})
     if last is not None:
         return int(last)
     # First write of a dataset (one a plugin added after the migration): create its row.
@@ -121,9 +128,7 @@ async def lock_sequence(conn: AsyncConnection, database: Database, name: str) ->
 
 async def advance_sequence(conn: AsyncConnection, name: str, last: int) -> None:
     """Record ``last`` as the last number ``name`` gave out (under ``lock_sequence``)."""
-    await conn.execute(
-        update(change_sequences).where(change_sequences.c.dataset == name).values(last_seq=last)
-    )
+    await conn.execute(_ADVANCE, {"name": name, "last": last})
 
 
 def parse_cursor(value: str | int | None) -> int:

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Insert
 
 from wbsync.store.db import Database
 from wbsync.store.schema import sync_cursors, utcnow
@@ -25,23 +27,31 @@ class CursorRepository:
         query = select(sync_cursors.c.cursor).where(
             sync_cursors.c.cabinet_id == cabinet_id, sync_cursors.c.sync == sync
         )
-        async with self._db.connection() as conn:
-            value = await conn.scalar(query)
-        return value
+        return (await self._db.execute(query)).scalar()
 
     async def save(self, cabinet_id: int, sync: str, cursor: Mapping[str, Any]) -> None:
         """Replace the cabinet's cursor for ``sync`` (JSON-serialisable values only)."""
-        statement = self._db.upsert_statement(
+        await self._db.execute(self._statement(), self._params(cabinet_id, sync, cursor))
+
+    async def save_in(
+        self, conn: AsyncConnection, cabinet_id: int, sync: str, cursor: Mapping[str, Any]
+    ) -> None:
+        """``save`` inside ``conn``'s transaction (with the page the cursor follows)."""
+        await conn.execute(self._statement(), self._params(cabinet_id, sync, cursor))
+
+    def _statement(self) -> Insert:
+        return self._db.upsert_statement(
             sync_cursors, conflict=("cabinet_id", "sync"), update=("cursor", "updated_at")
         )
-        params = {
+
+    @staticmethod
+    def _params(cabinet_id: int, sync: str, cursor: Mapping[str, Any]) -> dict[str, Any]:
+        return {
             "cabinet_id": cabinet_id,
             "sync": sync,
             "cursor": dict(cursor),
             "updated_at": utcnow(),
         }
-        async with self._db.transaction() as conn:
-            await conn.execute(statement, params)
 
     async def reset(self, cabinet_id: int, sync: str) -> bool:
         """Forget the cursor so the next run starts from scratch; True if one existed."""

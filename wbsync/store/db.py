@@ -6,22 +6,15 @@ translated into :class:`~wbsync.errors.StoreError` here, at the boundary.
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
 import json
 import logging
-import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Table, event, text
+import orjson
+from sqlalchemy import Connection, CursorResult, Executable, Table, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
@@ -36,17 +29,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
-from wbsync import clock
 from wbsync.errors import ConfigError, StoreError, StoreUnavailableError
-from wbsync.store.declared import MIGRATION_BRANCHES, AlembicBranch, create_declared_tables
+from wbsync.store import migrator
+from wbsync.store.migrator import MIGRATION_LOCK_TIMEOUT_S, Migration
 
-__all__ = [
-    "MIGRATION_LOCK_TIMEOUT_S",
-    "PG_MIGRATION_LOCK_KEY",
-    "Database",
-    "Migration",
-    "alembic_config",
-]
+__all__ = ["POOL_RECYCLE_S", "Database"]
 
 log = logging.getLogger(__name__)
 
@@ -56,66 +43,22 @@ _SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 _SUPPORTED_DRIVERS = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postgresql"}
 
-#: How long ``migrate`` waits while another process migrates the same database, then fails.
-MIGRATION_LOCK_TIMEOUT_S = 600.0
-#: The PostgreSQL advisory lock (one bigint) every wbsync process takes to migrate ("wbsyncmg").
-PG_MIGRATION_LOCK_KEY = 0x7762_7379_6E63_6D67
-_LOCK_POLL_S = 0.05
+#: A pooled connection older than this is closed and replaced when next checked out (no round
+#: trip): what keeps a connection from outliving a server's or a proxy's idle limits, now that
+#: checkouts are not pinged (see ``Database._create_engine``).
+POOL_RECYCLE_S = 1800
 
-
-@dataclass(frozen=True)
-class Migration:
-    """What ``migrate`` did: the schema revision before and after."""
-
-    before: str | None
-    after: str | None
-    tables: tuple[str, ...] = ()
-    """The standard tables created for plugins' datasets."""
-
-    @property
-    def action(self) -> str:
-        """``"created"``, ``"upgraded"`` or ``"current"`` (nothing to do)."""
-        if self.before == self.after and not self.tables:
-            return "current"
-        return "created" if self.before is None else "upgraded"
-
-    def __str__(self) -> str:
-        if self.tables:
-            made = f"; tables created for plugins' datasets: {', '.join(self.tables)}"
-            return self._revisions() + made
-        return self._revisions()
-
-    def _revisions(self) -> str:
-        if self.before is None:
-            return f"database schema created at revision {self.after}"
-        if self.before != self.after:
-            return f"database schema upgraded from revision {self.before} to {self.after}"
-        return f"database schema is current (revision {self.after})"
-
-
-def _revision(conn: Connection) -> str | None:
-    """The revision of wbsync's own schema the database is at (None: empty)."""
-    return MigrationContext.configure(conn).get_current_revision()
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def _json_dumps(value: Any) -> str:
-    # WB text is mostly Cyrillic: keep it readable in the database instead of \u escapes.
-    # Sorted keys make equal data equal text, which SQLite's change check compares.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def alembic_config(url: str, branch: AlembicBranch | None = None) -> Config:
-    """An Alembic configuration for ``url`` built in code: no alembic.ini to ship or find;
-    with ``branch``, for a plugin's own revisions (their directory, their version table)."""
-    cfg = Config()
-    cfg.set_main_option("script_location", str(files("wbsync.store") / "migrations"))
-    if branch is not None:
-        cfg.set_main_option("path_separator", "os")
-        cfg.set_main_option("version_locations", str(branch.directory).replace("%", "%%"))
-        cfg.attributes["version_table"] = branch.version_table
-    # ConfigParser interpolation would choke on a '%' in a password.
-    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return cfg
+    # orjson: WB text (mostly Cyrillic) stays readable UTF-8, and sorted keys make equal data
+    # equal text, which SQLite's change check compares. An integer beyond 64 bits (which orjson
+    # refuses) goes through the standard json, which writes the same canonical form.
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def _describe(exc: BaseException) -> str:
@@ -202,6 +145,7 @@ class Database:
         self._engine: AsyncEngine | None = None
         self._probe_engine: AsyncEngine | None = None
         self._closed = False
+        self._upserts: dict[tuple[Any, ...], Insert] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "started" if self._engine else "new"
@@ -231,12 +175,13 @@ class Database:
         engine = self._create_engine(**pool)
         if self._dialect == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
-        # The dependency probe's own connection: never queued behind busy workers, and in
-        # autocommit, so its pre-ping is one round trip instead of three (BEGIN, ping,
-        # ROLLBACK). Opened here, where the engine also learns the server (a dozen round trips
-        # a probe over a slow link could not afford), and kept.
+        # The dependency probe's own connection: never queued behind busy workers, in
+        # autocommit, and pinged at checkout (one round trip there), so a probe after a
+        # database restart answers for the database, not for a dead pooled connection. Opened
+        # here, where the engine also learns the server (a dozen round trips a probe over a
+        # slow link could not afford), and kept.
         probe_engine = self._create_engine(
-            pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"
+            pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT", pool_pre_ping=True
         )
         self._engine, self._probe_engine = engine, probe_engine
         try:
@@ -251,13 +196,21 @@ class Database:
         log.debug("database %s started", self._safe_url)
 
     def _create_engine(self, **options: Any) -> AsyncEngine:
+        # No pre-ping on checkout: on PostgreSQL it cost three round trips (BEGIN, ping,
+        # ROLLBACK) per checkout, a third of a page's. A pooled connection that died (the
+        # server restarted, the backend was terminated) fails its first statement instead:
+        # SQLAlchemy marks it invalidated, with every older connection of the pool, and the
+        # error leaves ``transaction``/``connection``/``execute`` as StoreUnavailableError,
+        # which costs a job no attempt; the next checkout opens a fresh connection.
+        # ``pool_recycle`` retires connections before idle limits can cut them.
         return create_async_engine(
             self._url,
             echo=self._echo,
             # Keeps bound values (rows, encrypted tokens) out of SQL logs and error messages.
             hide_parameters=True,
             json_serializer=_json_dumps,
-            pool_pre_ping=self._dialect == "postgresql",
+            json_deserializer=orjson.loads,
+            pool_recycle=POOL_RECYCLE_S,
             **options,
         )
 
@@ -344,6 +297,23 @@ class Database:
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             raise _store_error(self._safe_url, exc) from exc
 
+    async def execute(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> CursorResult[Any]:
+        """Run one statement on its own, its result buffered: atomic by itself, so on
+        PostgreSQL it runs in autocommit (one round trip, no BEGIN and COMMIT around it); on
+        SQLite in a transaction committed at once."""
+        engine = self._require_engine()
+        try:
+            if self._dialect == "postgresql":
+                async with engine.connect() as conn:
+                    auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return await auto.execute(statement, params)
+            async with engine.begin() as conn:
+                return await conn.execute(statement, params)
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise _store_error(self._safe_url, exc) from exc
+
     async def run_sync(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` with a synchronous connection inside one transaction (Alembic, inspection)."""
         async with self.transaction() as conn:
@@ -360,93 +330,23 @@ class Database:
         The others wait up to ``lock_timeout_s``, then find the schema current.
         """
         self._require_engine()
-        cfg = alembic_config(self._url)
-
-        def upgrade(conn: Connection) -> Migration:
-            if self._dialect == "postgresql":
-                self._pg_migration_lock(conn, lock_timeout_s)
-            before = _revision(conn)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
-            after = _revision(conn)
-            if revision != "head":  # plugins' storage follows wbsync's newest schema only
-                return Migration(before, after)
-            for branch in MIGRATION_BRANCHES.values():
-                plugin = alembic_config(self._url, branch)
-                plugin.attributes["connection"] = conn
-                command.upgrade(plugin, "head")
-            return Migration(before, after, tables=tuple(create_declared_tables(conn)))
-
-        async with self._sqlite_migration_lock(lock_timeout_s):
-            done = await self.run_sync(upgrade)
+        url, safe = self._url, self._safe_url
+        async with migrator.sqlite_migration_lock(url, safe, lock_timeout_s):
+            done = await self.run_sync(
+                lambda conn: migrator.upgrade(conn, url, safe, revision, lock_timeout_s)
+            )
         # No news is DEBUG: a start-up that fails next (a wrong secret key) says one line only.
         level = logging.DEBUG if done.action == "current" else logging.INFO
         log.log(level, "database %s: %s", self._safe_url, done)
         return done
 
-    def _lock_timed_out(self, timeout_s: float) -> StoreError:
-        return StoreError(
-            f"database {self._safe_url}: another process held the migration lock for more than "
-            f"{timeout_s:g} s; check for a stuck 'wbsync migrate' (or a long migration) and "
-            "start this one again when it is done"
-        )
-
-    def _pg_migration_lock(self, conn: Connection, timeout_s: float) -> None:
-        # A transaction-level lock: released by the migration's commit or rollback, so a
-        # process that dies mid-migration never leaves it behind.
-        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(timeout_s * 1000))}")
-        try:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK_KEY})
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) == "55P03":  # lock_not_available
-                raise self._lock_timed_out(timeout_s) from None
-            raise
-        conn.exec_driver_sql("SET LOCAL lock_timeout = DEFAULT")
-
-    @asynccontextmanager
-    async def _sqlite_migration_lock(self, timeout_s: float) -> AsyncIterator[None]:
-        database = make_url(self._url).database if self._dialect == "sqlite" else None
-        if not database or database == ":memory:":
-            yield
-            return
-        # The lock file stays: removing it would let a late process lock an unlinked file.
-        fd = os.open(f"{database}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = clock.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if clock.monotonic() >= deadline:
-                        raise self._lock_timed_out(timeout_s) from None
-                    await asyncio.sleep(_LOCK_POLL_S)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
     async def downgrade(self, revision: str) -> None:
         """Downgrade the schema to ``revision`` (``"base"`` drops every wbsync table)."""
-        cfg = alembic_config(self._url)
-
-        def downgrade(conn: Connection) -> None:
-            if revision == "base":  # plugins' branches first: their tables refer to wbsync's
-                for branch in MIGRATION_BRANCHES.values():
-                    plugin = alembic_config(self._url, branch)
-                    plugin.attributes["connection"] = conn
-                    command.downgrade(plugin, "base")
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
-
-        await self.run_sync(downgrade)
+        await self.run_sync(lambda conn: migrator.downgrade(conn, self._url, revision))
 
     async def current_revision(self) -> str | None:
         """The migration revision the database is at, or None for an empty database."""
-
-        return await self.run_sync(_revision)
+        return await self.run_sync(migrator.revision)
 
     def insert_ignoring(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT DO NOTHING``: a row whose key exists is left as it is."""
@@ -461,19 +361,31 @@ class Database:
         conflict: Sequence[str],
         update: Sequence[str],
         where: Callable[[Table, Any], Any] | None = None,
+        returning: Sequence[str] = (),
     ) -> Insert:
         """``INSERT ... ON CONFLICT (conflict) DO UPDATE SET update = excluded.update``.
 
         ``where(table, excluded)`` guards the update: a conflicting row it rejects is left as
-        it is (not rewritten).
+        it is (not rewritten), and not among the ``returning`` rows. Built once per shape and
+        kept: the same object each time keeps its cache key (SQLAlchemy memoizes it) and so
+        its compiled form.
         """
-        insert = postgresql.insert(table) if self._dialect == "postgresql" else sqlite.insert(table)
-        excluded = insert.excluded
-        return insert.on_conflict_do_update(
-            index_elements=list(conflict),
-            set_={c: excluded[c] for c in update},
-            where=None if where is None else where(table, excluded),
-        )
+        shape = (table, tuple(conflict), tuple(update), where, tuple(returning))
+        statement = self._upserts.get(shape)
+        if statement is None:
+            insert = (
+                postgresql.insert(table) if self._dialect == "postgresql" else sqlite.insert(table)
+            )
+            excluded = insert.excluded
+            statement = insert.on_conflict_do_update(
+                index_elements=list(conflict),
+                set_={c: excluded[c] for c in update},
+                where=None if where is None else where(table, excluded),
+            )
+            if returning:
+                statement = statement.returning(*(table.c[c] for c in returning))
+            self._upserts[shape] = statement
+        return statement
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:

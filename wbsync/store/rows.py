@@ -17,6 +17,7 @@ from sqlalchemy import Table, func, insert, select
 
 from wbsync.errors import StoreError
 from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, lock_sequence
+from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
 from wbsync.store.schema import dataset_table, snapshot_keys, utcnow
@@ -46,6 +47,9 @@ class PageWrite:
     last_seq: int | None
 
 
+_SEEN = insert(snapshot_keys)
+
+
 def _changed(table: Table, excluded: Any) -> Any:
     # A tombstoned row that comes back is written even when its data is the same.
     return table.c.data.is_distinct_from(excluded.data) | table.c.deleted_at.is_not(None)
@@ -54,8 +58,9 @@ def _changed(table: Table, excluded: Any) -> Any:
 class RowRepository:
     """Upsert, count and read the rows of the registered datasets."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, cursors: CursorRepository) -> None:
         self._db = database
+        self._cursors = cursors
         self.listeners: list[ChangeListener] = []
         """Told of every committed write that changed rows (after the commit, in order)."""
 
@@ -81,11 +86,16 @@ class RowRepository:
         rows: Sequence[Mapping[str, Any]],
         *,
         seen: bool = False,
+        cursor: tuple[str, Mapping[str, Any]] | None = None,
     ) -> PageWrite:
         """Store one page in one transaction: rows that changed get a sequence number each.
 
         ``seen`` also records the page's keys in the cabinet's snapshot run in progress (what
-        a complete run compares the table with to find deleted rows), in the same transaction.
+        a complete run compares the table with to find deleted rows), and ``cursor`` (a sync's
+        name and cursor) saves where the sync goes on from, both in the same transaction.
+        Statements: the sequence lock, the guarded upsert returning the numbers of the rows it
+        wrote (one per ``BATCH_ROWS`` rows), the sequence's advance when rows changed, the
+        seen keys, the cursor.
         """
         ds = dataset(name)
         table = dataset_table(ds)
@@ -97,6 +107,8 @@ class RowRepository:
             except StoreError as exc:
                 raise StoreError(f"{ds.name} row {index}: {exc}") from None
         if not by_key:
+            if cursor is not None:
+                await self._cursors.save(cabinet_id, *cursor)
             return PageWrite(rows=0, changed=0, last_seq=None)
         now = utcnow()
         columns = [k.column for k in ds.key]
@@ -107,6 +119,7 @@ class RowRepository:
             conflict=("cabinet_id", *columns),
             update=("data", "changed_at", "seq", "deleted_at"),
             where=_changed,
+            returning=("seq",),
         )
         async with self._db.transaction() as conn:
             base = await lock_sequence(conn, self._db, ds.name)
@@ -123,23 +136,21 @@ class RowRepository:
                 }
                 for index, (key, row) in enumerate(ordered)
             ]
+            written: list[int] = []
             for start in range(0, len(params), BATCH_ROWS):
-                await conn.execute(statement, params[start : start + BATCH_ROWS])
-            result = await conn.execute(
-                select(func.count(), func.max(table.c.seq)).where(table.c.seq > base)
-            )
-            changed, last = result.one()
-            if changed:
-                await advance_sequence(conn, ds.name, int(last))
+                result = await conn.execute(statement, params[start : start + BATCH_ROWS])
+                written.extend(result.scalars())
+            changed, last = len(written), max(written, default=None)
+            if last is not None:
+                await advance_sequence(conn, ds.name, last)
             if seen:
                 digests = b"".join(sorted(key_digest(key) for key, _ in ordered))
                 await conn.execute(
-                    insert(snapshot_keys),
-                    {"cabinet_id": cabinet_id, "dataset": ds.name, "digests": digests},
+                    _SEEN, {"cabinet_id": cabinet_id, "dataset": ds.name, "digests": digests}
                 )
-        done = PageWrite(
-            rows=len(ordered), changed=int(changed), last_seq=int(last) if changed else None
-        )
+            if cursor is not None:
+                await self._cursors.save_in(conn, cabinet_id, *cursor)
+        done = PageWrite(rows=len(ordered), changed=changed, last_seq=last)
         if done.last_seq is not None:
             await self.notify(ChangeEvent(ds.name, cabinet_id, done.changed, done.last_seq))
         return done

@@ -100,8 +100,7 @@ class RunRepository:
         statement = self._db.upsert_statement(
             sync_runs, conflict=("cabinet_id", "sync"), update=changed
         )
-        async with self._db.transaction() as conn:
-            await conn.execute(statement, values)
+        await self._db.execute(statement, values)
 
     async def of_cabinets(self, cabinet_ids: Sequence[int]) -> list[RunRecord]:
         """Every recorded (cabinet, sync) of these cabinets."""

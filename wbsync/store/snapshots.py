@@ -39,6 +39,12 @@ __all__ = ["SnapshotRepository"]
 log = logging.getLogger(__name__)
 
 _DIGEST = 8
+_LAST_SEQ = func.coalesce(
+    select(change_sequences.c.last_seq)
+    .where(change_sequences.c.dataset == bindparam("seq_dataset"))
+    .scalar_subquery(),
+    0,
+)
 
 
 class SnapshotRepository:
@@ -47,26 +53,24 @@ class SnapshotRepository:
     def __init__(self, database: Database, rows: RowRepository) -> None:
         self._db = database
         self._rows = rows
+        # The run's start: the dataset's number now, read by the upsert itself (0 before the
+        # dataset's first write).
+        self._begin = database.upsert_statement(
+            snapshot_runs, conflict=("cabinet_id", "dataset"), update=("started_seq", "started_at")
+        ).values(started_seq=_LAST_SEQ)
 
     async def begin(self, name: str | Dataset, cabinet_id: int) -> None:
         """Start a snapshot run of ``name`` for a cabinet, discarding an unfinished one."""
         ds = dataset(name)
         where = (snapshot_keys.c.cabinet_id == cabinet_id, snapshot_keys.c.dataset == ds.name)
-        last = select(change_sequences.c.last_seq).where(change_sequences.c.dataset == ds.name)
         async with self._db.transaction() as conn:
             await conn.execute(delete(snapshot_keys).where(*where))
-            started = int(await conn.scalar(last) or 0)
-            statement = self._db.upsert_statement(
-                snapshot_runs,
-                conflict=("cabinet_id", "dataset"),
-                update=("started_seq", "started_at"),
-            )
             await conn.execute(
-                statement,
+                self._begin,
                 {
                     "cabinet_id": cabinet_id,
                     "dataset": ds.name,
-                    "started_seq": started,
+                    "seq_dataset": ds.name,
                     "started_at": utcnow(),
                 },
             )
@@ -82,7 +86,8 @@ class SnapshotRepository:
         ds = dataset(name)
         run_where = (snapshot_runs.c.cabinet_id == cabinet_id, snapshot_runs.c.dataset == ds.name)
         keys_where = (snapshot_keys.c.cabinet_id == cabinet_id, snapshot_keys.c.dataset == ds.name)
-        async with self._db.connection() as conn:
+        forget = (delete(snapshot_keys).where(*keys_where), delete(snapshot_runs).where(*run_where))
+        async with self._db.transaction() as conn:
             started = await conn.scalar(select(snapshot_runs.c.started_seq).where(*run_where))
             if started is None:
                 return 0
@@ -93,14 +98,18 @@ class SnapshotRepository:
                 blob = bytes(digests)
                 seen.update(blob[i : i + _DIGEST] for i in range(0, len(blob), _DIGEST))
             gone = await self._unseen(conn, ds, cabinet_id, int(started), seen)
+            if not gone:  # the common case: the run ends in the transaction that read it
+                for statement in forget:
+                    await conn.execute(statement)
+                return 0
         tombstoned = 0
         for start in range(0, len(gone), batch):
             tombstoned += await self._tombstone(
                 ds, cabinet_id, int(started), gone[start : start + batch]
             )
         async with self._db.transaction() as conn:
-            await conn.execute(delete(snapshot_keys).where(*keys_where))
-            await conn.execute(delete(snapshot_runs).where(*run_where))
+            for statement in forget:
+                await conn.execute(statement)
         if tombstoned:
             log.info("%s: %d rows of cabinet %d tombstoned", ds.name, tombstoned, cabinet_id)
         return tombstoned

@@ -40,7 +40,7 @@ class Store:
         self.cursors = CursorRepository(database)
         self.ledger = Ledger(database)
         self.runs = RunRepository(database)
-        self._rows = RowRepository(database)
+        self._rows = RowRepository(database, self.cursors)
         self.snapshots = SnapshotRepository(database, self._rows)
 
     def add_listener(self, listener: ChangeListener) -> None:
@@ -64,10 +64,12 @@ class Store:
         rows: Sequence[Mapping[str, Any]],
         *,
         seen: bool = False,
+        cursor: tuple[str, Mapping[str, Any]] | None = None,
     ) -> PageWrite:
         """Store one page (``upsert``'s write) and say what it did; ``seen`` also records its
-        keys in the cabinet's snapshot run (see :class:`SnapshotRepository`)."""
-        return await self._rows.write(dataset, cabinet_id, rows, seen=seen)
+        keys in the cabinet's snapshot run (see :class:`SnapshotRepository`), ``cursor`` (a
+        sync's name and cursor) saves the sync's cursor, in the page's transaction."""
+        return await self._rows.write(dataset, cabinet_id, rows, seen=seen, cursor=cursor)
 
     async def changes(
         self,

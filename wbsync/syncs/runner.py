@@ -29,10 +29,10 @@ async def run_sync(
     """Run ``sync`` from ``inp.cursor`` to the end; a cursor not of the sync's shape is refused
     (``MalformedJobError``) before anything is fetched.
 
-    After each page: rows upserted, then (for an incremental sync) the cursor saved in
-    ``wb_sync_cursors``, where its next run goes on from, then ``on_page`` (the job layer saves
-    the cursor in the job, where a resumed run of the same job goes on from). Other syncs have no
-    row in that table: every new run starts from the beginning.
+    After each page: rows upserted and (for an incremental sync) the cursor saved in
+    ``wb_sync_cursors``, where its next run goes on from, in one transaction; then ``on_page``
+    (the job layer saves the cursor in the job, where a resumed run of the same job goes on
+    from). Other syncs have no row in that table: every new run starts from the beginning.
 
     Datasets of kind ``"snapshot"``: a run starting from no cursor begins a snapshot run, each
     page's keys are recorded as seen, and a run that reaches the end tombstones the rows it did
@@ -47,14 +47,18 @@ async def run_sync(
         for ds in snapshots:
             await store.snapshots.begin(ds, cabinet)
     async for page in sync.pages(inp):
+        # An incremental sync's cursor is saved in the page's own transaction.
+        cursor = (sync.name, page.cursor) if sync.incremental else None
         if page.dataset is not None:
             totals.pages += 1
-            if page.rows:
-                ds = dataset(page.dataset)
-                written = await store.write(ds, cabinet, page.rows, seen=ds.kind == "snapshot")
-                totals.rows += written.changed
-        if sync.incremental:
-            await store.cursors.save(cabinet, sync.name, page.cursor)
+        if page.dataset is not None and page.rows:
+            ds = dataset(page.dataset)
+            written = await store.write(
+                ds, cabinet, page.rows, seen=ds.kind == "snapshot", cursor=cursor
+            )
+            totals.rows += written.changed
+        elif cursor is not None:
+            await store.cursors.save(cabinet, *cursor)
         if on_page is not None:
             await on_page(page)
     for ds in snapshots:

@@ -2,8 +2,8 @@
 
 ``Database.migrate()`` hands over an open connection in ``config.attributes["connection"]``;
 that is the normal path. Without one (a developer running ``alembic`` commands through
-``wbsync.store.db.alembic_config``), the environment opens a :class:`Database` itself, so engine
-creation stays in ``wbsync.store.db``.
+``wbsync.store.migrator.alembic_config``), the environment opens a :class:`Database` itself,
+so engine creation stays in ``wbsync.store.db``.
 """
 
 from __future__ import annotations
