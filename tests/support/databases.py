@@ -1,9 +1,9 @@
 """Real databases for storage tests, SQLite always, PostgreSQL when configured.
 
 Set ``WBSYNC_TEST_POSTGRES_URL`` (e.g. ``postgresql+asyncpg://postgres@127.0.0.1:5432/postgres``)
-to run every storage test on PostgreSQL too: the plugin creates fresh ``wbsync_test_<random>``
-databases through that server and drops them at the end of the session, so parallel runs do not
-collide. Without it the PostgreSQL variants are skipped.
+to run every storage test on PostgreSQL too: :class:`DatabaseFactory` creates fresh
+``wbsync_test_<random>`` databases through that server and drops them at the end of the session,
+so parallel runs do not collide. Without it the PostgreSQL variants are skipped.
 
 The fixtures on it are in tests/conftest.py (``database_factory``, ``db_backend``, ``database``,
 ``store``) and tests/store/conftest.py (``empty_database``).
