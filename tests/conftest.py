@@ -1,20 +1,35 @@
-"""Shared fixtures: a real Redis (configured or embedded), per-test key prefixes, limiters."""
+"""Fixtures shared by the folders of the suite: a real Redis (configured or embedded), per-test
+key prefixes, limiters, real databases (tests/support/databases.py) and an emulator on loopback.
+A folder's own fixtures are in its conftest.py."""
 
 from __future__ import annotations
 
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import pytest
+import pytest_asyncio
 from redis.asyncio import Redis
+from sqlalchemy import delete
 
+from tests.support.databases import (
+    BACKENDS,
+    POSTGRES_ENV,
+    TEST_SECRET_KEY,
+    DatabaseFactory,
+)
+from tests.support.limiter import LimiterFactory
+from tests.support.wb import FAST
+from wbsync.emulator import running_emulator
+from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import LimiterOptions, RateLimiter
 from wbsync.redis_server import redis_url as resolve_redis_url
-
-pytest_plugins = ["tests.conftest_store"]
+from wbsync.store import Database, Store
+from wbsync.store.schema import metadata
 
 # The suite runs stock wbsync: an installed plugin (the example, `make test` installs it) is
 # loaded only by a test that allows it (tests/test_example_plugin.py), in its own processes;
@@ -58,9 +73,6 @@ async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
         await client.aclose()
 
 
-LimiterFactory = Callable[..., RateLimiter]
-
-
 @pytest.fixture
 def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
     """Build a RateLimiter on the test's Redis and prefix: ``limiter_factory(time_scale=0.01)``."""
@@ -69,3 +81,52 @@ def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
         return RateLimiter(redis, LimiterOptions(prefix=prefix, **options))
 
     return make
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def database_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[DatabaseFactory]:
+    """The session's maker of throwaway databases."""
+    factory = DatabaseFactory(tmp_path_factory.mktemp("store"), os.environ.get(POSTGRES_ENV))
+    yield factory
+    await factory.drop_all()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """Each storage test runs once per backend; PostgreSQL only when configured."""
+    backend: str = request.param
+    if backend == "postgresql" and not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"set {POSTGRES_ENV} to run storage tests on PostgreSQL")
+    return backend
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def database(db_backend: str, database_factory: DatabaseFactory) -> AsyncIterator[Database]:
+    """A started Database migrated to head, with every table empty."""
+    async with Database(await database_factory.migrated_url(db_backend)) as db:
+        async with db.transaction() as conn:
+            for table in reversed(metadata.sorted_tables):
+                await conn.execute(delete(table))
+        yield db
+
+
+@pytest.fixture
+def store(database: Database) -> Store:
+    """A Store on ``database`` with a fixed test secret key."""
+    return Store(database, secret_key=TEST_SECRET_KEY)
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    """A fresh emulator (scale 0.001, small statistics pages) on a free loopback port."""
+    async with running_emulator(FAST) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
+    """A plain HTTP client of the emulator (no token set)."""
+    async with httpx.AsyncClient(base_url=emulator.base_url, timeout=10.0) as client:
+        yield client

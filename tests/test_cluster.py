@@ -18,9 +18,9 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio.cluster import RedisCluster
 
-from tests.conftest_store import DatabaseFactory
-from tests.test_jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
-from tests.waiting import wait_for
+from tests.support.databases import DatabaseFactory
+from tests.support.jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
+from tests.support.waiting import wait_for
 from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.api import create_app
 from wbsync.config import Settings

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api_support import API_KEY, AUTH
-from tests.plugin_support import EMULATOR_GROUP, GROUP, install, plugin_env
+from tests.support.api import API_KEY, AUTH
+from tests.support.plugins import EMULATOR_GROUP, GROUP, install, plugin_env
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.procs import free_port
 

@@ -16,9 +16,9 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
-from tests.api_support import API_KEY, SECRET
-from tests.conftest_store import POSTGRES_ENV, DatabaseFactory
-from tests.proxy import Proxy
+from tests.support.api import API_KEY, SECRET
+from tests.support.databases import POSTGRES_ENV, DatabaseFactory
+from tests.support.relay import Relay
 from wbsync import health
 from wbsync.api import create_app
 from wbsync.config import Settings
@@ -34,8 +34,8 @@ class Linked:
 
     runtime: Runtime
     api: httpx.AsyncClient
-    redis: Proxy
-    database: Proxy
+    redis: Relay
+    database: Relay
 
     def slow(self, latency_s: float) -> None:
         self.redis.latency_s = self.database.latency_s = latency_s
@@ -50,9 +50,9 @@ async def linked(redis_url: str, database_factory: DatabaseFactory) -> AsyncIter
     if not os.environ.get(POSTGRES_ENV):
         pytest.skip(f"set {POSTGRES_ENV} to probe a real PostgreSQL over a slow link")
     pg = make_url(await database_factory.new_url("postgresql"))
-    database = Proxy(pg.host or "127.0.0.1", pg.port or 5432)
+    database = Relay(pg.host or "127.0.0.1", pg.port or 5432)
     redis_at = make_url(redis_url)
-    redis = Proxy(redis_at.host or "127.0.0.1", redis_at.port or 6379)
+    redis = Relay(redis_at.host or "127.0.0.1", redis_at.port or 6379)
     await database.start()
     await redis.start()
     proxied_redis = f"redis://127.0.0.1:{redis.port}/{redis_at.database or 0}"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.plugin_support import GROUP, install, plugin_env
+from tests.support.plugins import GROUP, install, plugin_env
 
 GOOD = """
 from wbsync.extend import (

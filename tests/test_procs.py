@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 # What `wbsync bench scaleout` starts, started the way it starts them: its private Redis, the
 # emulator process and a `wbsync run` worker process (on a SQLite file), all up and listening.

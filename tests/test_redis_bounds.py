@@ -14,8 +14,8 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tests.tcp_proxy import TcpProxy
-from tests.waiting import wait_for
+from tests.support.relay import Relay
+from tests.support.waiting import wait_for
 from wbsync import keys, redis_bounds
 from wbsync.errors import QueueError
 from wbsync.jobs.handle import JobHandle
@@ -166,7 +166,7 @@ async def test_a_run_whose_end_cannot_be_written_is_written_once_redis_answers(
     """BullMQ's completion meets a Redis that went away: it is written once Redis answers
     (one attempt allowed, none spent), not failed with "Error 111 connecting" nor left active."""
     caplog.set_level(logging.WARNING, logger="wbsync.jobs.bullmq_worker")
-    async with TcpProxy(_port(private_redis.url)) as proxy:
+    async with Relay("127.0.0.1", _port(private_redis.url)) as proxy:
         outcomes: list[str] = []
 
         async def process(_job: JobHandle) -> None:
@@ -176,7 +176,7 @@ async def test_a_run_whose_end_cannot_be_written_is_written_once_redis_answers(
         worker = SyncWorker(
             "qend",
             process,
-            redis_url=proxy.url,
+            redis_url=proxy.redis_url,
             prefix="bounds:end",
             on_outcome=lambda o: outcomes.append(o.outcome),
         )
@@ -244,7 +244,7 @@ async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
     and runs on the server when the link heals; the job, locked by a fetch nobody waits for,
     is put back at once, not left active until the stalled-job check (a 2-minute lock here)."""
     caplog.set_level(logging.WARNING, logger="wbsync.jobs.bullmq_worker")
-    async with TcpProxy(_port(private_redis.url)) as proxy:
+    async with Relay("127.0.0.1", _port(private_redis.url)) as proxy:
         done: list[str] = []
 
         async def process(job: JobHandle) -> None:
@@ -258,7 +258,7 @@ async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
         worker = SyncWorker(
             "qlate",
             process,
-            redis_url=proxy.url,
+            redis_url=proxy.redis_url,
             prefix="bounds:late",
             lock_duration_ms=120_000,
             on_outcome=held_after_first,

@@ -17,8 +17,8 @@ from typing import TypeVar
 import pytest
 from pydantic import SecretStr
 
-from tests.runtimes import runtime_starter
-from tests.waiting import wait_for
+from tests.support.runtimes import runtime_starter
+from tests.support.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator

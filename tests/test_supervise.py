@@ -10,9 +10,9 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import text
 
-from tests.conftest_store import DatabaseFactory
-from tests.runtimes import runtime_starter
-from tests.waiting import wait_for
+from tests.support.databases import DatabaseFactory
+from tests.support.runtimes import runtime_starter
+from tests.support.waiting import wait_for
 from wbsync.config import Settings
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases

@@ -28,7 +28,7 @@ a command that started and failed). So does a start that cannot go on: no `WBSYN
 `run` or `api`, a Redis URL that is not one, a Redis or a database that does not answer at start,
 a missing or wrong `WBSYNC_SECRET_KEY` while cabinets are stored, an unknown queue in `--queues`,
 `WBSYNC_QUEUE_CONCURRENCY` or `WBSYNC_FANOUT_INTERVALS_S`, and a bad emulator config file
-(tests/test_misconfig.py runs each of these as the real command). The secret key and the API
+(tests/cli/test_misconfig.py runs each of these as the real command). The secret key and the API
 keys are secrets: their values never appear in a log line, an error or a repr, and neither does
 the password of a URL setting. `wbsync settings` prints every setting with its current value.
 

@@ -3,8 +3,8 @@
 Transcribed from WB's OpenAPI documents (dev.wildberries.ru, fetched 2026-08-19: each operation's
 ``x-wb-rate-limits`` and ``x-category``, the token types of its key-icon section) and the API
 information page (hosts and their ``-sandbox`` twins, token categories). Written independently
-of the client's table (``wbsync.wb.endpoints``); ``tests/test_wb_tables.py`` compares the two, so
-a wrong number on either side fails a test.
+of the client's table (``wbsync.wb.endpoints``); ``tests/wb/test_wb_tables.py`` compares the
+two, so a wrong number on either side fails a test.
 
 Reading rules, from WB's "Rate limits" section:
 

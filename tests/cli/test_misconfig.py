@@ -1,0 +1,262 @@
+"""Start-up misconfigurations, each run as the real command in a clean environment: exit status
+2 and one ``error:`` line on stderr that says what to do; never a traceback.
+
+The commands run in parallel (module fixture); each case is then one assertion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.api import API_KEY
+from wbsync.procs import free_port
+from wbsync.store import Database, Store
+
+KEY = "the-secret-key-of-the-stored-cabinet"
+QUEUES_LISTED = "queues: rnp-finance-sync, rnp-sections-sync"
+REDIS = "{redis}"  # the suite's Redis, filled in at run time
+CLOSED = "{closed}"  # a loopback port nothing listens on
+KEYED_DB = "{keyed_db}"  # a SQLite file holding one cabinet stored under KEY
+FIX_REDIS = "start Redis there or fix the URL"
+WRITE_REDIS = "write redis://host:6379/0"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One misconfigured start: the command line, its only settings, what the line must say."""
+
+    name: str
+    argv: tuple[str, ...]
+    says: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+RUN = ("run",)
+CASES = [
+    Case("run without a Redis URL", RUN, ("WBSYNC_REDIS_URL is not set", "--embedded-redis")),
+    Case(
+        "api without a Redis URL",
+        ("api",),
+        ("WBSYNC_REDIS_URL is not set", "--embedded-redis"),
+        {"WBSYNC_API_KEYS": f'["{API_KEY}"]'},
+    ),
+    Case(
+        "--embedded-redis beside a Redis URL",
+        ("run", "--embedded-redis"),
+        ("drop the option or unset the variable",),
+        {"WBSYNC_REDIS_URL": REDIS},
+    ),
+    Case(
+        "Redis URL without a scheme (run)",
+        RUN,
+        ("WBSYNC_REDIS_URL: not a Redis URL", WRITE_REDIS),
+        {"WBSYNC_REDIS_URL": "localhost:6379"},
+    ),
+    Case(
+        "Redis URL with a foreign scheme (demo)",
+        ("demo", "--json"),
+        ("WBSYNC_REDIS_URL: not a Redis URL", WRITE_REDIS),
+        {"WBSYNC_REDIS_URL": "http://127.0.0.1:6379/0"},
+    ),
+    Case(
+        "Redis URL with a bad port",
+        RUN,
+        ("WBSYNC_REDIS_URL: the port is not a number", WRITE_REDIS),
+        {"WBSYNC_REDIS_URL": "redis://127.0.0.1:63790000/0"},
+    ),
+    Case(
+        "Redis database that is not a number",
+        RUN,
+        ("WBSYNC_REDIS_URL: the database number 'db1' is not a number", "end the URL with /0"),
+        {"WBSYNC_REDIS_URL": "redis://127.0.0.1:6379/db1"},
+    ),
+    Case(
+        "Redis database out of range",
+        RUN,
+        ("DB index is out of range", "a database number the server has"),
+        {"WBSYNC_REDIS_URL": f"{REDIS}/999"},
+    ),
+    Case(
+        "unreachable Redis (run)",
+        RUN,
+        (f"Redis at redis://127.0.0.1:{CLOSED}/0 did not answer", FIX_REDIS),
+        {"WBSYNC_REDIS_URL": f"redis://127.0.0.1:{CLOSED}/0"},
+    ),
+    Case(
+        "unreachable Redis (demo)",
+        ("demo", "--json"),
+        ("did not answer", FIX_REDIS),
+        {"WBSYNC_REDIS_URL": f"redis://127.0.0.1:{CLOSED}/0"},
+    ),
+    Case(
+        "unknown queue in WBSYNC_FANOUT_INTERVALS_S",
+        RUN,
+        ("WBSYNC_FANOUT_INTERVALS_S: unknown queue(s) ['finance']", QUEUES_LISTED),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_FANOUT_INTERVALS_S": '{"finance": 60}'},
+    ),
+    Case(
+        "unknown queue in --queues",
+        ("run", "--queues", "finance"),
+        ("unknown queues ['finance']", QUEUES_LISTED),
+        {"WBSYNC_REDIS_URL": REDIS},
+    ),
+    Case(
+        "a bad number in a setting",
+        RUN,
+        ("WBSYNC_TIME_SCALE: Input should be a valid number", "see docs/settings.md"),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_TIME_SCALE": "fast"},
+    ),
+    Case(
+        "zero jobs at once in WBSYNC_QUEUE_CONCURRENCY",
+        RUN,
+        ("WBSYNC_QUEUE_CONCURRENCY: pricing-bulk: give each queue 1 job at once",),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_QUEUE_CONCURRENCY": '{"pricing-bulk": 0}'},
+    ),
+    Case(
+        "WBSYNC_QUEUE_CONCURRENCY that is not JSON",
+        RUN,
+        ("WBSYNC_QUEUE_CONCURRENCY: not valid JSON; write it as JSON",),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_QUEUE_CONCURRENCY": "pricing-bulk=3"},
+    ),
+    Case(
+        "a misspelt setting",
+        RUN,
+        ("WBSYNC_REDIS_ULR is not a setting (did you mean WBSYNC_REDIS_URL?)",),
+        {"WBSYNC_REDIS_ULR": REDIS},
+    ),
+    Case(
+        "no secret key with cabinets stored",
+        RUN,
+        ("WBSYNC_SECRET_KEY: not set", "1 cabinet"),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_DATABASE_URL": KEYED_DB},
+    ),
+    Case(
+        "a wrong secret key",
+        RUN,
+        ("WBSYNC_SECRET_KEY: not the key",),
+        {
+            "WBSYNC_REDIS_URL": REDIS,
+            "WBSYNC_DATABASE_URL": KEYED_DB,
+            "WBSYNC_SECRET_KEY": "not-the-secret-key",
+        },
+    ),
+    Case(
+        "a database URL that is not a URL",
+        RUN,
+        ("WBSYNC_DATABASE_URL is not a database URL", "use sqlite+aiosqlite:///./wbsync.db"),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_DATABASE_URL": "wbsync.db"},
+    ),
+    Case(
+        "a synchronous database driver",
+        RUN,
+        ("WBSYNC_DATABASE_URL driver 'sqlite' is not supported", "use 'sqlite+aiosqlite'"),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_DATABASE_URL": "sqlite:///./wbsync.db"},
+    ),
+    Case(
+        "unreachable PostgreSQL",
+        RUN,
+        ("WBSYNC_DATABASE_URL: database postgresql+asyncpg://wbsync:***@", "start the database"),
+        {
+            "WBSYNC_REDIS_URL": REDIS,
+            "WBSYNC_DATABASE_URL": f"postgresql+asyncpg://wbsync:pw@127.0.0.1:{CLOSED}/wbsync",
+        },
+    ),
+    Case(
+        "a SQLite file in a missing directory (cabinets list)",
+        ("cabinets", "list"),
+        ("unable to open database file", "a directory that exists"),
+        {"WBSYNC_DATABASE_URL": "sqlite+aiosqlite:///./no/such/dir/wbsync.db"},
+    ),
+    Case(
+        "a missing emulator config file",
+        ("emulator", "--config", "missing.json"),
+        ("cannot read emulator config missing.json", "give --config a readable JSON file"),
+    ),
+    Case(
+        "an emulator config with an unknown field",
+        ("emulator", "--config", "bad.json"),
+        ("invalid emulator config bad.json: sizez: Extra inputs", "fix the file"),
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the command did, and what its line must say (with the run's real values)."""
+
+    returncode: int
+    stderr: str
+    says: tuple[str, ...]
+
+
+def _fill(value: str, places: dict[str, str]) -> str:
+    for mark, real in places.items():
+        value = value.replace(mark, real)
+    return value
+
+
+def _run(case: Case, cwd: Path, places: dict[str, str]) -> Outcome:
+    cwd.mkdir()
+    (cwd / "bad.json").write_text('{"sizez": {}}')
+    # Stock wbsync: no installed plugin (the example, under `make test`) is loaded; plugins'
+    # own refusals are tests/test_plugins.py's.
+    stock = {"PATH": os.environ["PATH"], "WBSYNC_PLUGINS": "[]"}
+    env = stock | {k: _fill(v, places) for k, v in case.env.items()}
+    done = subprocess.run(
+        [sys.executable, "-m", "wbsync", *case.argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return Outcome(done.returncode, done.stderr, tuple(_fill(w, places) for w in case.says))
+
+
+async def _store_a_cabinet(url: str) -> None:
+    async with Database(url) as db:
+        await db.migrate()
+        await Store(db, secret_key=KEY).cabinets.add("shop", "a-stored-token", "a-seller")
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Outcome]]:
+    root = tmp_path_factory.mktemp("misconfig")
+    keyed_db = f"sqlite+aiosqlite:///{root / 'keyed.db'}"
+    asyncio.run(_store_a_cabinet(keyed_db))
+    server = urlsplit(redis_url)
+    places = {
+        REDIS: f"{server.scheme}://{server.netloc}",
+        CLOSED: str(free_port()),
+        KEYED_DB: keyed_db,
+    }
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        futures = {
+            case.name: pool.submit(_run, case, root / f"case-{i}", places)
+            for i, case in enumerate(CASES)
+        }
+        yield {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_a_misconfigured_start_is_one_line_saying_what_to_do(
+    case: Case, outcomes: dict[str, Outcome]
+) -> None:
+    outcome = outcomes[case.name]
+    assert outcome.returncode == 2, outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    assert outcome.stderr.startswith("error: ") and outcome.stderr.count("\n") == 1, outcome.stderr
+    for words in outcome.says:
+        assert words in outcome.stderr

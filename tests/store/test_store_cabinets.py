@@ -1,0 +1,110 @@
+"""Cabinets: CRUD, and the token stays encrypted at rest and out of reprs, errors and logs."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from sqlalchemy import select
+
+from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
+from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
+from wbsync.store import Database, Store
+from wbsync.store.schema import cabinets
+
+TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzZWxsZXIifQ.c2lnbmF0dXJlLXNlY3JldC12YWx1ZQ"
+
+
+async def test_add_get_list_deactivate_remove(store: Store) -> None:
+    shop = await store.cabinets.add("shop", TOKEN, "sid-1")
+    other = await store.cabinets.add("other", "other-token", "sid-2")
+
+    assert shop.active and shop.seller_id == "sid-1"
+    assert shop.created_at.tzinfo is not None
+    assert await store.cabinets.get("shop") == shop
+    assert await store.cabinets.get(shop.id) == shop
+    assert [c.name for c in await store.cabinets.list()] == ["shop", "other"]
+
+    inactive = await store.cabinets.deactivate("other")
+    assert not inactive.active
+    assert [c.name for c in await store.cabinets.list(active_only=True)] == ["shop"]
+    assert (await store.cabinets.set_active(other.id, True)).active
+
+    await store.cabinets.remove("other")
+    with pytest.raises(CabinetNotFoundError):
+        await store.cabinets.get(other.id)
+    with pytest.raises(CabinetNotFoundError):
+        await store.cabinets.remove("other")
+    with pytest.raises(CabinetNotFoundError):
+        await store.cabinets.deactivate("ghost")
+
+
+async def test_duplicate_name_is_refused_without_leaking_the_token(store: Store) -> None:
+    await store.cabinets.add("shop", TOKEN, "sid")
+    with pytest.raises(StoreError, match="already exists") as caught:
+        await store.cabinets.add("shop", TOKEN, "sid")
+    assert TOKEN not in str(caught.value)
+
+
+async def test_token_is_encrypted_at_rest_and_revealed_on_demand(
+    store: Store, database: Database
+) -> None:
+    cabinet = await store.cabinets.add("shop", TOKEN, "sid")
+    async with database.connection() as conn:
+        stored = (await conn.execute(select(cabinets))).one()
+    assert all(TOKEN not in str(value) for value in stored)
+    assert TOKEN[:20] not in stored.token_encrypted
+
+    assert cabinet.token() == TOKEN
+    assert (await store.cabinets.get("shop")).token() == TOKEN
+
+
+async def test_wrong_key_gives_a_clear_error(store: Store, database: Database) -> None:
+    await store.cabinets.add("shop", TOKEN, "sid")
+    other = Store(database, secret_key="some other key")
+    cabinet = await other.cabinets.get("shop")
+    with pytest.raises(ConfigError, match="WBSYNC_SECRET_KEY differs") as caught:
+        cabinet.token()
+    assert TOKEN not in str(caught.value)
+
+
+async def test_missing_key_gives_a_clear_error_but_listing_works(
+    store: Store, database: Database
+) -> None:
+    await store.cabinets.add("shop", TOKEN, "sid")
+    keyless = Store(database, secret_key=None)
+    [cabinet] = await keyless.cabinets.list()
+    with pytest.raises(ConfigError, match="set WBSYNC_SECRET_KEY"):
+        cabinet.token()
+    with pytest.raises(ConfigError, match="set WBSYNC_SECRET_KEY"):
+        await keyless.cabinets.add("new", TOKEN, "sid")
+
+
+async def test_repr_and_str_hide_the_token(store: Store) -> None:
+    cabinet = await store.cabinets.add("shop", TOKEN, "sid")
+    for text in (repr(cabinet), str(cabinet), repr(store), repr(store.database)):
+        assert TOKEN not in text
+        assert "_sealed" not in text
+    assert "shop" in repr(cabinet)
+
+
+async def test_logs_never_contain_the_token(
+    database: Database,
+    database_factory: DatabaseFactory,
+    db_backend: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A second engine on the same (emptied) database, with SQL echo on: the noisiest logging.
+    url = await database_factory.migrated_url(db_backend)
+    with caplog.at_level(logging.DEBUG):
+        async with Database(url, echo=True) as echoing:
+            store = Store(echoing, secret_key=TEST_SECRET_KEY)
+            cabinet = await store.cabinets.add("shop", TOKEN, "sid")
+            await store.cabinets.get("shop")
+            assert cabinet.token() == TOKEN
+            with pytest.raises(StoreError):
+                await store.cabinets.add("shop", TOKEN, "sid")
+    assert "INSERT INTO cabinets" in caplog.text, "SQL echo should have logged statements"
+    for record in caplog.records:
+        assert TOKEN not in record.getMessage()
+        assert TOKEN not in str(record.args)

@@ -1,0 +1,84 @@
+"""Real databases for storage tests, SQLite always, PostgreSQL when configured.
+
+Set ``WBSYNC_TEST_POSTGRES_URL`` (e.g. ``postgresql+asyncpg://postgres@127.0.0.1:5432/postgres``)
+to run every storage test on PostgreSQL too: :class:`DatabaseFactory` creates fresh
+``wbsync_test_<random>`` databases through that server and drops them at the end of the session,
+so parallel runs do not collide. Without it the PostgreSQL variants are skipped.
+
+The fixtures on it are in tests/conftest.py (``database_factory``, ``db_backend``, ``database``,
+``store``) and tests/store/conftest.py (``empty_database``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests.support.paths import ROOT
+from wbsync.store import Database
+
+POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
+TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
+BACKENDS = ("sqlite", "postgresql")
+# The newest schema revision: revisions are numbered, and their files start with the number.
+_VERSIONS = ROOT / "wbsync" / "store" / "migrations" / "versions"
+SCHEMA_HEAD = max(p.name.split("_", 1)[0] for p in _VERSIONS.glob("[0-9]*_*.py"))
+
+
+class DatabaseFactory:
+    """Makes empty databases for one test session and drops them all at its end."""
+
+    def __init__(self, tmp_dir: Path, postgres_url: str | None) -> None:
+        self._tmp_dir = tmp_dir
+        self._postgres_url = postgres_url
+        self._prefix = f"wbsync_test_{secrets.token_hex(4)}"
+        self._count = 0
+        self._postgres_names: list[str] = []
+        self._migrated: dict[str, str] = {}
+
+    async def new_url(self, backend: str) -> str:
+        """The URL of a new, empty database on ``backend``."""
+        name = f"{self._prefix}_{self._count}"
+        self._count += 1
+        if backend == "sqlite":
+            return f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
+        assert self._postgres_url is not None
+        await self.admin(f'CREATE DATABASE "{name}"')
+        self._postgres_names.append(name)
+        url = make_url(self._postgres_url).set(database=name)
+        return url.render_as_string(hide_password=False)
+
+    async def migrated_url(self, backend: str) -> str:
+        """A database migrated to head, shared by the session's tests on ``backend``."""
+        if backend not in self._migrated:
+            url = await self.new_url(backend)
+            async with Database(url) as db:
+                await db.migrate()
+            self._migrated[backend] = url
+        return self._migrated[backend]
+
+    async def drop_all(self) -> None:
+        """Drop every PostgreSQL database this session created (SQLite files go with tmp)."""
+        # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
+        await asyncio.gather(
+            *(
+                self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                for name in self._postgres_names
+            )
+        )
+
+    async def admin(self, sql: str) -> None:
+        """Run ``sql`` on the configured PostgreSQL server's own database, outside a transaction."""
+        assert self._postgres_url is not None
+        # CREATE/DROP DATABASE cannot run inside a transaction block.
+        engine = create_async_engine(self._postgres_url, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text(sql))
+        finally:
+            await engine.dispose()
