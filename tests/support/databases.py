@@ -25,6 +25,8 @@ from wbsync.store import Database
 POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
 TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
 BACKENDS = ("sqlite", "postgresql")
+#: Databases the session drops at once at its end (each drop is a connection of its own).
+DROP_CONNECTIONS = 4
 # The newest schema revision: revisions are numbered, and their files start with the number.
 _VERSIONS = ROOT / "wbsync" / "store" / "migrations" / "versions"
 SCHEMA_HEAD = max(p.name.split("_", 1)[0] for p in _VERSIONS.glob("[0-9]*_*.py"))
@@ -65,12 +67,14 @@ class DatabaseFactory:
     async def drop_all(self) -> None:
         """Drop every PostgreSQL database this session created (SQLite files go with tmp)."""
         # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
-        await asyncio.gather(
-            *(
-                self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                for name in self._postgres_names
-            )
-        )
+        # At most DROP_CONNECTIONS at once: the server's connections are shared with others.
+        slots = asyncio.Semaphore(DROP_CONNECTIONS)
+
+        async def drop(name: str) -> None:
+            async with slots:
+                await self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+        await asyncio.gather(*(drop(name) for name in self._postgres_names))
 
     async def admin(self, sql: str) -> None:
         """Run ``sql`` on the configured PostgreSQL server's own database, outside a transaction."""
