@@ -58,6 +58,13 @@ class Settings(BaseSettings):
         default="sqlite+aiosqlite:///./wbsync.db",
         description="SQLAlchemy async URL (sqlite+aiosqlite or postgresql+asyncpg).",
     )
+    database_pool_size: int = Field(
+        default=15,
+        ge=1,
+        description="PostgreSQL connections a process keeps open, and opens at most: a job "
+        "needing one while all are out waits for one. Every process counts against the "
+        "server's max_connections. SQLite uses one.",
+    )
     time_scale: float = Field(
         default=1.0,
         gt=0,

@@ -39,7 +39,7 @@ class Runtime:
         self.limiter = RateLimiter.for_settings(self.redis, settings)
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
         self.lag = LagHistory(self.redis, prefix=settings.redis_prefix)
-        self.database = Database(settings.database_url)
+        self.database = Database(settings.database_url, pool_size=settings.database_pool_size)
         self.store = Store(self.database, secret_key=settings.secret_key_value())
         self.change_stream = ChangeStream(
             self.redis, prefix=settings.redis_prefix, maxlen=settings.change_stream_maxlen

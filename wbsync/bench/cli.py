@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -433,6 +434,13 @@ def capacity_cmd(
     concurrency: Annotated[
         int, typer.Option(help="Jobs per queue per process (WBSYNC_SYNC_QUEUE_CONCURRENCY).")
     ] = 5,
+    queue_concurrency: Annotated[
+        str,
+        typer.Option(
+            help='Per queue, replacing --concurrency, JSON: {"booking-slot-monitor": 20} '
+            "(WBSYNC_QUEUE_CONCURRENCY)."
+        ),
+    ] = "{}",
     latency_ms: Annotated[float, typer.Option(help="The emulator's median reply time.")] = 0.0,
     window_s: Annotated[
         float, typer.Option(help="Measured seconds per N (after the first pass).")
@@ -462,6 +470,7 @@ def capacity_cmd(
             time_scale=time_scale,
             processes=processes,
             concurrency=concurrency,
+            queue_concurrency=_queue_concurrency(queue_concurrency),
             latency_ms=latency_ms,
             window_s=window_s,
             drain_s=drain_s,
@@ -497,6 +506,22 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
         raise typer.BadParameter(
             f"{text!r} is not a comma-separated list of whole numbers", param_hint=option
         ) from None
+
+
+def _queue_concurrency(text: str) -> dict[str, int]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 1 for k, v in value.items()
+    ):
+        raise typer.BadParameter(
+            f"{text!r} is not a JSON object of queue names to whole numbers >= 1, e.g. "
+            '{"booking-slot-monitor": 20}',
+            param_hint="--queue-concurrency",
+        )
+    return value
 
 
 @app.command("all")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -235,10 +236,17 @@ class WorkerProcesses:
     """
 
     def __init__(
-        self, emu: EmulatorProcess, redis: RedisUnderTest, *, time_scale: float, concurrency: int
+        self,
+        emu: EmulatorProcess,
+        redis: RedisUnderTest,
+        *,
+        time_scale: float,
+        concurrency: int,
+        queue_concurrency: dict[str, int] | None = None,
     ) -> None:
         self.emu, self.redis = emu, redis
         self.time_scale, self.concurrency = time_scale, concurrency
+        self.queue_concurrency = queue_concurrency or {}
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Any] = []
 
@@ -250,6 +258,7 @@ class WorkerProcesses:
             wb_base_url=self.emu.base_url,
             time_scale=self.time_scale,
             sync_queue_concurrency=self.concurrency,
+            queue_concurrency=self.queue_concurrency,
             # The leader looks for failed jobs every quarter of this, scaled: at time scale
             # 0.001 WB's 300 s would be a look every 75 ms. Keep the real period (75 s).
             failed_retry_s=_FAILED_RETRY_REAL_S / self.time_scale,
@@ -265,6 +274,7 @@ class WorkerProcesses:
             WBSYNC_WB_BASE_URL=self.emu.base_url,
             WBSYNC_TIME_SCALE=str(settings.time_scale),
             WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
+            WBSYNC_QUEUE_CONCURRENCY=json.dumps(settings.queue_concurrency),
             WBSYNC_FAILED_RETRY_S=str(settings.failed_retry_s),
             WBSYNC_LOG_LEVEL="WARNING",
             # wbsync's own syncs are measured: an installed plugin's queue would add jobs the

@@ -181,7 +181,9 @@ class Database:
     ``await aclose()`` disposes of the pool. A closed database cannot be started again.
     """
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, pool_size: int = 15) -> None:
+        if pool_size < 1:
+            raise ConfigError(f"the database pool needs at least 1 connection, got {pool_size}")
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -199,6 +201,7 @@ class Database:
         self._safe_url = parsed.render_as_string(hide_password=True)
         self._dialect = _SUPPORTED_DRIVERS[driver]
         self._echo = echo
+        self._pool_size = pool_size
         self._engine: AsyncEngine | None = None
         self._probe_engine: AsyncEngine | None = None
         self._closed = False
@@ -227,7 +230,12 @@ class Database:
         # SQLite has one writer at a time; a second connection waiting for the lock sleeps in
         # SQLite's busy handler in steps of up to 100 ms. One connection per process queues
         # writers in asyncio instead, handing over at once (other processes still wait).
-        pool = {"pool_size": 1, "max_overflow": 0} if self._dialect == "sqlite" else {}
+        # PostgreSQL: ``pool_size`` connections kept open, none opened beyond them. An
+        # overflow connection is closed when given back, so under steady load the pool kept
+        # opening and closing backends (a fork, authentication and the driver's set-up each);
+        # a job needing a connection while all are out waits for one in asyncio instead.
+        size = 1 if self._dialect == "sqlite" else self._pool_size
+        pool = {"pool_size": size, "max_overflow": 0}
         engine = self._create_engine(**pool)
         if self._dialect == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
