@@ -38,6 +38,8 @@ is the last one run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import tempfile
 import time
@@ -86,7 +88,7 @@ class Params:
     latency_ms: float = 0.0
     window_s: float = 30.0
     drain_s: float = 10.0
-    warmup_base_s: float = 60.0
+    warmup_base_s: float = 120.0
     warmup_s_per_cabinet: float = 0.5
     """How long the first pass (every cabinet's nine jobs at once, some of them pulling many
     pages through WB's windows) may take to drain: ``warmup_base_s`` plus this per cabinet.
@@ -170,7 +172,12 @@ async def _steady(
     deadline = time.monotonic() + limit_s
     while not ledger.first_pass_done(n, len(intervals)):
         if time.monotonic() > deadline:
-            raise _Overloaded(f"the first pass of {n} cabinets did not drain in {limit_s:.0f} s")
+            waiting = ledger.not_yet_run(n)
+            raise _Overloaded(
+                f"the first pass of {n} cabinets did not drain in {limit_s:.0f} s "
+                f"(runs not done, by queue: {waiting}; the workers' warnings: "
+                f"{_warnings(workers) or 'none'})"
+            )
         await poll()
         await asyncio.sleep(_POLL_S)
     warmup_s = (datetime.now(UTC) - since).total_seconds()
@@ -198,6 +205,7 @@ async def _steady(
         await poll()
         await asyncio.sleep(_POLL_S)
     lags = ledger.lags(start_ms, end_ms, time.time() * 1000.0)
+    warnings = _warnings(workers)
     cores = {
         "workers": (cpu1["workers"] - cpu0["workers"]) / window_s,
         "redis": (redis1 - redis0) / window_s,
@@ -216,8 +224,25 @@ async def _steady(
         "workers_runqueue": (sched1[1] - sched0[1]) / window_s,
         "workers_wait_per_cpu_s": (sched1[1] - sched0[1]) / max(1e-9, sched1[0] - sched0[0]),
         "database_connections_opened": backends.opened if backends.last else None,
+        "worker_warnings": warnings,
         **lag_figures(lags, ledger.start_lags(start_ms, end_ms), intervals),
     }
+
+
+def _warnings(workers: WorkerProcesses) -> dict[str, int]:
+    """The workers' warnings and errors since they started, counted by their message's start
+    (its first words, before any detail): Redis timeouts that pause a worker's fetches or the
+    leader's fan-out show up here."""
+    counts: dict[str, int] = {}
+    for log in workers.logs:
+        log.seek(0)
+        for line in log.read().decode(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, AttributeError):
+                record = json.loads(line)
+                if record.get("level") in ("WARNING", "ERROR", "CRITICAL"):
+                    kind = f"{record.get('logger')}: {str(record.get('msg'))[:40]}"
+                    counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1])[:10])
 
 
 # --- the whole benchmark -------------------------------------------------------------------

@@ -126,6 +126,12 @@ class Ledger:
             started, _, lag = (entry.decode() if isinstance(entry, bytes) else entry).partition(":")
             self.starts[queue].add((int(started), int(lag)))
 
+    def not_yet_run(self, cabinets: int) -> dict[str, int]:
+        """Per queue, how many of the cabinets have neither completed nor failed yet."""
+        seen = self.completions.keys() | self._failed_seen.keys()
+        out = {q: cabinets - sum(1 for _, name in seen if name == q) for q in self.intervals_ms}
+        return {q: left for q, left in out.items() if left}
+
     def first_pass_done(self, cabinets: int, queues: int) -> bool:
         return len(self.completions.keys() | self._failed_seen.keys()) >= cabinets * queues
 
