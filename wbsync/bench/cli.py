@@ -426,7 +426,7 @@ def capacity_cmd(
     ctx: typer.Context,
     cabinets: Annotated[
         str, typer.Option(help="Cabinet counts N to hold, comma-separated.")
-    ] = "3,10,30,60",
+    ] = "10,30,60,120,250,500,1000",
     time_scale: Annotated[
         float, typer.Option(help="Multiplies WB's periods and the fan-out intervals.")
     ] = 0.1,
