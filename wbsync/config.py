@@ -61,9 +61,9 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(
         default=15,
         ge=1,
-        description="PostgreSQL connections a process keeps open, and opens at most: a job "
-        "needing one while all are out waits for one. Every process counts against the "
-        "server's max_connections. SQLite uses one.",
+        description="PostgreSQL connections a process keeps open; a burst opens up to 10 "
+        "more, closed when given back. Every process counts against the server's "
+        "max_connections. SQLite uses one.",
     )
     time_scale: float = Field(
         default=1.0,
