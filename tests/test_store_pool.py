@@ -1,4 +1,5 @@
-"""The database pool: a process keeps ``pool_size`` connections and never opens more."""
+"""The database pool: ``pool_size`` PostgreSQL connections kept open, a burst opens up to
+``_OVERFLOW`` more and no others."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ from tests.conftest_store import DatabaseFactory
 from wbsync import clock
 from wbsync.errors import ConfigError
 from wbsync.store import Database
+from wbsync.store.db import _OVERFLOW
 
 
-async def test_more_jobs_than_connections_share_the_pool(
+async def test_a_burst_past_the_pool_and_its_overflow_waits(
     db_backend: str, database_factory: DatabaseFactory
 ) -> None:
-    """Six tasks ask for a connection while two are held: they wait for those two instead of
-    opening more, and all complete."""
+    """One connection kept and ``_OVERFLOW`` more for a burst: of ``_OVERFLOW`` + 3 tasks
+    asking at once, that many hold one and the rest wait for them; afterwards the one kept
+    serves every later use (the burst's others were closed)."""
     if db_backend != "postgresql":
         pytest.skip("SQLite keeps one connection whatever the size")
-    async with Database(await database_factory.new_url(db_backend), pool_size=2) as db:
+    ceiling = 1 + _OVERFLOW
+    async with Database(await database_factory.new_url(db_backend), pool_size=1) as db:
         held = 0
         go = asyncio.Event()
 
@@ -32,16 +36,21 @@ async def test_more_jobs_than_connections_share_the_pool(
                 await go.wait()
             return pid
 
-        tasks = [asyncio.create_task(one()) for _ in range(6)]
-        deadline = clock.monotonic() + 30.0
-        while held < 2:
-            assert clock.monotonic() < deadline, "two tasks never got a connection"
+        tasks = [asyncio.create_task(one()) for _ in range(ceiling + 2)]
+        deadline = clock.monotonic() + 60.0
+        while held < ceiling:
+            assert clock.monotonic() < deadline, f"only {held} tasks got a connection"
             await asyncio.sleep(0.01)
-        assert held == 2  # the pool gave out its two: the other four wait
+        assert held == ceiling  # the pool gave out all it may: the other two wait
         go.set()
-        pids = await asyncio.wait_for(asyncio.gather(*tasks), 30.0)
-        assert held == 6
-        assert len(set(pids)) <= 2
+        pids = await asyncio.wait_for(asyncio.gather(*tasks), 60.0)
+        assert held == ceiling + 2
+        assert len(set(pids)) <= ceiling
+        later = set()
+        for _ in range(5):
+            async with db.connection() as conn:
+                later.add(int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()))
+        assert len(later) == 1 and later <= set(pids)
 
 
 def test_a_pool_without_connections_is_refused() -> None:
