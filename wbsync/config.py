@@ -62,6 +62,13 @@ class Settings(BaseSettings):
         default="sqlite+aiosqlite:///./wbsync.db",
         description="SQLAlchemy async URL (sqlite+aiosqlite or postgresql+asyncpg).",
     )
+    database_pool_size: int = Field(
+        default=15,
+        ge=1,
+        description="PostgreSQL connections a process keeps open; a burst opens up to 10 "
+        "more, closed when given back. Every process counts against the server's "
+        "max_connections. SQLite uses one.",
+    )
     time_scale: float = Field(
         default=1.0,
         gt=0,

@@ -58,7 +58,7 @@ class Runtime:
         self.limiter = RateLimiter(self.redis, limiter_options(settings))
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)
         self.lag = LagHistory(self.redis, prefix=settings.redis_prefix)
-        self.database = Database(settings.database_url)
+        self.database = Database(settings.database_url, pool_size=settings.database_pool_size)
         self.store = Store(self.database, secret_key=settings.secret_key_value())
         self.change_stream = ChangeStream(
             self.redis, prefix=settings.redis_prefix, maxlen=settings.change_stream_maxlen

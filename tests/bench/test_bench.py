@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from wbsync.bench import (
     bare,
     capacity,
+    capacity_lag,
     data,
     feed,
     lateness,
@@ -234,7 +235,7 @@ def _at(ms: float) -> datetime:
 def test_capacity_pairs_each_due_time_with_the_run_that_served_it() -> None:
     """Lag = the cabinet's first completion after the time it was due that served no earlier
     one; a (cabinet, queue) is due at the fan-out's own offset in every interval."""
-    ledger = capacity._Ledger({"q": 1.0})  # due every 1,000 ms, at the cabinet's offset
+    ledger = capacity_lag.Ledger({"q": 1.0})  # due every 1,000 ms, at the cabinet's offset
     o = offset_ms("7", "q", 1_000)
     for at in (900, 1_100, 2_050, 3_950, 3_990):
         ledger.ran(7, "q", _at(o + at), 1)
@@ -245,6 +246,33 @@ def test_capacity_pairs_each_due_time_with_the_run_that_served_it() -> None:
     # nothing served it by now (missed, 2,000 ms so far).
     assert lags["q"] == pytest.approx([50.0, 950.0, -2_000.0])
     assert ledger.pages(o + 1_500.0, o + 4_500.0) == 3
+
+
+def test_capacity_start_lags_are_the_runs_due_in_the_window() -> None:
+    """The workers' samples (started ms, lag ms) count for the window their due time (started
+    minus lag) falls in; a sample read again by a later poll counts once."""
+    ledger = capacity_lag.Ledger({"q": 1.0})
+    ledger.started("q", ["2100:200", b"2600:100", "4100:50", "1400:100"])
+    ledger.started("q", ["2100:200"])
+    # due at 1,900, 2,500 (in [1,500, 4,000)); 4,050 after it; 1,300 before it
+    assert sorted(ledger.start_lags(1_500.0, 4_000.0)["q"]) == [100, 200]
+    figures = capacity_lag.lag_figures(
+        {"q": [1_000.0, -3_000.0]}, ledger.start_lags(1_500.0, 4_000.0), {"q": 10.0}
+    )
+    assert figures["missed"] == 1 and figures["runs"] == 2
+    assert figures["per_queue"]["q"]["start_lag_p95_s"] == pytest.approx(0.2)
+    assert figures["start_lag_share_p95"] == pytest.approx(0.02)
+    assert figures["lag_share_max"] == pytest.approx(0.3)
+
+
+def test_capacity_reads_the_run_queue_wait_of_this_process() -> None:
+    """Its own threads have run (the test is running) and the figures only grow."""
+    import os
+
+    ran, waited = capacity_lag.scheduled_s([os.getpid()])
+    again = capacity_lag.scheduled_s([os.getpid()])
+    assert 0 < ran <= again[0] and 0 <= waited <= again[1]
+    assert capacity_lag.scheduled_s([2**22 + 7]) == (0.0, 0.0)  # no such process: nothing
 
 
 def test_capacity_smallest_configuration_end_to_end(tmp_path: Path) -> None:
@@ -269,6 +297,9 @@ def test_capacity_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     )
     assert 0 <= booking["lag_p50_s"] <= booking["lag_p95_s"] <= booking["lag_max_s"]
     assert 0 <= run["lag_share_p50"] <= run["lag_share_p95"] <= run["lag_share_max"]
+    assert booking["start_lag_p50_s"] <= booking["start_lag_p95_s"]
+    assert run["workers_runqueue"] >= 0 and run["workers_wait_per_cpu_s"] >= 0
+    assert run["database_connections_opened"] is None  # SQLite: no server backends
     assert run["pages_per_s"] > 0
     cores = run["cpu_cores"]
     assert cores["workers"] > 0 and cores["redis"] > 0 and cores["database"] is None  # SQLite

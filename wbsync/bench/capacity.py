@@ -8,80 +8,93 @@ for the pages of 10 N at 1.0). The WB emulator (a child process on loopback, cou
 N) answers after ``latency_ms`` (0 by default: the lag measured is the stack's work, not WB's
 reply time, which the slots cover).
 
-The first fan-out enqueues every queue at once: a burst no steady state has. The measured
-window starts once that pass has drained and lasts ``window_s``; every time a (cabinet, queue)
-was due in the window counts. The fan-out spreads each queue's cabinets over its interval: a
-pair is due at its own offset in every interval (``wbsync.jobs.fanout.offset_ms``, the same
-function the leader uses); a run's completion is read from ``sync_runs`` (its ``success_at``). A
-due time is served by that pair's first completion after it that served no earlier one; its
-freshness lag is the completion minus the due time. A due time of the window still unserved
-``drain_s`` after the window counts as missed, with the lag it had then (a lower bound).
+The first fan-out enqueues every queue at once (a new deployment's burst, no steady state has
+it). The measured window starts once that pass has drained and lasts ``window_s``. From then on
+the leader enqueues each (cabinet, queue) at its own offset in every interval
+(``wbsync.jobs.fanout.offset_ms``, the function the leader uses), so the window sees the spread,
+not the burst. The freshness lag of a due time in the window is the completion that served it
+(``sync_runs.success_at``: the pair's first completion after it that served no earlier one)
+minus the due time: it counts waiting for the leader's step, in the queue and for a slot (the
+start lag, which the workers record in Redis, reported apart) and the run itself, WB's windows
+between the pages of a multi-page sync included (WB's, not wbsync's: the per-queue start lag
+tells the two apart). A due time still unserved ``drain_s`` after the window counts as missed,
+with the lag it had then (a lower bound). ``capacity_lag`` holds the accounting.
 
-Reported per N: the lag (p50, p95, max) in seconds per queue and, pooled over the queues, as a
-share of each queue's interval; pages per second in the window; the CPU of the workers (their
-processes), of Redis (``INFO cpu``) and of the database (PostgreSQL's backends serving the
-run's database, looked for at every poll and read from ``/proc``, the benchmark's own
-connections left out; with SQLite the database works inside the workers), and
-the emulator's apart, each in cores (CPU seconds per second). The capacity is the largest N
-whose pooled lag p95 stays within ``LAG_TARGET`` (10 %) of the interval. An N whose first
-pass does not drain within ``warmup_base_s`` plus ``warmup_s_per_cabinet`` per cabinet is
-reported as not held, and larger N are not run.
+Reported per N: the lag (p50, p95, max) and the start lag (p50, p95) in seconds per queue and,
+pooled over the queues, as a share of each queue's interval; pages per second in the window;
+the CPU of the workers (their processes), of Redis (``INFO cpu``) and of the database
+(PostgreSQL's backends serving the run's database, looked for at every poll and read from
+``/proc``, the benchmark's own connections left out; with SQLite the database works inside the
+workers), and the emulator's apart, each in cores (CPU seconds per second); how long the worker
+threads waited on the kernel's run queue for a core (per second, and per CPU second they ran:
+on a machine loaded by others a run's CPU work takes that much longer in wall time); the
+database connections the pools opened during the window; the 1-minute load average. The
+capacity is the largest N whose pooled lag p95 stays within ``LAG_TARGET`` (10 %) of the
+interval. An N whose first pass does not drain within ``warmup_base_s`` plus
+``warmup_s_per_cabinet`` per cabinet, or whose lag p95 passes ``STOP_SHARE`` of the interval,
+is the last one run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import tempfile
 import time
-from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, text
-from sqlalchemy.engine import make_url
-
-from wbsync.bench.common import fresh_database, percentile, syncs, table
-from wbsync.bench.processes import (
-    RedisUnderTest,
-    WorkerProcesses,
-    process_cpu_s,
-    redis_under_test,
-    seller_id,
+from wbsync.bench.capacity_lag import (
+    Backends,
+    Ledger,
+    backend_pids,
+    lag_figures,
+    observe,
+    scheduled_s,
 )
+from wbsync.bench.common import fresh_database, syncs, table
+from wbsync.bench.processes import RedisUnderTest, WorkerProcesses, redis_under_test, seller_id
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.errors import ConfigError
-from wbsync.jobs.fanout import offset_ms
 from wbsync.runtime import Runtime
 from wbsync.service import fanout_intervals
-from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
-from wbsync.store.schema import sync_runs
 
 #: A steady state holds when the pooled lag p95 is within this share of each queue's interval.
 LAG_TARGET = 0.10
+#: An N whose pooled lag p95 passes this share of the interval (a whole interval late) is the
+#: last run: a larger N would only be later, and the run would not fit in ``bench all``.
+STOP_SHARE = 1.0
 _POLL_S = 0.2
-_LOOKBACK_S = 5.0  # completions are re-read this far back: a commit may land after its stamp
+_LOOKBACK_S = 60.0
+"""Completions are re-read this far back: a run's `success_at` is stamped before its write waits
+for a connection and commits, which on a machine loaded to 15 took over 5 s (the 5 s this was
+before missed completions: first passes that never drained, due times counted as missed)."""
 
 
 @dataclass
 class Params:
     """What to run."""
 
-    cabinets: tuple[int, ...] = (3, 10, 30, 60)
+    cabinets: tuple[int, ...] = (10, 30, 60, 120, 250, 500, 1000)
     time_scale: float = 0.1
     processes: int = 2
     concurrency: int = 5
+    queue_concurrency: dict[str, int] = field(default_factory=dict)
+    """Per queue, replacing ``concurrency`` (``WBSYNC_QUEUE_CONCURRENCY``)."""
     latency_ms: float = 0.0
     window_s: float = 30.0
     drain_s: float = 10.0
-    warmup_base_s: float = 60.0
-    warmup_s_per_cabinet: float = 2.0
-    """How long the first pass may take to drain: ``warmup_base_s`` plus this per cabinet.
+    warmup_base_s: float = 120.0
+    warmup_s_per_cabinet: float = 0.5
+    """How long the first pass (every cabinet's nine jobs at once, some of them pulling many
+    pages through WB's windows) may take to drain: ``warmup_base_s`` plus this per cabinet.
     Past that the stack cannot keep up with N, and larger N are not run."""
     postgres: str | None = None
 
@@ -90,139 +103,6 @@ class Params:
             raise ConfigError("cabinets, processes and concurrency must be >= 1")
         if self.time_scale <= 0 or self.window_s <= 0 or self.drain_s < 0:
             raise ConfigError("time_scale and window_s must be > 0, drain_s >= 0")
-
-
-# --- CPU of the database's backends --------------------------------------------------------
-
-
-async def _backend_pids(database: Database, url: str, own: set[int]) -> list[int]:
-    """PostgreSQL's backends serving ``url``'s database on this host (none for SQLite), less
-    the benchmark's own: each connection this asks on is added to ``own``."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "postgresql":
-        return []
-    async with database.connection() as conn:
-        rows = list(
-            await conn.execute(
-                text("SELECT pid, pg_backend_pid() FROM pg_stat_activity WHERE datname = :name"),
-                {"name": parsed.database},
-            )
-        )
-    own.update(int(mine) for _, mine in rows)
-    return [int(pid) for pid, _ in rows if int(pid) not in own]
-
-
-class _Backends:
-    """CPU of the PostgreSQL backends serving the run's database over the window.
-
-    The workers' pools open and close connections as load comes and goes, so the backends are
-    looked for at every poll: one there at the window's start counts from its CPU then, one
-    that appears later from zero (its start is the database's work too), each up to the last
-    reading (a backend that exits loses at most one poll's CPU).
-    """
-
-    def __init__(self) -> None:
-        self.base: dict[int, float] = {}
-        self.last: dict[int, float] = {}
-        self.own: set[int] = set()  # the benchmark's own connections: its polling is not ours
-
-    def sample(self, pids: list[int], *, started: bool) -> None:
-        for pid in pids:
-            with contextlib.suppress(OSError, IndexError, ValueError):  # it exited meanwhile
-                cpu = process_cpu_s(pid)
-                if pid not in self.base:
-                    self.base[pid] = 0.0 if started else cpu
-                self.last[pid] = cpu
-
-    def cpu_s(self) -> float:
-        return sum(self.last[p] - self.base[p] for p in self.last if p not in self.own)
-
-
-# --- the lag --------------------------------------------------------------------------------
-
-
-class _Ledger:
-    """Fan-out moments per queue and completions per (cabinet, queue), as they are observed."""
-
-    def __init__(self, intervals_s: dict[str, float]) -> None:
-        self.intervals_ms = {q: max(1, round(s * 1000)) for q, s in intervals_s.items()}
-        self.last: dict[tuple[int, str], datetime] = {}
-        self.completions: dict[tuple[int, str], list[tuple[float, int]]] = defaultdict(list)
-        self.failures = 0
-        self._failed_seen: dict[tuple[int, str], datetime] = {}
-
-    def ran(self, cabinet: int, queue: str, at: datetime, pages: int) -> None:
-        key = (cabinet, queue)
-        if key in self.last and at <= self.last[key]:
-            return
-        self.last[key] = at
-        self.completions[key].append((at.timestamp() * 1000.0, pages))
-
-    def failed(self, cabinet: int, queue: str, at: datetime) -> None:
-        key = (cabinet, queue)
-        if self._failed_seen.get(key) != at:
-            self._failed_seen[key] = at
-            self.failures += 1
-
-    def first_pass_done(self, cabinets: int, queues: int) -> bool:
-        return len(self.completions.keys() | self._failed_seen.keys()) >= cabinets * queues
-
-    def lags(self, start_ms: float, end_ms: float, now_ms: float) -> dict[str, list[float]]:
-        """Per queue: the lag (ms) of every cabinet's run for every time it was due in
-        [start, end).
-
-        A (cabinet, queue) is due at its own offset in every interval (the fan-out's
-        ``offset_ms``, epoch-aligned), and that due time is served by the pair's first
-        completion after it that served no earlier one: a completion before it (a run still
-        going when it came, whose job the fan-out skipped as live) does not count for it. The
-        pairing starts at the last due time before the window. One unserved by ``now_ms`` gets
-        ``-(now - due)``: negative marks it missed.
-        """
-        out: dict[str, list[float]] = defaultdict(list)
-        cabinets = {c for c, _ in self.completions}
-        for queue, interval in self.intervals_ms.items():
-            for cabinet in cabinets:
-                offset = offset_ms(str(cabinet), queue, interval)
-                first = start_ms - (start_ms - offset) % interval
-                moments = [
-                    first + k * interval for k in range(int((end_ms - first) // interval) + 1)
-                ]
-                done = [at for at, _ in self.completions.get((cabinet, queue), [])]
-                i = 0
-                for moment in moments:
-                    while i < len(done) and done[i] <= moment:
-                        i += 1
-                    lag = done[i] - moment if i < len(done) else -(now_ms - moment)
-                    i += 1
-                    if start_ms <= moment < end_ms:
-                        out[queue].append(lag)
-        return out
-
-    def pages(self, start_ms: float, end_ms: float) -> int:
-        return sum(
-            pages
-            for runs in self.completions.values()
-            for at, pages in runs
-            if start_ms <= at < end_ms
-        )
-
-
-async def _observe(ledger: _Ledger, database: Database, since: datetime) -> None:
-    async with database.connection() as conn:
-        rows = await conn.execute(
-            select(
-                sync_runs.c.cabinet_id,
-                sync_runs.c.sync,
-                sync_runs.c.success_at,
-                sync_runs.c.success_pages,
-                sync_runs.c.failure_at,
-            ).where((sync_runs.c.success_at >= since) | (sync_runs.c.failure_at >= since))
-        )
-        for cabinet, queue, success_at, pages, failure_at in rows:
-            if success_at is not None and success_at >= since:
-                ledger.ran(int(cabinet), queue, success_at, int(pages or 0))
-            if failure_at is not None and failure_at >= since:
-                ledger.failed(int(cabinet), queue, failure_at)
 
 
 class _Overloaded(Exception):
@@ -241,7 +121,11 @@ async def _one_n(params: Params, emu: EmulatorProcess, n: int, tmp: Path) -> dic
     with redis_under_test("single") as redis:
         async with fresh_database(params.postgres, tmp, name="capacity") as database_url:
             workers = WorkerProcesses(
-                emu, redis, time_scale=params.time_scale, concurrency=params.concurrency
+                emu,
+                redis,
+                time_scale=params.time_scale,
+                concurrency=params.concurrency,
+                queue_concurrency=params.queue_concurrency,
             )
             settings = workers.settings(database_url)
             runtime = await Runtime(settings, redis_url=redis.url).start()
@@ -257,9 +141,7 @@ async def _one_n(params: Params, emu: EmulatorProcess, n: int, tmp: Path) -> dic
                 intervals = {q: s for q, s in fanout_intervals(settings).items() if q in syncs()}
                 workers.spawn(settings, params.processes, tmp)
                 try:
-                    figures = await _steady(
-                        params, workers, redis, runtime.database, database_url, intervals, n
-                    )
+                    figures = await _steady(params, workers, redis, runtime, intervals, n)
                 finally:
                     workers.stop()
             finally:
@@ -271,19 +153,19 @@ async def _steady(
     params: Params,
     workers: WorkerProcesses,
     redis: RedisUnderTest,
-    database: Database,
-    database_url: str,
+    runtime: Runtime,
     intervals: dict[str, float],
     n: int,
 ) -> dict[str, Any]:
-    ledger = _Ledger(intervals)
+    ledger = Ledger(intervals)
+    database, database_url = runtime.database, runtime.settings.database_url
     since = datetime.now(UTC)
     lookback = since
 
-    async def observe() -> None:
+    async def poll() -> None:
         nonlocal lookback
         stamp = datetime.now(UTC)
-        await _observe(ledger, database, lookback)
+        await observe(ledger, database, runtime.redis, runtime.settings.redis_prefix, lookback)
         lookback = max(since, datetime.fromtimestamp(stamp.timestamp() - _LOOKBACK_S, UTC))
         died = workers.died()
         if died:
@@ -293,31 +175,40 @@ async def _steady(
     deadline = time.monotonic() + limit_s
     while not ledger.first_pass_done(n, len(intervals)):
         if time.monotonic() > deadline:
-            raise _Overloaded(f"the first pass of {n} cabinets did not drain in {limit_s:.0f} s")
-        await observe()
+            waiting = ledger.not_yet_run(n)
+            raise _Overloaded(
+                f"the first pass of {n} cabinets did not drain in {limit_s:.0f} s "
+                f"(runs not done, by queue: {waiting}; the workers' warnings: "
+                f"{_warnings(workers) or 'none'})"
+            )
+        await poll()
         await asyncio.sleep(_POLL_S)
     warmup_s = (datetime.now(UTC) - since).total_seconds()
-    backends = _Backends()
-    backends.sample(await _backend_pids(database, database_url, backends.own), started=False)
+    backends = Backends()
+    backends.sample(await backend_pids(database, database_url, backends.own), started=False)
     cpu0 = _cpu(workers)
+    sched0 = scheduled_s([proc.pid for proc in workers.procs])
     redis0 = (await redis.totals())["cpu_s"]
     start_ms = time.time() * 1000.0
     started = time.monotonic()
     end = started + params.window_s
     while time.monotonic() < end:
-        await observe()
-        backends.sample(await _backend_pids(database, database_url, backends.own), started=True)
+        await poll()
+        backends.sample(await backend_pids(database, database_url, backends.own), started=True)
         await asyncio.sleep(_POLL_S)
     window_s = time.monotonic() - started
     end_ms = start_ms + window_s * 1000.0
-    backends.sample(await _backend_pids(database, database_url, backends.own), started=True)
+    backends.sample(await backend_pids(database, database_url, backends.own), started=True)
     cpu1 = _cpu(workers)
+    sched1 = scheduled_s([proc.pid for proc in workers.procs])
     redis1 = (await redis.totals())["cpu_s"]
+    load = os.getloadavg()[0]
     drain_end = time.monotonic() + params.drain_s
     while time.monotonic() < drain_end:
-        await observe()
+        await poll()
         await asyncio.sleep(_POLL_S)
     lags = ledger.lags(start_ms, end_ms, time.time() * 1000.0)
+    warnings = _warnings(workers)
     cores = {
         "workers": (cpu1["workers"] - cpu0["workers"]) / window_s,
         "redis": (redis1 - redis0) / window_s,
@@ -327,38 +218,34 @@ async def _steady(
     return {
         "warmup_s": warmup_s,
         "window_s": window_s,
+        "load_average_1min": load,
         "pages_per_s": ledger.pages(start_ms, end_ms) / window_s,
         "failures": ledger.failures,
         "cpu_cores": cores,
-        **_lag_figures(lags, intervals),
+        # Worker threads ready to run but waiting for a core, on average over the window, and
+        # per second one of them ran: > 1 means a run's CPU work took over twice its CPU time.
+        "workers_runqueue": (sched1[1] - sched0[1]) / window_s,
+        "workers_wait_per_cpu_s": (sched1[1] - sched0[1]) / max(1e-9, sched1[0] - sched0[0]),
+        "database_connections_opened": backends.opened if backends.last else None,
+        "worker_warnings": warnings,
+        **lag_figures(lags, ledger.start_lags(start_ms, end_ms), intervals),
     }
 
 
-def _lag_figures(lags: dict[str, list[float]], intervals: dict[str, float]) -> dict[str, Any]:
-    per_queue = {}
-    shares: list[float] = []
-    missed = 0
-    for queue, values in sorted(lags.items()):
-        seconds = [abs(v) / 1000.0 for v in values]
-        missed_here = sum(1 for v in values if v < 0)
-        missed += missed_here
-        shares += [s / intervals[queue] for s in seconds]
-        per_queue[queue] = {
-            "interval_s": intervals[queue],
-            "runs": len(values),
-            "missed": missed_here,
-            "lag_p50_s": percentile(seconds, 50),
-            "lag_p95_s": percentile(seconds, 95),
-            "lag_max_s": max(seconds, default=float("nan")),
-        }
-    return {
-        "runs": len(shares),
-        "missed": missed,
-        "lag_share_p50": percentile(shares, 50),
-        "lag_share_p95": percentile(shares, 95),
-        "lag_share_max": max(shares, default=float("nan")),
-        "per_queue": per_queue,
-    }
+def _warnings(workers: WorkerProcesses) -> dict[str, int]:
+    """The workers' warnings and errors since they started, counted by their message's start
+    (its first words, before any detail): Redis timeouts that pause a worker's fetches or the
+    leader's fan-out show up here."""
+    counts: dict[str, int] = {}
+    for log in workers.logs:
+        log.seek(0)
+        for line in log.read().decode(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, AttributeError):
+                record = json.loads(line)
+                if record.get("level") in ("WARNING", "ERROR", "CRITICAL"):
+                    kind = f"{record.get('logger')}: {str(record.get('msg'))[:40]}"
+                    counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1])[:10])
 
 
 # --- the whole benchmark -------------------------------------------------------------------
@@ -381,6 +268,12 @@ async def run(params: Params | None = None) -> dict[str, Any]:
                     results.append(await _one_n(params, emu, n, Path(tmp)))
                 except _Overloaded as exc:  # larger N would only be worse
                     overloaded = {"cabinets": n, "reason": str(exc)}
+                    break
+                if results[-1]["lag_share_p95"] > STOP_SHARE:
+                    overloaded = {
+                        "cabinets": n,
+                        "reason": f"its lag p95 passed {STOP_SHARE:.0%} of the interval",
+                    }
                     break
             else:
                 overloaded = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -277,12 +278,19 @@ def capacity_cmd(
     ctx: typer.Context,
     cabinets: Annotated[
         str, typer.Option(help="Cabinet counts N to hold, comma-separated.")
-    ] = "3,10,30,60",
+    ] = "10,30,60,120,250,500,1000",
     time_scale: Annotated[
         float, typer.Option(help="Multiplies WB's periods and the fan-out intervals.")
     ] = 0.1,
     processes: Annotated[int, typer.Option(help="`wbsync run` processes.")] = 2,
     concurrency: ConcurrencyOpt = 5,
+    queue_concurrency: Annotated[
+        str,
+        typer.Option(
+            help='Per queue, replacing --concurrency, JSON: {"booking-slot-monitor": 20} '
+            "(WBSYNC_QUEUE_CONCURRENCY)."
+        ),
+    ] = "{}",
     latency_ms: Annotated[float, typer.Option(help="The emulator's median reply time.")] = 0.0,
     window_s: Annotated[
         float, typer.Option(help="Measured seconds per N (after the first pass).")
@@ -295,8 +303,29 @@ def capacity_cmd(
     """Steady state of N cabinets on every sync's interval: freshness lag and CPU against N."""
     from wbsync.bench import capacity
 
-    params = bench_params(capacity.Params, ctx, cabinets=ints(cabinets, "--cabinets"))
+    params = bench_params(
+        capacity.Params,
+        ctx,
+        cabinets=ints(cabinets, "--cabinets"),
+        queue_concurrency=_queue_concurrency(queue_concurrency),
+    )
     _run_one(ctx, "capacity", lambda _url: capacity.run(params), private=True)
+
+
+def _queue_concurrency(text: str) -> dict[str, int]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 1 for k, v in value.items()
+    ):
+        raise typer.BadParameter(
+            f"{text!r} is not a JSON object of queue names to whole numbers >= 1, e.g. "
+            '{"booking-slot-monitor": 20}',
+            param_hint="--queue-concurrency",
+        )
+    return value
 
 
 @command(app, "all")

@@ -154,8 +154,13 @@ def capacity_plot(result: dict[str, Any], path: Path) -> bool:
         return False
     ns = [r["cabinets"] for r in runs]
     fig, (lag, cpu) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for key, style in (("lag_share_p50", "o--"), ("lag_share_p95", "o-")):
-        lag.plot(ns, [100 * (r[key] or 0) for r in runs], style, label=key[10:])
+    for key, style in (
+        ("lag_share_p50", "o--"),
+        ("lag_share_p95", "o-"),
+        ("start_lag_share_p95", "s:"),
+    ):
+        label = key.replace("_share", "").replace("_", " ")
+        lag.plot(ns, [100 * (r.get(key) or 0) for r in runs], style, label=label)
     lag.axhline(100 * result["lag_target"], color="grey", linewidth=0.8, label="target")
     lag.set_xlabel("cabinets N")
     lag.set_ylabel("lag, % of the queue's interval")

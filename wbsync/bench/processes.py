@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -167,10 +168,12 @@ class WorkerProcesses:
         *,
         time_scale: float,
         concurrency: int,
+        queue_concurrency: dict[str, int] | None = None,
         scaled_pruning: bool = False,
     ) -> None:
         self.emu, self.redis = emu, redis
         self.time_scale, self.concurrency = time_scale, concurrency
+        self.queue_concurrency = queue_concurrency or {}
         self.scaled_pruning = scaled_pruning
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Any] = []
@@ -183,6 +186,7 @@ class WorkerProcesses:
             wb_base_url=self.emu.base_url,
             time_scale=self.time_scale,
             sync_queue_concurrency=self.concurrency,
+            queue_concurrency=self.queue_concurrency,
             # The leader looks for failed jobs every quarter of this, scaled: at time scale
             # 0.001 WB's 300 s would be a look every 75 ms. Keep the real period (75 s).
             failed_retry_s=_FAILED_RETRY_REAL_S / self.time_scale,
@@ -199,6 +203,7 @@ class WorkerProcesses:
             WBSYNC_WB_BASE_URL=self.emu.base_url,
             WBSYNC_TIME_SCALE=str(settings.time_scale),
             WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
+            WBSYNC_QUEUE_CONCURRENCY=json.dumps(settings.queue_concurrency),
             WBSYNC_FAILED_RETRY_S=str(settings.failed_retry_s),
             WBSYNC_PRUNE_INTERVAL_S=str(settings.prune_interval_s),
             WBSYNC_LOG_LEVEL="WARNING",

@@ -11,10 +11,15 @@ from wbsync.bench.docs.markdown import fmt, table
 TITLE = "capacity: steady state of N cabinets on every sync's interval"
 
 
+def _share(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None and value == value else "-"
+
+
 def render(r: dict[str, Any]) -> str:
     p = r["params"]
-    columns = ["N", "pages/s", "runs", "missed", "lag p50", "lag p95", "lag max"]
-    columns += ["workers", "Redis", "database", "emulator", "worst queue (p95 s / interval s)"]
+    columns = ["N", "load", "pages/s", "runs", "missed", "lag p50", "lag p95", "lag max"]
+    columns += ["start lag p95", "workers", "Redis", "database", "emulator", "run-queue wait"]
+    columns += ["db connects", "worst queue (p95 s / start p95 s / interval s)"]
     rows = []
     for run in r["runs"]:
         cores = run["cpu_cores"]
@@ -26,17 +31,22 @@ def render(r: dict[str, Any]) -> str:
         rows.append(
             [
                 run["cabinets"],
+                run.get("load_average_1min", "-"),
                 run["pages_per_s"],
                 run["runs"],
                 run["missed"],
-                f"{run['lag_share_p50']:.1%}" if run["lag_share_p50"] is not None else "-",
-                f"{run['lag_share_p95']:.1%}" if run["lag_share_p95"] is not None else "-",
-                f"{run['lag_share_max']:.1%}" if run["lag_share_max"] is not None else "-",
+                _share(run["lag_share_p50"]),
+                _share(run["lag_share_p95"]),
+                _share(run["lag_share_max"]),
+                _share(run.get("start_lag_share_p95")),
                 cores["workers"],
                 cores["redis"],
                 cores["database"] if cores["database"] is not None else "in workers",
                 cores["emulator"],
-                f"{worst[0]} ({fmt(worst[1]['lag_p95_s'])} / {fmt(worst[1]['interval_s'])})"
+                run.get("workers_wait_per_cpu_s", "-"),
+                run.get("database_connections_opened") or 0,
+                f"{worst[0]} ({fmt(worst[1]['lag_p95_s'])} / "
+                f"{fmt(worst[1].get('start_lag_p95_s'))} / {fmt(worst[1]['interval_s'])})"
                 if worst
                 else "-",
             ]
@@ -56,14 +66,9 @@ def render(r: dict[str, Any]) -> str:
         machine = r.get("machine", {}).get("cores") or 1
         verdict += (
             f". At N = {last['cabinets']} wbsync's stack (workers, Redis, database) used "
-            f"{stack:.2f} of the machine's {machine} cores"
-            + (
-                ": the CPU was not the bound. The fan-out enqueues every cabinet at once, and "
-                "each run's wall time (its Redis and database round trips, each waiting for a "
-                "core on a machine busy with other work) is what the lag is made of"
-                if stack < 0.5 * machine
-                else ""
-            )
+            f"{stack:.2f} of the machine's {machine} cores while its worker threads waited "
+            f"{fmt(last.get('workers_wait_per_cpu_s'))} s on the run queue for every second "
+            f"they ran (load average {fmt(last.get('load_average_1min'))})"
         )
     return "\n".join(
         [
@@ -72,24 +77,31 @@ def render(r: dict[str, Any]) -> str:
             f"queue each), time scale {p['time_scale']:g} (N cabinets ask for the pages of "
             f"N / {p['time_scale']:g} at WB's real intervals), {r['database']}, the emulator "
             f"answering after {p['latency_ms']:g} ms. Each N gets its own Redis and database; "
-            "the first fan-out (every queue at once) is let drain, then a "
-            f"{p['window_s']:g} s window is measured. Lag: how late each (cabinet, queue) run "
-            "completes after its fan-out (the schedule in Redis; completions from "
-            "`sync_runs`), as a share of the queue's interval, pooled over every run of every "
-            "queue whose fan-out fell in the window (queues with intervals longer than the "
-            f"window have none); missed: fan-outs unserved {p['drain_s']:g} s after the window "
+            "the first fan-out (every cabinet of every queue at once) is let drain, then a "
+            f"{p['window_s']:g} s window is measured, in which the leader enqueues each "
+            "(cabinet, queue) at its own offset in the interval. Lag (freshness): when the "
+            "run that served a due time completed (`sync_runs`) minus the time it was due "
+            "(its offset in the interval, the leader's schedule), as a share of the queue's "
+            "interval, pooled over every due time of every queue in the window (queues with "
+            "intervals longer than the window have fewer); it includes the run itself, WB's "
+            "windows between the pages of a multi-page sync too. Start lag: the run's first "
+            "start minus its due time (recorded by the workers in Redis): the waiting that is "
+            f"wbsync's. Missed: due times unserved {p['drain_s']:g} s after the window "
             "(counted at the lag they had then). CPU in cores (CPU seconds per second of the "
             "window): the worker processes, Redis (`INFO cpu`), PostgreSQL's backends serving "
-            "the run's database (looked for at every poll, as the pools open and close "
-            "connections, and read from `/proc`; the benchmark's own connections left out; "
-            "with SQLite the database works inside the workers) "
-            "and, apart, the emulator (WB's work, not ours).",
+            "the run's database (read from `/proc`; the benchmark's own connections left out; "
+            "with SQLite the database works inside the workers) and, apart, the emulator (WB's "
+            "work, not ours). Run-queue wait: seconds the worker threads were ready but waited "
+            "for a core, per second they ran (`/proc/<pid>/task/*/schedstat`): the share of a "
+            "run's wall time the machine's other load adds. db connects: connections the "
+            "workers' pools opened during the window. Load: the 1-minute load average at the "
+            "window's end.",
             "",
             table(columns, rows),
             "",
             f"Target: lag p95 within {r['lag_target']:.0%} of the interval; {verdict}."
             + (
-                f" N = {r['overloaded']['cabinets']} was not held: "
+                f" N = {r['overloaded']['cabinets']} was the last run: "
                 f"{r['overloaded']['reason']} (larger N were not run)."
                 if r.get("overloaded")
                 else ""
