@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
-from tests.conftest_store import DatabaseFactory
+from tests.support.databases import DatabaseFactory
 from wbsync import clock
 from wbsync.errors import ConfigError
 from wbsync.store import Database
