@@ -19,18 +19,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     ArgumentError,
-    DBAPIError,
-    DisconnectionError,
-    InterfaceError,
-    OperationalError,
     SQLAlchemyError,
 )
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
 from wbsync.errors import ConfigError, StoreError, StoreUnavailableError
 from wbsync.store import migrator
+from wbsync.store.failures import store_error
 from wbsync.store.migrator import MIGRATION_LOCK_TIMEOUT_S, Migration
 
 __all__ = ["POOL_RECYCLE_S", "Database"]
@@ -59,62 +55,6 @@ def _json_dumps(value: Any) -> str:
         return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
     except orjson.JSONEncodeError:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def _describe(exc: BaseException) -> str:
-    """A short, parameter-free description of a database failure."""
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        return f"{type(exc.orig).__name__}: {exc.orig}".strip()
-    return f"{type(exc).__name__}: {exc}".strip()
-
-
-#: SQLSTATEs (or their two-character classes) with which PostgreSQL says "not now": the server
-#: cannot take the connection or the statement at the moment, and the same work can succeed
-#: later. A failover shows as these (and as refused or reset connections).
-_UNAVAILABLE_SQLSTATES = frozenset(
-    {
-        "08",  # connection_exception: the connection failed or was lost
-        "53300",  # too_many_connections (server-wide, per role or per database)
-        "55000",  # object_not_in_prerequisite_state: the database has ALLOW_CONNECTIONS false
-        "57P01",  # admin_shutdown: pg_terminate_backend, or a fast shutdown
-        "57P02",  # crash_shutdown: another backend crashed, the server restarts
-        "57P03",  # cannot_connect_now: starting up, shutting down, in recovery
-        "57P05",  # idle_session_timeout
-    }
-)
-
-
-def _sqlstate(exc: BaseException) -> str | None:
-    """PostgreSQL's SQLSTATE of ``exc``: asyncpg's error (SQLAlchemy keeps it as ``orig``)."""
-    orig = exc.orig if isinstance(exc, DBAPIError) else exc
-    state = getattr(orig, "sqlstate", None)
-    return state if isinstance(state, str) else None
-
-
-def _unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database could not be reached or is busy, not that it refused.
-
-    Connection refused or reset, a dropped connection, a pool timeout, SQLite's "database is
-    locked", and every SQLSTATE of ``_UNAVAILABLE_SQLSTATES`` (asyncpg reports most of them as a
-    plain ``DBAPIError``): waiting and trying again can succeed. A refused statement (a
-    constraint, a missing table, a wrong password) is not retried.
-    """
-    if isinstance(exc, (OSError, TimeoutError, PoolTimeoutError, DisconnectionError)):
-        return True
-    state = _sqlstate(exc)
-    if state is not None and {state, state[:2]} & _UNAVAILABLE_SQLSTATES:
-        return True
-    if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated or isinstance(exc, InterfaceError):
-            return True
-        if isinstance(exc, OperationalError) and state is None:
-            return not str(exc.orig).startswith("no such")  # SQLite's missing table or column
-    return False
-
-
-def _store_error(url: str, exc: BaseException) -> StoreError:
-    kind = StoreUnavailableError if _unavailable(exc) else StoreError
-    return kind(f"database {url}: {_describe(exc)}")
 
 
 _OVERFLOW = 10
@@ -284,7 +224,7 @@ class Database:
             async with self._probe_engine.connect() as conn:
                 await conn.exec_driver_sql("SELECT 1")
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            raise _store_error(self._safe_url, exc) from exc
+            raise store_error(self._safe_url, exc) from exc
 
     def _require_engine(self) -> AsyncEngine:
         if self._engine is None:
@@ -300,7 +240,7 @@ class Database:
             async with engine.begin() as conn:
                 yield conn
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            raise _store_error(self._safe_url, exc) from exc
+            raise store_error(self._safe_url, exc) from exc
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
@@ -310,7 +250,7 @@ class Database:
             async with engine.connect() as conn:
                 yield conn
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            raise _store_error(self._safe_url, exc) from exc
+            raise store_error(self._safe_url, exc) from exc
 
     async def execute(
         self, statement: Executable, params: Mapping[str, Any] | None = None
@@ -327,7 +267,7 @@ class Database:
             async with engine.begin() as conn:
                 return await conn.execute(statement, params)
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            raise _store_error(self._safe_url, exc) from exc
+            raise store_error(self._safe_url, exc) from exc
 
     async def run_sync(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` with a synchronous connection inside one transaction (Alembic, inspection)."""
