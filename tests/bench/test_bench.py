@@ -28,6 +28,7 @@ from wbsync.bench import (
     status,
 )
 from wbsync.bench.cli import app
+from wbsync.bench.docs.markdown import table as bench_docs_table
 from wbsync.jobs.fanout import offset_ms
 from wbsync.redis_server import EmbeddedRedis
 
@@ -407,11 +408,20 @@ def test_soak_samples_every_table_over_the_simulated_days(tmp_path: Path) -> Non
     assert set(result["growth"]) == tables
     for name, g in result["growth"].items():
         assert g["rows_end"] == samples[-1]["tables"][name]["rows"]
-        assert g["flat"] == (g["rows_growth"] <= soak.GROWTH_FLAT)
+        # null: empty at the half, rows at the end (JSON holds no infinity)
+        grew = g["rows_growth"] is None or g["rows_growth"] > soak.GROWTH_FLAT
+        assert g["flat"] == (not grew)
     doc = (tmp_path / "benchmarks.md").read_text("utf-8")
     assert "soak: table sizes over a simulated week (1 cabinets)" in doc
     assert "What the soak does not exercise" in doc
     assert (tmp_path / "bench-soak.png").stat().st_size > 0
+    # A table empty at the half that has rows at the end grew "from 0": stored results hold no
+    # infinity (JSON), so the docs get its growth as null and say so.
+    stored = json.loads((tmp_path / "benchmarks.json").read_text("utf-8"))
+    [entry] = [v for k, v in stored.items() if k.startswith("soak")]
+    entry["growth"]["wb_stocks"]["rows_growth"] = None
+    entry["growth"]["wb_stocks"]["flat"] = False
+    assert "| from 0 |" in soak.render(entry, bench_docs_table)
 
 
 def test_soak_refuses_too_few_samples() -> None:

@@ -192,9 +192,9 @@ def _share(delta: int, base: int) -> float:
 def _rows(result: dict[str, Any]) -> list[list[Any]]:
     out = []
     for name, g in result["growth"].items():
-        row = [name, g["rows_half"], g["rows_end"], f"{g['rows_growth']:+.1%}"]
+        row = [name, g["rows_half"], g["rows_end"], _signed(g["rows_growth"])]
         if "bytes_end" in g:
-            row += [g["bytes_end"] / 1024, f"{g['bytes_growth']:+.1%}", g["dead_end"]]
+            row += [g["bytes_end"] / 1024, _signed(g["bytes_growth"]), g["dead_end"]]
         out.append(row)
     return out
 
@@ -251,7 +251,7 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
             + " Dated datasets ("
             + ", ".join(f"`{n}`" for n in sorted(dated))
             + "): "
-            + ", ".join(f"{growth[n]['rows_growth']:+.1%}" for n in sorted(dated) if n in growth)
+            + ", ".join(_signed(growth[n]["rows_growth"]) for n in sorted(dated) if n in growth)
             + ". "
             + _sizes(growth),
             "",
@@ -287,11 +287,16 @@ def _sizes(growth: dict[str, dict[str, Any]]) -> str:
     """Which relations grew over the second half (PostgreSQL only)."""
     if not any("bytes_growth" in g for g in growth.values()):
         return ""
-    grown = {n: g for n, g in growth.items() if g.get("bytes_growth", 0.0) > GROWTH_FLAT}
+    grown = {
+        n: g
+        for n, g in growth.items()
+        if "bytes_growth" in g and (g["bytes_growth"] is None or g["bytes_growth"] > GROWTH_FLAT)
+    }
     if not grown:
         return "Relation sizes flat over the second half: every table."
     named = ", ".join(
-        f"`{n}` {g['bytes_growth']:+.0%} ({g['dead_end']:,} dead tuples)" for n, g in grown.items()
+        f"`{n}` {_signed(g['bytes_growth'], 0)} ({g['dead_end']:,} dead tuples)"
+        for n, g in grown.items()
     )
     return (
         f"Relation sizes that grew over the second half: {named}. Their rows are inserted and "
@@ -332,3 +337,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _signed(growth: float | None, digits: int = 1) -> str:
+    """A growth as a signed share; ``None`` is a table empty at the half (the stored results hold
+    no infinity), which grew from nothing."""
+    return "from 0" if growth is None else f"{growth:+.{digits}%}"
