@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import MappingProxyType
 
 from wbsync import keys, redis_bounds
 from wbsync.change_stream import ChangeStream
@@ -30,7 +31,8 @@ from wbsync.syncs import SYNCS, BidRule, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb.client import WbClient
 from wbsync.wb.http import HttpPool
-from wbsync.wb.options import ClientOptions
+from wbsync.wb.options import ClientOptions, Hosts
+from wbsync.wb.retry import RetryPolicy
 
 
 def limiter_options(settings: Settings) -> LimiterOptions:
@@ -45,6 +47,33 @@ def limiter_options(settings: Settings) -> LimiterOptions:
         refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
         learned_ttl_s=settings.learned_limit_ttl_s,
         max_wait_s=settings.wb_rate_wait_max_s,
+    )
+
+
+def wb_hosts(settings: Settings) -> Hosts:
+    """The WB hosts ``settings`` name (WBSYNC_WB_BASE_URL(S), WBSYNC_WB_SANDBOX_BASE_URL)."""
+    return Hosts(
+        base_url=settings.wb_base_url,
+        base_urls=MappingProxyType(dict(settings.wb_base_urls)),
+        sandbox_base_url=settings.wb_sandbox_base_url,
+    )
+
+
+def client_options(settings: Settings, *, retry: RetryPolicy | None = None) -> ClientOptions:
+    """The WB client's options as ``settings`` configure them (and ``retry``, else the default
+    policy), as every process builds its clients."""
+    return ClientOptions(
+        time_scale=settings.time_scale,
+        request_deadline_s=settings.wb_request_deadline_s,
+        max_body_bytes=settings.wb_max_body_bytes,
+        rate_wait_max_s=settings.wb_rate_wait_max_s,
+        finance_page_rows=settings.wb_finance_page_rows,
+        hosts=wb_hosts(settings),
+        limit_overrides=MappingProxyType(
+            {group: MappingProxyType(dict(by)) for group, by in settings.limit_overrides.items()}
+        ),
+        disabled_methods=frozenset(settings.wb_disabled_methods),
+        retry=retry or RetryPolicy(),
     )
 
 
@@ -65,7 +94,7 @@ class Runtime:
         )
         self.store.add_listener(self.change_stream.publish)
         self.http = HttpPool()
-        self.client_options = ClientOptions.of(settings)
+        self.client_options = client_options(settings)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,
             stats_days=settings.sync_stats_days,

@@ -17,10 +17,9 @@ from wbsync.emulator import EmulatorConfig, running_emulator
 from wbsync.errors import RateLimitExceeded
 from wbsync.metrics import sample
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
-from wbsync.runtime import limiter_options
+from wbsync.runtime import client_options, limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
-from wbsync.wb.options import ClientOptions
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 
@@ -191,7 +190,7 @@ async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
         settings = settings.model_copy(update={"wb_base_url": emu.base_url})
         limiter = RateLimiter(redis, limiter_options(settings))
         async with WbClient(
-            "a", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+            "a", emu.token(SELLER_A), limiter, options=client_options(settings)
         ) as client:
             bucket = client.scope(FINANCE_DETAILED_REPORT)
             body = {"dateFrom": "2026-08-01", "dateTo": "2026-08-17", "limit": 1}

@@ -20,11 +20,10 @@ from redis.asyncio import Redis
 from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import limiter_options
+from wbsync.runtime import client_options, limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import ENDPOINTS
 from wbsync.wb.http import HttpPool
-from wbsync.wb.options import ClientOptions
 
 BODIES: dict[str, dict[str, Any]] = {
     "finance.detailed_report": {
@@ -54,7 +53,7 @@ async def main(args: dict[str, Any]) -> None:
                 args["cabinet"],
                 args["token"],
                 limiter,
-                options=ClientOptions.of(settings),
+                options=client_options(settings),
                 http=http,
             ) as client,
         ):
@@ -80,9 +79,7 @@ async def main(args: dict[str, Any]) -> None:
 async def pairs(args: dict[str, Any], limiter: RateLimiter, settings: Settings) -> None:
     async def calls(http: HttpPool, token: str, method: str) -> list[int]:
         ep = ENDPOINTS[method]
-        client = WbClient(
-            token[-12:], token, limiter, options=ClientOptions.of(settings), http=http
-        )
+        client = WbClient(token[-12:], token, limiter, options=client_options(settings), http=http)
         return [(await client.call(ep, **BODIES[ep.name])).status for _ in range(args["n"])]
 
     async with HttpPool() as http:

@@ -14,13 +14,13 @@ from wbsync.demo.expected import expected_datasets
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.server import Emulator, running_emulator
 from wbsync.errors import MalformedJobError
+from wbsync.runtime import client_options
 from wbsync.store import Store
 from wbsync.store.datasets import DATASETS
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.syncs.runner import PageListener
 from wbsync.wb.client import WbClient
-from wbsync.wb.options import ClientOptions
 
 SCALE = 0.001  # the finance report's minute is 60 ms
 SELLER = "3f1c0a52-6b7e-4d2a-9c4e-1a2b3c4d5e6f"
@@ -62,7 +62,7 @@ async def run(
         "shop",
         emu.token(SELLER),
         limiter_factory(time_scale=SCALE),
-        options=ClientOptions.of(settings),
+        options=client_options(settings),
     ) as client:
         inp = SyncInput(client, store, cabinet.id, None, emu.config.anchor_date, OPTIONS)
         totals = await run_sync(SYNCS[name], inp, on_page=on_page)
@@ -153,7 +153,7 @@ async def test_a_second_run_of_an_incremental_sync_adds_nothing_new(
         "shop",
         emulator.token(SELLER),
         limiter_factory(time_scale=SCALE),
-        options=ClientOptions.of(settings),
+        options=client_options(settings),
     ) as client:
         inp = SyncInput(client, store, cabinet_id, cursor, emulator.config.anchor_date, OPTIONS)
         totals = await run_sync(SYNCS["rnp-sections-sync"], inp)
@@ -178,7 +178,7 @@ async def test_autobidder_and_pricing_record_what_they_sent(
         "shop",
         emulator.token(SELLER),
         limiter_factory(time_scale=SCALE),
-        options=ClientOptions.of(settings),
+        options=client_options(settings),
     ) as client:
         inp = SyncInput(client, store, cabinet_id, None, emulator.config.anchor_date, OPTIONS)
         await run_sync(SYNCS["pricing-bulk"], inp)

@@ -14,11 +14,11 @@ from tests.support.limiter import LimiterFactory
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
+from wbsync.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
 from wbsync.syncs.autobidder import ACTIVE
 from wbsync.wb.client import WbClient
-from wbsync.wb.options import ClientOptions
 
 SCALE = 0.001
 SELLER = "5d0e7c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6"
@@ -61,7 +61,7 @@ async def test_autobidder_bids_only_where_wb_allows_and_survives_a_refusal(
     limiter = limiter_factory(time_scale=SCALE)
     caplog.set_level(logging.WARNING, logger="wbsync.syncs.autobidder")
     async with WbClient(
-        "shop", emulator.token(SELLER), limiter, options=ClientOptions.of(settings)
+        "shop", emulator.token(SELLER), limiter, options=client_options(settings)
     ) as client:
         inp = SyncInput(client, store, cabinet.id, None, emulator.config.anchor_date, OPTIONS)
         async for page in SYNCS["autobidder-sync"].pages(inp):
@@ -109,7 +109,7 @@ async def test_sections_sync_pulls_every_row_once_under_both_readings_of_date_fr
         for run in range(2):
             cursor = await store.cursors.get(cabinet.id, sync.name)
             async with WbClient(
-                "shop", emu.token(SELLER), limiter, options=ClientOptions.of(settings)
+                "shop", emu.token(SELLER), limiter, options=client_options(settings)
             ) as client:
                 inp = SyncInput(client, store, cabinet.id, cursor, config.anchor_date, OPTIONS)
                 totals = await run_sync(sync, inp)

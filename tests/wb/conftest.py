@@ -13,8 +13,8 @@ from tests.support.wb import SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import client_options
 from wbsync.wb.client import WbClient
-from wbsync.wb.options import ClientOptions
 from wbsync.wb.retry import RetryPolicy
 
 
@@ -28,7 +28,7 @@ def client_factory(
     """
     scale = emulator.config.time_scale
     limiter = limiter_factory(time_scale=scale)
-    options = ClientOptions.of(Settings(wb_base_url=emulator.base_url, time_scale=scale))
+    options = client_options(Settings(wb_base_url=emulator.base_url, time_scale=scale))
 
     def make(
         *,

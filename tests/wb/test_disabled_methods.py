@@ -24,10 +24,9 @@ from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, running_emulator
 from wbsync.errors import WbMethodDisabledError
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
+from wbsync.runtime import Runtime, client_options
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
-from wbsync.wb.options import ClientOptions
 from wbsync.workers import build_workers
 
 SCALE = 0.005
@@ -83,7 +82,7 @@ async def test_the_client_raises_method_disabled_and_sends_nothing_when_configur
     limiter = limiter_factory(time_scale=SCALE)
     token = emulator.token(SELLERS[0])
     on_wb = Settings(wb_base_url=emulator.base_url, time_scale=SCALE)
-    async with WbClient("c", token, limiter, options=ClientOptions.of(on_wb)) as client:
+    async with WbClient("c", token, limiter, options=client_options(on_wb)) as client:
         with pytest.raises(WbMethodDisabledError) as caught:
             await methods.acceptance_coefficients(client)
     assert caught.value.status == 404 and "disabled" in str(caught.value)
@@ -91,7 +90,7 @@ async def test_the_client_raises_method_disabled_and_sends_nothing_when_configur
     configured = Settings(
         wb_base_url=emulator.base_url, time_scale=SCALE, wb_disabled_methods=[METHOD]
     )
-    async with WbClient("c", token, limiter, options=ClientOptions.of(configured)) as client:
+    async with WbClient("c", token, limiter, options=client_options(configured)) as client:
         with pytest.raises(WbMethodDisabledError, match="WBSYNC_WB_DISABLED_METHODS"):
             await methods.acceptance_coefficients(client)
     assert emulator.counters.total(seller=SELLERS[0]) == 1  # nothing sent

@@ -28,10 +28,10 @@ from wbsync.errors import (
     WbBodyTooLargeError,
     WbTransportError,
 )
+from wbsync.runtime import client_options
 from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
-from wbsync.wb.options import ClientOptions
 from wbsync.wb.retry import RetryPolicy
 from wbsync.wb.tokens import Category, mint_token
 
@@ -52,7 +52,7 @@ def make_client(emulator: Emulator, limiter_factory: LimiterFactory) -> MakeClie
             emulator.token(SELLER_A),
             limiter,
             options=dataclasses.replace(
-                ClientOptions.of(settings, retry=RetryPolicy(attempts=attempts, base_delay_s=0.0)),
+                client_options(settings, retry=RetryPolicy(attempts=attempts, base_delay_s=0.0)),
                 read_timeout_s=10.0,
             ),
             rng=random.Random(0),
@@ -180,7 +180,7 @@ async def test_a_page_past_the_body_maximum_is_refused_unread(
     )
     limiter = limiter_factory(time_scale=settings.time_scale)
     async with WbClient(
-        "c", big_pages.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+        "c", big_pages.token(SELLER_A), limiter, options=client_options(settings)
     ) as client:
         with pytest.raises(WbBodyTooLargeError, match="WBSYNC_WB_MAX_BODY_BYTES") as caught:
             await anext(_finance(client))
@@ -201,7 +201,7 @@ async def test_finance_pages_follow_the_page_size_setting(
     )
     limiter = limiter_factory(time_scale=settings.time_scale)
     async with WbClient(
-        "c", big_pages.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+        "c", big_pages.token(SELLER_A), limiter, options=client_options(settings)
     ) as client:
         page = await anext(_finance(client))
     assert len(page.rows) == 20
@@ -238,7 +238,7 @@ async def test_a_body_without_a_length_is_read_no_further_than_the_maximum(
     limiter = limiter_factory()
     try:
         token = mint_token(key="k" * 32, seller_id=SELLER_A, categories=list(Category))
-        async with WbClient("c", token, limiter, options=ClientOptions.of(settings)) as client:
+        async with WbClient("c", token, limiter, options=client_options(settings)) as client:
             with pytest.raises(WbBodyTooLargeError) as caught:
                 await client.call(eps.TARIFFS_ACCEPTANCE_COEFFICIENTS)
     finally:

@@ -13,9 +13,9 @@ from wbsync.config import Settings
 from wbsync.emulator import SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
+from wbsync.runtime import client_options
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
-from wbsync.wb.options import ClientOptions
 
 ClientFactory = Callable[..., WbClient]
 Row = dict[str, Any]
@@ -101,7 +101,7 @@ async def test_statistics_pager_under_both_readings_of_date_from(
         shared = [r["lastChangeDate"] for r in expected]
         assert batch == 1 or len(set(shared)) < len(shared)
         async with WbClient(
-            "c", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings)
+            "c", emu.token(SELLER_A), limiter, options=client_options(settings)
         ) as client:
             # Pull two pages, then resume from the saved cursor as a sync does.
             rows: list[Row] = []

@@ -19,10 +19,9 @@ from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import EmulatorConfig, FaultRule, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import BucketScope, RateLimiter
-from wbsync.runtime import limiter_options
+from wbsync.runtime import client_options, limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, PRICES_GOODS_LIST
-from wbsync.wb.options import ClientOptions
 
 
 def _args(
@@ -93,7 +92,7 @@ async def test_upstream_429_penalizes_the_bucket_for_another_process(
         # The same refill margin as the worker's: a penalty is stored as the bucket's full
         # time, which processes with different margins would read differently.
         limiter = RateLimiter(redis, limiter_options(settings))
-        client = WbClient("shop", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings))
+        client = WbClient("shop", emu.token(SELLER_A), limiter, options=client_options(settings))
         try:
             assert (await asyncio.wait_for(other.stdout.readline(), 30)).strip() == b"ready"
             rule = FaultRule(kind="rate_limit", method=PRICES_GOODS_LIST.name, count=1, retry_s=60)

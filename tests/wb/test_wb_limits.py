@@ -26,7 +26,7 @@ from wbsync.emulator import EmulatorConfig, LimitSpec, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.metrics import sample
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import limiter_options
+from wbsync.runtime import client_options, limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     FINANCE_DETAILED_REPORT,
@@ -35,7 +35,6 @@ from wbsync.wb.endpoints import (
     Endpoint,
 )
 from wbsync.wb.http import HttpPool
-from wbsync.wb.options import ClientOptions
 
 SELLER_C = "5d4c3b2a-1f0e-4d9c-8b7a-0123456789ab"
 CALLS: dict[str, dict[str, Any]] = {
@@ -77,7 +76,7 @@ async def _calls(
                 seller[:8],
                 emu.token(seller),
                 limiter,
-                options=ClientOptions.of(settings),
+                options=client_options(settings),
                 http=http,
             )
             return [(await client.call(ep, **CALLS[ep.name])).status for _ in range(n)]
@@ -130,7 +129,7 @@ async def test_wb_at_half_the_table_costs_at_most_two_429s_per_bucket_over_two_p
         limiter = RateLimiter(redis, limiter_options(settings))
         learned = {
             (s, ep.group): await limiter.learned(
-                WbClient("x", emu.token(s), limiter, options=ClientOptions.of(settings)).scope(ep)
+                WbClient("x", emu.token(s), limiter, options=client_options(settings)).scope(ep)
             )
             for s, ep in pairs
         }
@@ -206,7 +205,7 @@ async def test_a_429_with_wbs_headers_teaches_wbs_interval(prefix: str, redis: R
         [statuses] = await _calls(emu, redis, prefix, [(SELLER_A, PRICES_GOODS_LIST)], 8)
         settings = Settings(time_scale=0.2, redis_prefix=prefix)
         limiter = RateLimiter(redis, limiter_options(settings))
-        client = WbClient("a", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings))
+        client = WbClient("a", emu.token(SELLER_A), limiter, options=client_options(settings))
         learned = await limiter.learned(client.scope(PRICES_GOODS_LIST))
         key = keys.learned_key(prefix, client.scope(PRICES_GOODS_LIST))
     assert statuses == [200] * 8
@@ -229,9 +228,9 @@ async def test_wb_made_stricter_mid_run_is_learned_and_the_table_returns_after_t
     limiter = RateLimiter(redis, limiter_options(settings))
     learned_before = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
     async with running_emulator(config) as emu:
-        scope = WbClient(
-            "a", emu.token(SELLER_A), limiter, options=ClientOptions.of(settings)
-        ).scope(FINANCE_DETAILED_REPORT)
+        scope = WbClient("a", emu.token(SELLER_A), limiter, options=client_options(settings)).scope(
+            FINANCE_DETAILED_REPORT
+        )
         assert await _calls(emu, redis, prefix, finance, 3, **ttl) == [[200] * 3]
         before = emu.counters.total("rate_limited")
         emu.change_limits({FINANCE_DETAILED_REPORT.group: LimitSpec(period_s=90, limit=1, burst=1)})

@@ -13,8 +13,9 @@ import pytest
 
 from wbsync.config import Settings
 from wbsync.errors import WbBadResponseError, WbTransportError
+from wbsync.runtime import client_options
 from wbsync.wb.http import HttpPool, HttpReply, query
-from wbsync.wb.options import ClientOptions, Hosts
+from wbsync.wb.options import Hosts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 SECRET = "Bearer not-a-real-token-but-secret"
@@ -181,7 +182,7 @@ def test_client_options_are_the_settings_client_part_and_frozen() -> None:
             "limit_overrides": {"prices": {"period_s": 9, "burst": 1}},
         }
     )
-    options = ClientOptions.of(settings)
+    options = client_options(settings)
     assert options.hosts == Hosts("http://a", {"finance": "http://f"}, "http://s")
     assert (options.time_scale, options.request_deadline_s, options.max_body_bytes) == (
         0.5,

@@ -12,10 +12,10 @@ from tests.support.wb import SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
 from wbsync.errors import TokenError
+from wbsync.runtime import client_options, wb_hosts
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
-from wbsync.wb.options import ClientOptions, Hosts
 from wbsync.wb.tokens import TokenType
 
 ORDERS = "/api/v1/supplier/orders"
@@ -27,7 +27,7 @@ def test_test_tokens_go_to_wbs_sandbox_hosts() -> None:
     )
     local = Settings(wb_sandbox_base_url="http://127.0.0.1:9/")
     assert (
-        STATISTICS_ORDERS.url(Hosts.of(local), sandbox=True)
+        STATISTICS_ORDERS.url(wb_hosts(local), sandbox=True)
         == "http://127.0.0.1:9/api/v1/supplier/orders"
     )
     with pytest.raises(ValueError, match="no sandbox host for the finance section"):
@@ -62,7 +62,7 @@ async def test_a_test_token_is_sent_to_the_sandbox_or_refused_before_sending(
     )
     token = emulator.token(SELLER_A, token_type=TokenType.TEST)
     async with WbClient(
-        "t", token, limiter_factory(time_scale=scale), options=ClientOptions.of(settings)
+        "t", token, limiter_factory(time_scale=scale), options=client_options(settings)
     ) as client:
         rows = [
             r async for page in methods.orders(client, date_from="2026-07-01") for r in page.rows

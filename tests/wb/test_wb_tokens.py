@@ -11,9 +11,9 @@ import pytest
 
 from wbsync.config import Settings
 from wbsync.errors import TokenError
+from wbsync.runtime import wb_hosts
 from wbsync.scope import Limit
 from wbsync.wb import endpoints as eps
-from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import Category, TokenType, mint_token, parse_token, verify_token
 
 KEY = "wbsync-test-key-0123456789abcdef0123456789"
@@ -134,10 +134,10 @@ def test_base_url_resolution() -> None:
     ep = eps.FINANCE_DETAILED_REPORT
     assert ep.url() == "https://finance-api.wildberries.ru/api/finance/v1/sales-reports/detailed"
     one = Settings(wb_base_url="http://127.0.0.1:9/")
-    assert ep.url(Hosts.of(one)) == "http://127.0.0.1:9/api/finance/v1/sales-reports/detailed"
+    assert ep.url(wb_hosts(one)) == "http://127.0.0.1:9/api/finance/v1/sales-reports/detailed"
     per = Settings(wb_base_url="http://a", wb_base_urls={"finance": "http://f"})
-    assert ep.url(Hosts.of(per)).startswith("http://f/")
-    assert eps.STATISTICS_SALES.url(Hosts.of(per)).startswith("http://a/")
+    assert ep.url(wb_hosts(per)).startswith("http://f/")
+    assert eps.STATISTICS_SALES.url(wb_hosts(per)).startswith("http://a/")
 
 
 def test_expiry_checked_against_now() -> None:

@@ -48,12 +48,11 @@ from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import limiter_options
+from wbsync.runtime import client_options, limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 from wbsync.wb.http import HttpPool
 from wbsync.wb.methods import finance_detailed_report
-from wbsync.wb.options import ClientOptions
 from wbsync.wb.tokens import Category, TokenType, mint_token
 
 MODES = ("defer", "block", "retry")
@@ -200,7 +199,7 @@ class _Bench:
                 s,
                 mint_token(key=key, seller_id=s, categories=_CATEGORIES),
                 limiter,
-                options=ClientOptions.of(settings),
+                options=client_options(settings),
                 http=self.http,
             )
             for s in sellers

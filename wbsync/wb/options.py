@@ -2,7 +2,8 @@
 
 The client never reads the environment nor takes the whole ``Settings``: whoever composes the
 application (``wbsync.runtime``, a benchmark, a test) builds a ``ClientOptions`` once, usually
-with :meth:`ClientOptions.of`, and hands the same value to every client.
+with ``wbsync.runtime.client_options(settings)``, and hands the same value to every client; like
+the limiter's options, nothing here imports the configuration.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from wbsync.config import Settings
 from wbsync.limit_overrides import LimitOverride
 from wbsync.wb.retry import RetryPolicy
 
@@ -33,15 +33,6 @@ class Hosts:
     base_url: str | None = None
     base_urls: Mapping[str, str] = field(default_factory=lambda: _NO_URLS)
     sandbox_base_url: str | None = None
-
-    @classmethod
-    def of(cls, settings: Settings) -> Hosts:
-        """The hosts ``settings`` name (WBSYNC_WB_BASE_URL(S), WBSYNC_WB_SANDBOX_BASE_URL)."""
-        return cls(
-            base_url=settings.wb_base_url,
-            base_urls=MappingProxyType(dict(settings.wb_base_urls)),
-            sandbox_base_url=settings.wb_sandbox_base_url,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +59,3 @@ class ClientOptions:
     disabled_methods: frozenset[str] = frozenset()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     read_timeout_s: float = READ_TIMEOUT_S
-
-    @classmethod
-    def of(cls, settings: Settings, *, retry: RetryPolicy | None = None) -> ClientOptions:
-        """The options ``settings`` describe (and ``retry``, else the default policy)."""
-        return cls(
-            time_scale=settings.time_scale,
-            request_deadline_s=settings.wb_request_deadline_s,
-            max_body_bytes=settings.wb_max_body_bytes,
-            rate_wait_max_s=settings.wb_rate_wait_max_s,
-            finance_page_rows=settings.wb_finance_page_rows,
-            hosts=Hosts.of(settings),
-            limit_overrides=MappingProxyType(
-                {
-                    group: MappingProxyType(dict(by))
-                    for group, by in settings.limit_overrides.items()
-                }
-            ),
-            disabled_methods=frozenset(settings.wb_disabled_methods),
-            retry=retry or RetryPolicy(),
-        )
