@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import AwareDatetime, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
@@ -74,6 +74,12 @@ class Settings(BaseSettings):
         gt=0,
         description="Multiplies every WB period and every wait policy duration (0.01: a minute "
         "becomes 0.6 s). For the emulator, tests and demos; 1 against real WB.",
+    )
+    calendar_origin: AwareDatetime | None = Field(
+        default=None,
+        description="A scaled calendar (RFC 3339 instant with its offset, the same in every "
+        "process and the emulator): from it, dates run 1/time_scale as fast as real time, so a "
+        "compressed-time run sees days pass and age out of retention. Unset: the real calendar.",
     )
     defer_threshold_ms: int = Field(
         default=5000,

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from wbsync import clock
 from wbsync.errors import WbSyncError
 from wbsync.store import Dataset, Store
-from wbsync.store.schema import utcnow
 
 __all__ = ["Pruner"]
 
@@ -52,7 +51,7 @@ class Pruner:
 
     async def _run(self, datasets: tuple[Dataset, ...]) -> None:
         try:
-            for pruned in await self._store.prune(utcnow(), datasets=datasets):
+            for pruned in await self._store.prune(clock.calendar_now(), datasets=datasets):
                 if pruned.expired or pruned.tombstones:
                     log.info(
                         "pruned %s: %d rows past retention, %d tombstones past grace",

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import MappingProxyType
 
-from wbsync import keys, redis_bounds
+from wbsync import clock, keys, redis_bounds
 from wbsync.change_stream import ChangeStream
 from wbsync.config import Settings, without_password
 from wbsync.errors import ConfigError, WbSyncError
@@ -83,6 +83,8 @@ class Runtime:
     def __init__(self, settings: Settings, *, redis_url: str) -> None:
         self.settings = settings
         self.redis_url = redis_url
+        # The process's calendar: real, or scaled from the deployment's shared origin.
+        clock.set_calendar(settings.calendar_origin, settings.time_scale)
         self.redis = redis_bounds.connect(redis_url)
         self.limiter = RateLimiter(self.redis, limiter_options(settings))
         self.throughput = Throughput(self.redis, prefix=settings.redis_prefix)

@@ -13,14 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, func, select
 
+from wbsync import clock
 from wbsync.errors import StoreError
 from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, lock_sequence
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.schema import dataset_table, snapshot_keys, utcnow
+from wbsync.store.schema import dataset_table
+from wbsync.store.seen import record_seen
 
 __all__ = ["BATCH_ROWS", "PageWrite", "RowRepository", "key_digest"]
 
@@ -45,9 +47,6 @@ class PageWrite:
     rows: int
     changed: int
     last_seq: int | None
-
-
-_SEEN = insert(snapshot_keys)
 
 
 def _changed(table: Table, excluded: Any) -> Any:
@@ -110,7 +109,7 @@ class RowRepository:
             if cursor is not None:
                 await self._cursors.save(cabinet_id, *cursor)
             return PageWrite(rows=0, changed=0, last_seq=None)
-        now = utcnow()
+        now = clock.calendar_now()  # when the row changed, on the calendar (retention's)
         columns = [k.column for k in ds.key]
         # Key order: concurrent writers on PostgreSQL then lock rows in one order, no deadlock.
         ordered = sorted(by_key.items(), key=lambda item: item[0])
@@ -145,9 +144,7 @@ class RowRepository:
                 await advance_sequence(conn, ds.name, last)
             if seen:
                 digests = b"".join(sorted(key_digest(key) for key, _ in ordered))
-                await conn.execute(
-                    _SEEN, {"cabinet_id": cabinet_id, "dataset": ds.name, "digests": digests}
-                )
+                await record_seen(conn, self._db, cabinet_id, ds.name, digests)
             if cursor is not None:
                 await self._cursors.save_in(conn, cabinet_id, *cursor)
         done = PageWrite(rows=len(ordered), changed=changed, last_seq=last)

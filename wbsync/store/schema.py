@@ -215,7 +215,10 @@ change_sequences = Table(
     Column("last_seq", BigInteger, nullable=False),
 )
 
-# The snapshot run in progress per (cabinet, dataset): the sequence number when it began.
+# The snapshot run per (cabinet, dataset): one row kept and updated in place (never deleted, so
+# PostgreSQL reclaims its old versions by page pruning, without VACUUM). ``active``: a run is in
+# progress, begun at sequence number ``started_seq``; ``slots``: how many ``wb_snapshot_keys``
+# rows (slots 0 .. slots - 1) hold the keys it has seen so far.
 snapshot_runs = Table(
     "wb_snapshot_runs",
     metadata,
@@ -223,18 +226,21 @@ snapshot_runs = Table(
     Column("dataset", String(100), primary_key=True),
     Column("started_seq", BigInteger, nullable=False),
     Column("started_at", UtcDateTime, nullable=False),
+    Column("slots", Integer, nullable=False),
+    Column("active", Boolean, nullable=False),
 )
 
-# The keys each stored page of a snapshot run saw, one row per page: 8-byte key digests, sorted
-# and packed, so confirming an unchanged row costs 8 bytes here instead of a rewrite of the row.
+# The keys a snapshot run saw: 8-byte key digests, packed ``SLOT_DIGESTS`` to a row so a row stays
+# inline (no TOAST), in numbered slots that each run overwrites from 0 (updated in place, never
+# deleted: the table's size is its largest run's, not the sum of its runs'). On PostgreSQL the
+# table's fillfactor leaves room on each page for the next version of its rows (HOT updates).
 snapshot_keys = Table(
     "wb_snapshot_keys",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("cabinet_id", Integer, ForeignKey("cabinets.id", ondelete="CASCADE"), nullable=False),
-    Column("dataset", String(100), nullable=False),
+    _cabinet_fk(),
+    Column("dataset", String(100), primary_key=True),
+    Column("slot", Integer, primary_key=True, autoincrement=False),
     Column("digests", LargeBinary, nullable=False),
-    Index(None, "cabinet_id", "dataset"),
 )
 
 _KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(255), "date": String(10)}

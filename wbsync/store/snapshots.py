@@ -5,40 +5,41 @@ from its cursor, may be retried. Its progress lives in the database with its row
 
 - ``begin`` (a run starting from no cursor) forgets any earlier unfinished run of the
   (cabinet, dataset) and notes the dataset's sequence number;
-- each stored page records the digests of its keys (``RowRepository.write(seen=True)``): one
-  small row per page, in the page's own transaction, so an unchanged row is confirmed without
+- each stored page records the digests of its keys (``RowRepository.write(seen=True)``,
+  ``wbsync.store.seen``) in the page's own transaction, so an unchanged row is confirmed without
   being rewritten;
 - ``complete`` (the run reached its end) tombstones the live rows that were neither seen nor
   written since the run began, in bounded batches, each a sequenced change.
 
 A run that fails or is cut short never reaches ``complete``: nothing is tombstoned, and the next
 run's ``begin`` discards what it saw.
+
+The bookkeeping is updated in place, never inserted and deleted per run: the run's row stays (a
+finished run is marked inactive) and each run overwrites the key slots of the one before. On
+PostgreSQL without autovacuum, deleted rows' space is never reused (only VACUUM tells the free
+space map about it), while the old versions of a row updated in place are reclaimed by page
+pruning: the tables stay the size of one run's keys (docs/data.md).
 """
 
 from __future__ import annotations
 
 import logging
 
-from sqlalchemy import and_, bindparam, delete, func, select, update
+from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from wbsync import clock
 from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
 from wbsync.store.rows import BATCH_ROWS, RowRepository, key_digest
-from wbsync.store.schema import (
-    change_sequences,
-    dataset_table,
-    snapshot_keys,
-    snapshot_runs,
-    utcnow,
-)
+from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, utcnow
+from wbsync.store.seen import read_seen
 
 __all__ = ["SnapshotRepository"]
 
 log = logging.getLogger(__name__)
 
-_DIGEST = 8
 _LAST_SEQ = func.coalesce(
     select(change_sequences.c.last_seq)
     .where(change_sequences.c.dataset == bindparam("seq_dataset"))
@@ -56,15 +57,15 @@ class SnapshotRepository:
         # The run's start: the dataset's number now, read by the upsert itself (0 before the
         # dataset's first write).
         self._begin = database.upsert_statement(
-            snapshot_runs, conflict=("cabinet_id", "dataset"), update=("started_seq", "started_at")
+            snapshot_runs,
+            conflict=("cabinet_id", "dataset"),
+            update=("started_seq", "started_at", "slots", "active"),
         ).values(started_seq=_LAST_SEQ)
 
     async def begin(self, name: str | Dataset, cabinet_id: int) -> None:
         """Start a snapshot run of ``name`` for a cabinet, discarding an unfinished one."""
         ds = dataset(name)
-        where = (snapshot_keys.c.cabinet_id == cabinet_id, snapshot_keys.c.dataset == ds.name)
         async with self._db.transaction() as conn:
-            await conn.execute(delete(snapshot_keys).where(*where))
             await conn.execute(
                 self._begin,
                 {
@@ -72,6 +73,8 @@ class SnapshotRepository:
                     "dataset": ds.name,
                     "seq_dataset": ds.name,
                     "started_at": utcnow(),
+                    "slots": 0,  # the earlier run's slots are overwritten from 0
+                    "active": True,
                 },
             )
 
@@ -85,31 +88,33 @@ class SnapshotRepository:
         """
         ds = dataset(name)
         run_where = (snapshot_runs.c.cabinet_id == cabinet_id, snapshot_runs.c.dataset == ds.name)
-        keys_where = (snapshot_keys.c.cabinet_id == cabinet_id, snapshot_keys.c.dataset == ds.name)
-        forget = (delete(snapshot_keys).where(*keys_where), delete(snapshot_runs).where(*run_where))
         async with self._db.transaction() as conn:
-            started = await conn.scalar(select(snapshot_runs.c.started_seq).where(*run_where))
-            if started is None:
+            run = (
+                await conn.execute(
+                    select(snapshot_runs.c.started_seq, snapshot_runs.c.slots).where(
+                        *run_where, snapshot_runs.c.active.is_(True)
+                    )
+                )
+            ).one_or_none()
+            if run is None:
                 return 0
-            seen: set[bytes] = set()
-            for (digests,) in await conn.execute(
-                select(snapshot_keys.c.digests).where(*keys_where)
-            ):
-                blob = bytes(digests)
-                seen.update(blob[i : i + _DIGEST] for i in range(0, len(blob), _DIGEST))
-            gone = await self._unseen(conn, ds, cabinet_id, int(started), seen)
+            started = int(run.started_seq)
+            # The run is over (unless a newer one began meanwhile): its row stays, inactive.
+            forget = (
+                update(snapshot_runs)
+                .where(*run_where, snapshot_runs.c.started_seq == started)
+                .values(active=False, slots=0)
+            )
+            seen = await read_seen(conn, cabinet_id, ds.name, int(run.slots))
+            gone = await self._unseen(conn, ds, cabinet_id, started, seen)
             if not gone:  # the common case: the run ends in the transaction that read it
-                for statement in forget:
-                    await conn.execute(statement)
+                await conn.execute(forget)
                 return 0
         tombstoned = 0
         for start in range(0, len(gone), batch):
-            tombstoned += await self._tombstone(
-                ds, cabinet_id, int(started), gone[start : start + batch]
-            )
+            tombstoned += await self._tombstone(ds, cabinet_id, started, gone[start : start + batch])
         async with self._db.transaction() as conn:
-            for statement in forget:
-                await conn.execute(statement)
+            await conn.execute(forget)
         if tombstoned:
             log.info("%s: %d rows of cabinet %d tombstoned", ds.name, tombstoned, cabinet_id)
         return tombstoned
@@ -138,7 +143,7 @@ class SnapshotRepository:
     ) -> int:
         table = dataset_table(ds)
         columns = [k.column for k in ds.key]
-        now = utcnow()
+        now = clock.calendar_now()  # a tombstone's grace runs on the calendar (retention's)
         statement = (
             update(table)
             .where(

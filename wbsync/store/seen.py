@@ -1,0 +1,79 @@
+"""The keys a snapshot run has seen, kept in numbered slots (``wb_snapshot_keys``).
+
+A stored page of a run records its keys' 8-byte digests in the page's own transaction: the run's
+row (``wb_snapshot_runs``) hands out the next slots, one per ``SLOT_DIGESTS`` digests, and the
+slots are upserted. A run starts again from slot 0, so every run overwrites the rows of the one
+before in place: nothing is deleted, and on PostgreSQL the old versions are reclaimed by page
+pruning (HOT updates), with or without autovacuum. A slot's row stays under PostgreSQL's TOAST
+threshold (about 2 KB), so an update never goes through the TOAST table either.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from wbsync.store.db import Database
+from wbsync.store.schema import snapshot_keys, snapshot_runs
+
+__all__ = ["DIGEST_BYTES", "SLOT_DIGESTS", "read_seen", "record_seen"]
+
+DIGEST_BYTES = 8
+#: Digests per ``wb_snapshot_keys`` row: 1,600 bytes, under PostgreSQL's TOAST threshold.
+SLOT_DIGESTS = 200
+_SLOT_BYTES = SLOT_DIGESTS * DIGEST_BYTES
+
+
+async def record_seen(
+    conn: AsyncConnection, database: Database, cabinet_id: int, dataset: str, digests: bytes
+) -> bool:
+    """Record a page's packed ``digests`` in the cabinet's run of ``dataset`` in progress, in the
+    caller's transaction; False (nothing recorded) when no run is in progress."""
+    if not digests:
+        return True
+    count = -(-len(digests) // _SLOT_BYTES)
+    end = await conn.scalar(
+        update(snapshot_runs)
+        .where(
+            snapshot_runs.c.cabinet_id == cabinet_id,
+            snapshot_runs.c.dataset == dataset,
+            snapshot_runs.c.active.is_(True),
+        )
+        .values(slots=snapshot_runs.c.slots + count)
+        .returning(snapshot_runs.c.slots)
+    )
+    if end is None:
+        return False
+    first = int(end) - count
+    statement = database.upsert_statement(
+        snapshot_keys, conflict=("cabinet_id", "dataset", "slot"), update=("digests",)
+    )
+    await conn.execute(
+        statement,
+        [
+            {
+                "cabinet_id": cabinet_id,
+                "dataset": dataset,
+                "slot": first + i,
+                "digests": digests[i * _SLOT_BYTES : (i + 1) * _SLOT_BYTES],
+            }
+            for i in range(count)
+        ],
+    )
+    return True
+
+
+async def read_seen(conn: AsyncConnection, cabinet_id: int, dataset: str, slots: int) -> set[bytes]:
+    """The digests in the first ``slots`` slots (the run's; later slots are an earlier run's)."""
+    seen: set[bytes] = set()
+    result = await conn.execute(
+        select(snapshot_keys.c.digests).where(
+            snapshot_keys.c.cabinet_id == cabinet_id,
+            snapshot_keys.c.dataset == dataset,
+            snapshot_keys.c.slot < slots,
+        )
+    )
+    for (digests,) in result:
+        blob = bytes(digests)
+        seen.update(blob[i : i + DIGEST_BYTES] for i in range(0, len(blob), DIGEST_BYTES))
+    return seen
