@@ -7,17 +7,20 @@ from datetime import date
 from typing import Any, cast
 
 import pytest
+from sqlalchemy import text
 
 from wbsync.errors import RateLimitDeferred
 from wbsync.registry import BUILTIN
 from wbsync.scope import BucketScope, Limit
 from wbsync.store import DATASETS, Store
 from wbsync.store.datasets import dataset
+from wbsync.store.seen import SLOT_DIGESTS
 from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
 from wbsync.syncs.base import Count, CursorShape
 from wbsync.wb.client import WbClient
 
 PAGE = 3
+RUNS = 20  # identical snapshot runs after the tables settled
 _SCOPE = BucketScope("sid", "analytics", Limit(period_s=60, limit=3, burst=1))
 
 
@@ -167,3 +170,65 @@ async def test_tombstones_go_in_bounded_batches(store: Store) -> None:
     await store.write("stocks", cabinet, rows[:1], seen=True)
     assert await store.snapshots.complete("stocks", cabinet, batch=4) == 9
     assert events == [10, 4, 4, 1]  # the first page's write, then one event per batch
+
+
+async def test_a_run_counts_its_own_key_slots_only(store: Store) -> None:
+    """Pages larger than one slot fill several; a later, shorter run overwrites the first slots
+    and the earlier run's further slots do not count as seen by it."""
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(3 * SLOT_DIGESTS + 50)]
+    await store.snapshots.begin("stocks", cabinet)
+    await store.write("stocks", cabinet, rows[: 2 * SLOT_DIGESTS + 1], seen=True)  # 3 slots
+    await store.write("stocks", cabinet, rows[2 * SLOT_DIGESTS + 1 :], seen=True)  # 1 more
+    assert await store.snapshots.complete("stocks", cabinet) == 0
+    assert await store.snapshots.complete("stocks", cabinet) == 0  # finished: nothing to do
+    await store.snapshots.begin("stocks", cabinet)
+    await store.write("stocks", cabinet, rows[:10], seen=True)
+    assert await store.snapshots.complete("stocks", cabinet) == len(rows) - 10
+    assert await store.count("stocks", cabinet) == 10
+
+
+async def test_a_page_written_with_no_run_in_progress_records_no_keys(store: Store) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(5)]
+    await store.write("stocks", cabinet, rows, seen=True)
+    await store.snapshots.begin("stocks", cabinet)
+    await store.write("stocks", cabinet, rows[:2], seen=True)
+    # Only what the run saw counts: the page before it began is not among its keys.
+    assert await store.snapshots.complete("stocks", cabinet) == 3
+
+
+async def _relation_pages(store: Store, table: str) -> int:
+    async with store.database.connection() as conn:
+        size = await conn.scalar(text(f"SELECT pg_relation_size('{table}')"))
+    return int(size or 0) // 8192
+
+
+async def test_identical_runs_leave_the_bookkeeping_tables_bounded_on_postgresql(
+    store: Store, db_backend: str
+) -> None:
+    """Without VACUUM (the table's autovacuum switched off), N identical runs of 1,000-row pages
+    keep the bookkeeping tables at the size of one run: their rows are updated in place."""
+    if db_backend != "postgresql":
+        pytest.skip("relation sizes and page pruning are PostgreSQL's")
+    tables = ("wb_snapshot_keys", "wb_snapshot_runs")
+    async with store.database.transaction() as conn:
+        for name in tables:
+            await conn.execute(text(f"ALTER TABLE {name} SET (autovacuum_enabled = false)"))
+    cabinets = [(await store.cabinets.add(f"shop{i}", f"token{i}", f"sid{i}")).id for i in (1, 2)]
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(3000)]
+
+    async def one_run() -> None:
+        for cabinet in cabinets:
+            await store.snapshots.begin("stocks", cabinet)
+            for start in range(0, len(rows), 1000):
+                await store.write("stocks", cabinet, rows[start : start + 1000], seen=True)
+            assert await store.snapshots.complete("stocks", cabinet) == 0
+
+    for _ in range(3):  # every slot written and rewritten once: the pages hold two versions
+        await one_run()
+    settled = {name: await _relation_pages(store, name) for name in tables}
+    for _ in range(RUNS):
+        await one_run()
+    after = {name: await _relation_pages(store, name) for name in tables}
+    assert after == settled, f"{RUNS} more runs grew the tables from {settled} to {after}"
