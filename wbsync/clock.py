@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 __all__ = [
     "Calendar",
@@ -47,8 +47,17 @@ class Calendar:
 
     def at(self, real_s: float) -> datetime:
         """The calendar instant at real epoch second ``real_s``."""
-        origin_s = self.origin.timestamp()
-        return datetime.fromtimestamp(origin_s + (real_s - origin_s) / self.time_scale, tz=UTC)
+        return self.origin.astimezone(UTC) + timedelta(
+            seconds=(real_s - self.origin.timestamp()) / self.time_scale
+        )
+
+    def now(self) -> datetime:
+        """The calendar instant now."""
+        return self.at(time.time())
+
+    def today(self) -> date:
+        """The calendar's date now (UTC)."""
+        return self.now().date()
 
 
 _calendar: Calendar | None = None
@@ -57,7 +66,7 @@ _calendar: Calendar | None = None
 def set_calendar(origin: datetime | None, time_scale: float = 1.0) -> None:
     """Scale this process's calendar from ``origin`` by ``time_scale``; None: the real one."""
     global _calendar
-    _calendar = None if origin is None else Calendar(origin.astimezone(UTC), time_scale)
+    _calendar = None if origin is None else Calendar(origin, time_scale)
 
 
 def calendar() -> Calendar | None:
@@ -72,10 +81,9 @@ def now_ms() -> float:
 
 def calendar_now() -> datetime:
     """Now on the calendar, timezone-aware UTC (scaled when a calendar is set)."""
-    real_s = time.time()
     if _calendar is None:
-        return datetime.fromtimestamp(real_s, tz=UTC)
-    return _calendar.at(real_s)
+        return datetime.fromtimestamp(time.time(), tz=UTC)
+    return _calendar.now()
 
 
 def today() -> date:

@@ -25,7 +25,14 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import AwareDatetime, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AwareDatetime,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -36,6 +37,14 @@ def main(
         float | None, typer.Option(help="Multiply every WB period (0.01: a minute is 0.6 s).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the generated data.")] = None,
+    calendar_origin: Annotated[
+        datetime | None,
+        typer.Option(
+            help="Scale the calendar from this instant (UTC; wbsync's WBSYNC_CALENDAR_ORIGIN): "
+            "the dated data's days then run 1/time-scale as fast as real time.",
+            formats=["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
+        ),
+    ] = None,
     serve_disabled_in_docs: Annotated[
         bool,
         typer.Option(
@@ -54,9 +63,15 @@ def main(
         config,
         seed=seed,
         time_scale=time_scale,
+        calendar_origin=None if calendar_origin is None else _aware(calendar_origin),
         serve_disabled_in_docs=serve_disabled_in_docs or None,
     )
     asyncio.run(run_emulator(cfg, host=host, port=port, sandbox_port=sandbox_port))
+
+
+def _aware(moment: datetime) -> datetime:
+    """A naive instant given on the command line is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ def load_config(
     *,
     seed: int | None = None,
     time_scale: float | None = None,
+    calendar_origin: datetime | None = None,
     signing_key: str | None = None,
     serve_disabled_in_docs: bool | None = None,
 ) -> EmulatorConfig:
@@ -35,6 +36,7 @@ def load_config(
     given = {
         "seed": seed,
         "time_scale": time_scale,
+        "calendar_origin": calendar_origin,
         "signing_key": signing_key,
         "serve_disabled_in_docs": serve_disabled_in_docs,
     }

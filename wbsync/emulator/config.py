@@ -12,7 +12,14 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from wbsync import clock
 from wbsync.emulator.tokens import Kind
@@ -166,6 +173,13 @@ class EmulatorConfig(BaseModel):
         "default, so the syncs' windows, which end today, cover the data; fix it in a config "
         "file for data that never moves.",
     )
+    calendar_origin: AwareDatetime | None = Field(
+        default=None,
+        description="A scaled calendar, as wbsync's WBSYNC_CALENDAR_ORIGIN (the same instant): "
+        "from it, the dated data's 'today' runs 1/time_scale as fast as real time (new days "
+        "appear in the funnel and advert history and the acceptance coefficients, old ones "
+        "leave), while the rest stays generated from anchor_date. Unset: today is anchor_date.",
+    )
     sizes: SellerSizes = SellerSizes()
     seller_sizes: dict[str, SellerSizes] = Field(default_factory=dict)
     page_size: dict[str, int] = Field(
@@ -239,6 +253,12 @@ class EmulatorConfig(BaseModel):
         documents mark temporarily disabled unless ``serve_disabled_in_docs``."""
         documented = set() if self.serve_disabled_in_docs else disabled_in_docs()
         return set(self.disabled) | documented
+
+    def today(self) -> date:
+        """The dated data's last day: ``anchor_date``, or today on the scaled calendar."""
+        if self.calendar_origin is None:
+            return self.anchor_date
+        return clock.Calendar(self.calendar_origin, self.time_scale).today()
 
     def sizes_for(self, seller_id: str) -> SellerSizes:
         """The data sizes of ``seller_id``."""

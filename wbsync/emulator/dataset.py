@@ -1,8 +1,12 @@
 """Deterministic data of one emulated seller: products, cards, prices, stocks, funnel, tariffs.
 
 Everything is derived from (seed, seller id, sizes, anchor date) with string-seeded RNGs, so two
-processes (the emulator and a test) compute the same rows. Reports (finance, statistics,
-adverts) are in ``reports.py``. Rows are plain dicts with WB's field names.
+processes (the emulator and a test) compute the same rows. The dated history (funnel, advert
+stats) and the acceptance coefficients end or start at ``today`` (the anchor unless a scaled
+calendar moved it, ``EmulatorConfig.calendar_origin``), each day's rows seeded by the day, so a
+day keeps its numbers as the window moves over it; the rest stays generated from the anchor.
+Reports (finance, statistics, adverts) are in ``reports.py``. Rows are plain dicts with WB's
+field names.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from wbsync.emulator.config import SellerSizes
 __all__ = ["Product", "SellerData", "Size"]
 
 Row = dict[str, Any]
+
+# The cached rows that depend on the day (``SellerData.on`` drops them).
+_DATED = frozenset({"coefficients"})
 
 SUBJECTS = [(105, "Кроссовки"), (192, "Футболки"), (1724, "Рюкзаки"), (2967, "Кружки")]
 BRANDS = ["Demix", "Nordway", "Termit", "Outventure"]
@@ -80,7 +87,30 @@ class SellerData:
     seller_id: str
     sizes: SellerSizes
     anchor: date
+    today: date | None = None
+    """The dated data's last day when a scaled calendar moved it past ``anchor``."""
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def last_day(self) -> date:
+        """The last day of the dated history (the first of the coefficients)."""
+        return self.anchor if self.today is None else self.today
+
+    def on(self, today: date) -> SellerData:
+        """This seller's data with the dated part moved to ``today``; what does not depend on
+        the day (products, reports from the anchor) is shared, not generated again."""
+        moved = SellerData(
+            self.seed,
+            self.seller_id,
+            self.sizes,
+            self.anchor,
+            today,
+            {k: v for k, v in self._cache.items() if k not in _DATED},
+        )
+        for name in ("nm_base", "products"):
+            if name in self.__dict__:
+                moved.__dict__[name] = self.__dict__[name]
+        return moved
 
     def rng(self, kind: str) -> random.Random:
         """The seller's RNG for ``kind``."""
@@ -243,8 +273,9 @@ class SellerData:
 
     @property
     def history_days(self) -> list[date]:
-        """The days the funnel and advert history cover, oldest first, ending at the anchor."""
-        return [self.anchor - timedelta(days=k) for k in range(self.sizes.days - 1, -1, -1)]
+        """The days the funnel and advert history cover, oldest first, ending at ``last_day``."""
+        last = self.last_day
+        return [last - timedelta(days=k) for k in range(self.sizes.days - 1, -1, -1)]
 
     def funnel_day(self, p: Product, day: date) -> Row:
         """One product's funnel numbers for one day."""
@@ -289,12 +320,12 @@ class SellerData:
     # Tariffs -------------------------------------------------------------------------------
 
     def coefficients(self) -> list[Row]:
-        """Acceptance coefficients for 14 days from the anchor, per warehouse and box type."""
-        r = self.rng("coefficients")
+        """Acceptance coefficients for 14 days from ``last_day``, per warehouse and box type."""
         out: list[Row] = []
         for wh_id, wh_name in WAREHOUSES[: self.sizes.warehouses]:
             for k in range(14):
-                day = self.anchor + timedelta(days=k)
+                day = self.last_day + timedelta(days=k)
+                r = self.rng(f"coefficients:{wh_id}:{day.isoformat()}")
                 for box in (2, 5):
                     coef = r.choice([-1, -1, 0, 0, 1, 2, 5])
                     out.append(

@@ -168,10 +168,14 @@ class EmulatorState:
         return self.config.latency.draw_s(self._latency_rng)
 
     def data(self, seller: str) -> SellerData:
-        """The seller's generated data."""
-        if seller not in self._data:
-            self._data[seller] = seller_data(self.config, seller)
-        return self._data[seller]
+        """The seller's generated data; its dated part moved to the calendar's today, once a
+        day (the rest is kept)."""
+        data = self._data.get(seller)
+        if data is None:
+            data = self._data[seller] = seller_data(self.config, seller)
+        elif self.config.calendar_origin is not None and data.last_day != self.config.today():
+            data = self._data[seller] = data.on(self.config.today())
+        return data
 
     def seller(self, seller: str) -> SellerState:
         """The seller's edits."""
@@ -227,7 +231,8 @@ class EmulatorState:
 
 def seller_data(config: EmulatorConfig, seller: str) -> SellerData:
     """A seller's generated data under ``config``."""
-    return SellerData(config.seed, seller, config.sizes_for(seller), config.anchor_date)
+    today = None if config.calendar_origin is None else config.today()
+    return SellerData(config.seed, seller, config.sizes_for(seller), config.anchor_date, today)
 
 
 def expected_rows(config: EmulatorConfig, seller: str, method: str, **params: Any) -> list[Row]:

@@ -112,7 +112,8 @@ class SnapshotRepository:
                 return 0
         tombstoned = 0
         for start in range(0, len(gone), batch):
-            tombstoned += await self._tombstone(ds, cabinet_id, started, gone[start : start + batch])
+            chunk = gone[start : start + batch]
+            tombstoned += await self._tombstone(ds, cabinet_id, started, chunk)
         async with self._db.transaction() as conn:
             await conn.execute(forget)
         if tombstoned:

@@ -75,7 +75,9 @@ def downgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_wb_snapshot_keys")),
     )
     op.create_index(
-        op.f("ix_wb_snapshot_keys_cabinet_id_dataset"), "wb_snapshot_keys", ["cabinet_id", "dataset"]
+        op.f("ix_wb_snapshot_keys_cabinet_id_dataset"),
+        "wb_snapshot_keys",
+        ["cabinet_id", "dataset"],
     )
     # Every run loses its keys: none stays in progress.
     op.execute("DELETE FROM wb_snapshot_runs")
