@@ -25,6 +25,7 @@ from wbsync.bench import (
     scale,
     slots,
     soak,
+    soak_retention,
     status,
 )
 from wbsync.bench.cli import app
@@ -413,7 +414,13 @@ def test_soak_samples_every_table_over_the_simulated_days(tmp_path: Path) -> Non
         assert g["flat"] == (not grew)
     doc = (tmp_path / "benchmarks.md").read_text("utf-8")
     assert "soak: table sizes over a simulated week (1 cabinets)" in doc
-    assert "What the soak does not exercise" in doc
+    assert "Retention by date" in doc
+    # One scaled calendar: its today never goes back, and every dated dataset is reported,
+    # within its retention.
+    todays = [s["today"] for s in samples]
+    assert todays == sorted(todays)
+    assert set(result["retention"]) == set(soak_retention.dated_datasets()) != set()
+    assert all(k["within"] for k in result["retention"].values())
     assert (tmp_path / "bench-soak.png").stat().st_size > 0
     # A table empty at the half that has rows at the end grew "from 0": stored results hold no
     # infinity (JSON), so the docs get its growth as null and say so.

@@ -211,6 +211,8 @@ class WorkerProcesses:
             # run does not count (and a method the benchmark's emulator may not serve).
             WBSYNC_PLUGINS="[]",
         )
+        if settings.calendar_origin is not None:  # a scaled calendar (the soak's)
+            env["WBSYNC_CALENDAR_ORIGIN"] = settings.calendar_origin.isoformat()
         return env
 
     def spawn(self, settings: Settings, count: int, tmp: Path) -> None:
