@@ -91,9 +91,11 @@ class SnapshotRepository:
         async with self._db.transaction() as conn:
             run = (
                 await conn.execute(
-                    select(snapshot_runs.c.started_seq, snapshot_runs.c.slots).where(
-                        *run_where, snapshot_runs.c.active.is_(True)
-                    )
+                    select(
+                        snapshot_runs.c.started_seq,
+                        snapshot_runs.c.started_at,
+                        snapshot_runs.c.slots,
+                    ).where(*run_where, snapshot_runs.c.active.is_(True))
                 )
             ).one_or_none()
             if run is None:
@@ -102,7 +104,7 @@ class SnapshotRepository:
             # The run is over (unless a newer one began meanwhile): its row stays, inactive.
             forget = (
                 update(snapshot_runs)
-                .where(*run_where, snapshot_runs.c.started_seq == started)
+                .where(*run_where, snapshot_runs.c.started_at == run.started_at)
                 .values(active=False, slots=0)
             )
             seen = await read_seen(conn, cabinet_id, ds.name, int(run.slots))
