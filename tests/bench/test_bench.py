@@ -107,6 +107,8 @@ async def test_slots_defer_beats_block(redis_url: str) -> None:
     assert modes["block"]["slot_sleep_s"] > modes["defer"]["slot_sleep_s"]
     speedup = modes["block"]["makespan_s"] / modes["defer"]["makespan_s"]
     assert result["speedup_defer_vs_block"] == pytest.approx(speedup, rel=0.01)
+    assert all(set(slots.COLUMNS) <= set(mode) for mode in modes.values())  # every column shown
+    assert slots.tables(result)
 
 
 def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
