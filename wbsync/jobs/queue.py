@@ -207,7 +207,9 @@ class SyncQueue:
         with redis_failures(f"could not read a job of {self.name}", QueueError):
             try:
                 job = await self._queue.getJob(jid)
-            except ValueError:  # data BullMQ cannot parse: the view from the stored fields
+            # Data or options BullMQ cannot parse (ValueError; AttributeError, TypeError for
+            # options that are JSON but not an object): the view from the stored fields.
+            except (ValueError, AttributeError, TypeError):
                 state = await self._queue.getJobState(jid)
                 return (await read_jobs(self._queue.client, [(self, cabinet, state)]))[0]
             return None if job is None else await self._view(job)
