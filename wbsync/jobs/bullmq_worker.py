@@ -28,6 +28,11 @@ log = logging.getLogger(__name__)
 
 QUOTED_CHARS = 40
 """How much of a malformed field a failed job's reason quotes."""
+GIVEN_UP_KEPT = 256
+"""Fetches given up on that a worker remembers (to put back a job one took late). Only those
+younger than a lock period count, and a slot fails a fetch at most once per
+``RECONNECT_DELAY_S`` (5 slots and a 30 s lock: 150); past the bound the oldest is forgotten,
+and a job it took late waits for the stalled-job check instead."""
 
 
 class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
@@ -121,7 +126,7 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
             if not self.isConnectionError(exc):
                 raise
             # A fetch that timed out may still run on the server (a half-open link).
-            self._given_up[token] = clock.monotonic()
+            self._give_up(token)
             pause = self._fetches.failed()
             if self._fetches.failures == 1:
                 log.warning(
@@ -141,6 +146,15 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
         if self._given_up and clock.monotonic() - self._looked_at >= redis_bounds.RECONNECT_DELAY_S:
             await self._put_back_taken()
         return job
+
+    def _give_up(self, token: str) -> None:
+        """Remember a fetch given up on: only those younger than a lock period, at most
+        ``GIVEN_UP_KEPT`` (the newest), whether or not Redis answers again meanwhile."""
+        now = clock.monotonic()
+        horizon = now - self.opts["lockDuration"] / 1000.0
+        kept = [(t, at) for t, at in self._given_up.items() if at > horizon and t != token]
+        kept.append((token, now))
+        self._given_up = dict(kept[-GIVEN_UP_KEPT:])
 
     async def _put_back_taken(self) -> None:
         """Put back (due now, no attempt spent) the jobs locked by a fetch this worker gave up
