@@ -151,8 +151,8 @@ async def test_options_that_are_not_json_fail_their_job_once_and_the_others_run(
     worker = _worker(redis_url, prefix, ran, gate=open_gate)
     await worker.start()
     try:
-        for cabinet in ("bad-opts", "listed-opts"):
-            await wait_for(lambda c=cabinet: _in(redis, prefix, c, "failed"), timeout_s=10)
+        await wait_for(lambda: _in(redis, prefix, "bad-opts", "failed"), timeout_s=10)
+        await wait_for(lambda: _in(redis, prefix, "listed-opts", "failed"), timeout_s=10)
         await wait_for(lambda: sorted(ran) == ["a", "b"])
     finally:
         await worker.close()

@@ -87,8 +87,7 @@ async def test_the_test_sessions_drops_hold_at_most_drop_connections_at_once(
 
     factory = Counted(tmp_path, server)
     names = [
-        make_url(await factory.new_url("postgresql")).database
-        for _ in range(DROP_CONNECTIONS + 2)
+        make_url(await factory.new_url("postgresql")).database for _ in range(DROP_CONNECTIONS + 2)
     ]
     await factory.drop_all()
     # The drops start together: as many as the bound lets through are under way at once.

@@ -22,13 +22,13 @@ ROWS = 2 * PREFETCH_ROWS + 345  # past the bound: more than two prefetches
 def hand_offs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every call run on the connection's thread, by name, as it is made."""
     calls: list[str] = []
-    execute = Connection._execute
+    run = Connection.run
 
-    async def counted(self: Connection, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    async def counted(self: Connection, fn: Callable[..., Any], *args: Any) -> Any:
         calls.append(getattr(fn, "__name__", repr(fn)))
-        return await execute(self, fn, *args, **kw)
+        return await run(self, fn, *args)
 
-    monkeypatch.setattr(Connection, "_execute", counted)
+    monkeypatch.setattr(Connection, "run", counted)
     return calls
 
 

@@ -21,9 +21,9 @@ from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = [
     "DATASETS",
+    "DATASET_KINDS",
     "IDENTIFIER_MAX",
     "NAME_MAX",
-    "DATASET_KINDS",
     "TOMBSTONE_GRACE_DAYS",
     "Dataset",
     "DatasetKind",

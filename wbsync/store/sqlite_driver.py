@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
@@ -29,6 +29,7 @@ PREFETCH_ROWS = 1000
 """Rows a statement's own hand-off reads: a result this long or shorter costs no other."""
 
 _Rows = list[Any]
+T = TypeVar("T")
 
 
 class Cursor:
@@ -70,7 +71,7 @@ class Cursor:
             self.description,
             self.rowcount,
             self.lastrowid,
-        ) = await self._connection._execute(_run, conn, method, sql, parameters)
+        ) = await self._connection.run(_run, conn, method, sql, parameters)
         self._more = self._cursor is not None
         return self
 
@@ -93,7 +94,7 @@ class Cursor:
 
     async def _fetch(self, size: int | None) -> None:
         assert self._cursor is not None
-        rows, self._more = await self._connection._execute(_fetch, self._cursor, size)
+        rows, self._more = await self._connection.run(_fetch, self._cursor, size)
         self._rows.extend(rows)
         if not self._more:
             self._cursor = None
@@ -103,7 +104,7 @@ class Cursor:
         self._more = False
         if self._cursor is not None:
             cursor, self._cursor = self._cursor, None
-            await self._connection._execute(cursor.close)
+            await self._connection.run(cursor.close)
 
 
 def _run(
@@ -145,13 +146,18 @@ class Connection(aiosqlite.Connection):
     def cursor(self) -> Any:  # aiosqlite's returns an awaitable context manager; so does this
         return Cursor(self)
 
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the connection's thread: one hand-off."""
+        execute = cast(Callable[..., Awaitable[T]], self._execute)
+        return await execute(fn, *args)
+
     async def commit(self) -> None:
         if self.in_transaction:
-            await super().commit()
+            await self.run(self._conn.commit)
 
     async def rollback(self) -> None:
         if self._connection is not None and self.in_transaction:
-            await super().rollback()
+            await self.run(self._conn.rollback)
 
 
 def creator(url: str) -> Callable[[], Awaitable[Connection]]:
@@ -161,8 +167,10 @@ def creator(url: str) -> Callable[[], Awaitable[Connection]]:
     args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(make_url(url))
     kwargs = {**kwargs, "check_same_thread": False}
 
+    open_file: Callable[..., sqlite3.Connection] = sqlite3.connect
+
     async def connect() -> Connection:
-        connection = Connection(lambda: sqlite3.connect(*args, **kwargs), iter_chunk_size=64)
+        connection = Connection(lambda: open_file(*args, **kwargs), iter_chunk_size=64)
         connection._thread.daemon = True  # as SQLAlchemy's dialect does: exit never waits on it
         await connection
         return connection
