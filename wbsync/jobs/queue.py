@@ -100,10 +100,11 @@ class SyncQueue:
         an id a concurrent producer added first, so one job per (queue, cabinet) still holds.
         A cabinet with a stored job is skipped if the job is live, else the job is replaced;
         the live ones are told by one read of the queue's job states (``views.job_states``)
-        per call, not one state lookup each. Results follow ``data``'s order; an added job's
-        state is reported as "waiting" without reading it back. With ``delay_ms`` new jobs
-        start delayed that long. A Redis failure raises ``QueueError``: the batches before it
-        are added, and enqueueing again adds only what is missing (the job ids).
+        per call, not one state lookup each (a job that fails after that read is skipped as
+        live: the fan-out's failed-job retry takes it). Results follow ``data``'s order; an
+        added job's state is reported as "waiting" without reading it back. With ``delay_ms``
+        new jobs start delayed that long. A Redis failure raises ``QueueError``: the batches
+        before it are added, and enqueueing again adds only what is missing (the job ids).
         """
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
