@@ -1,6 +1,7 @@
 """What a page and an idle worker cost in Redis: the cursor save carries the page's throughput
 count (one call, lock-checked, one slot), counts set their expiry once, and an idle worker asks
-for jobs once per blocking wait, not once per slot."""
+for jobs once per blocking wait, not once per slot; an enqueue of live jobs reads their
+states once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.support.waiting import wait_for
 from wbsync import keys
 from wbsync.errors import JobLockLostError
 from wbsync.jobs.handle import JobHandle
-from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.queue import ENQUEUE_BATCH, SyncQueue
 from wbsync.jobs.worker import SyncWorker
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.throughput import KEEP_S, Count, Throughput
@@ -116,3 +117,29 @@ async def test_an_idle_worker_asks_for_jobs_once_per_wait_not_once_per_slot() ->
 
 async def _at_least(calls: Any, name: str, n: int) -> bool:
     return bool((await calls())[name] >= n)
+
+
+async def test_an_enqueue_of_live_jobs_reads_their_states_once_not_once_each() -> None:
+    """Enqueueing again cabinets whose jobs are all live (more than a batch of them): one read
+    of the queue's states for the call, no state lookup per cabinet; nothing added."""
+    cabinets = [f"live-{i}" for i in range(ENQUEUE_BATCH + 10)]
+    with EmbeddedRedis() as server:
+        stats = Redis.from_url(server.url)
+        queue = SyncQueue("qlive", redis_url=server.url, prefix="cost:q")
+
+        async def scripts() -> int:
+            info = await stats.info("commandstats")
+            return sum(
+                int(info.get(f"cmdstat_{n}", {}).get("calls", 0)) for n in ("eval", "evalsha")
+            )
+
+        try:
+            await queue.enqueue_many(cabinets)
+            before = await scripts()
+            again = await queue.enqueue_many(cabinets)
+            ran = await scripts() - before
+        finally:
+            await queue.close()
+            await stats.aclose()
+    assert not any(r.added for r in again) and {r.state for r in again} == {"waiting"}
+    assert ran == 1  # the states' read; before, one BullMQ getState per cabinet
