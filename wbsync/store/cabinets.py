@@ -16,6 +16,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
+from wbsync.store.recent import Recent
 from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, utcnow
 
 __all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
@@ -88,6 +89,13 @@ class CabinetRepository:
     def __init__(self, database: Database, cipher: TokenCipher) -> None:
         self._db = database
         self._cipher = cipher
+        self._recent: Recent[Cabinet] = Recent(self.get)
+
+    async def recent(self, cabinet_id: int) -> Cabinet:
+        """The cabinet as this process read it at most ``CABINET_CACHE_S`` ago (a job's read,
+        see ``wbsync.store.recent``: what this process changes shows at once, what another
+        does within that time); CabinetNotFoundError if there is none."""
+        return await self._recent.get(cabinet_id)
 
     def _record(self, row: Any) -> Cabinet:
         return Cabinet(
@@ -144,6 +152,7 @@ class CabinetRepository:
                     update(cabinets).where(cabinets.c.id == row.id).values(token_encrypted=resealed)
                 )
             await _write_check(conn, new)
+        self._recent.clear()  # after the commit: a read under way keeps nothing either
         log.info("secret key rotated: %d token(s) re-encrypted", len(rows))
         return len(rows)
 
@@ -255,6 +264,7 @@ class CabinetRepository:
                 update(cabinets).where(_match(ref)).values(active=active).returning(*cabinets.c)
             )
             row = result.one_or_none()
+        self._recent.clear()  # after the commit: a read under way keeps nothing either
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %r %s", row.name, "activated" if active else "deactivated")
@@ -283,6 +293,7 @@ class CabinetRepository:
                 .returning(*cabinets.c)
             )
             cabinet = self._record(result.one())
+        self._recent.clear()  # after the commit: a read under way keeps nothing either
         log.info("cabinet %r: token replaced", cabinet.name)
         return cabinet
 
@@ -298,6 +309,7 @@ class CabinetRepository:
                 update(cabinets).where(_match(ref)).values(name=name).returning(*cabinets.c)
             )
             row = result.one_or_none()
+        self._recent.clear()  # after the commit: a read under way keeps nothing either
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %d renamed to %r", row.id, name)
@@ -314,6 +326,7 @@ class CabinetRepository:
                 delete(cabinets).where(_match(ref)).returning(cabinets.c.name)
             )
             name = result.scalar_one_or_none()
+        self._recent.clear()  # after the commit: a read under way keeps nothing either
         if name is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %r removed", name)
