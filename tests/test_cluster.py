@@ -431,6 +431,8 @@ async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
         # Each stored page was counted by its cursor save's script, in the queue's slot.
         history = await runtime.throughput.history([FINANCE])
         assert sum(history.queues[FINANCE]["pages"][-2:]) >= len(cabinets)
+        # The pages' events went on their own: the stream is in another slot.
+        assert await runtime.redis.xlen(runtime.change_stream.key) >= len(cabinets)
     finally:
         for worker in workers:
             await worker.close()

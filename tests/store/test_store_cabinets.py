@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
 from sqlalchemy import select
 
 from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
+from tests.support.waiting import wait_for
+from wbsync import clock
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store import Database, Store
+from wbsync.store.crypto import TokenCipher
+from wbsync.store.recent import CABINET_CACHE_S, Recent
 from wbsync.store.schema import cabinets
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzZWxsZXIifQ.c2lnbmF0dXJlLXNlY3JldC12YWx1ZQ"
@@ -108,3 +113,71 @@ async def test_logs_never_contain_the_token(
     for record in caplog.records:
         assert TOKEN not in record.getMessage()
         assert TOKEN not in str(record.args)
+
+
+async def test_a_workers_copy_of_a_cabinet_shows_anothers_change_within_the_cache_time(
+    store: Store, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recent`` reuses its read for CABINET_CACHE_S: a change made by another process (here
+    another Store on the same database, as the API's) shows once that time has passed, a
+    change made through this repository at once."""
+    now = [1000.0]
+    monkeypatch.setattr(clock, "monotonic", lambda: now[0])
+    shop = await store.cabinets.add("shop", TOKEN, "sid")
+    assert (await store.cabinets.recent(shop.id)).active
+    api = Store(database, secret_key=TEST_SECRET_KEY)
+    await api.cabinets.deactivate(shop.id)
+    await api.cabinets.replace_token(shop.id, "rotated-token", "sid")
+    copy = await store.cabinets.recent(shop.id)
+    assert copy.active and copy.token() == TOKEN  # within the cache time: the copy
+    now[0] += CABINET_CACHE_S
+    fresh = await store.cabinets.recent(shop.id)
+    assert not fresh.active and fresh.token() == "rotated-token"
+
+    await store.cabinets.set_active(shop.id, True)  # this repository's change: at once
+    assert (await store.cabinets.recent(shop.id)).active
+    await store.cabinets.replace_token(shop.id, TOKEN, "sid")
+    assert (await store.cabinets.recent(shop.id)).token() == TOKEN
+    await store.cabinets.remove(shop.id)
+    with pytest.raises(CabinetNotFoundError):
+        await store.cabinets.recent(shop.id)
+
+
+async def test_the_copies_are_bounded_and_a_clear_overtakes_a_read_under_way() -> None:
+    reads: list[int] = []
+    gate = asyncio.Event()
+
+    async def read(key: int) -> int:
+        reads.append(key)
+        if key == 99:
+            await gate.wait()
+        return key * 10
+
+    recent: Recent[int] = Recent(read, ttl_s=60.0, max_entries=3)
+    for key in (1, 2, 3, 1, 4):  # 1 used again: 2 is the least recently used when 4 comes
+        await recent.get(key)
+    assert len(recent) == 3 and reads == [1, 2, 3, 4]
+    await recent.get(2)  # dropped: read again
+    assert reads == [1, 2, 3, 4, 2]
+    under_way = asyncio.ensure_future(recent.get(99))
+    await wait_for(lambda: 99 in reads)
+    recent.clear()
+    gate.set()
+    assert await under_way == 990
+    await recent.get(99)  # what the overtaken read returned was not kept
+    assert reads.count(99) == 2
+    with pytest.raises(ValueError, match="max_entries"):
+        Recent(read, max_entries=0)
+
+
+def test_a_cipher_decrypts_a_ciphertext_once_and_keeps_a_bounded_number() -> None:
+    cipher = TokenCipher(TEST_SECRET_KEY, opened_max=2)
+    sealed = [cipher.encrypt(f"token-{i}") for i in range(3)]
+    assert [cipher.decrypt(s) for s in sealed] == ["token-0", "token-1", "token-2"]
+    assert cipher.opened == 2  # the bound: the oldest went
+    assert cipher.decrypt(sealed[0]) == "token-0"  # decrypted again, correctly
+    assert "token" not in repr(cipher)
+    with pytest.raises(ConfigError, match="WBSYNC_SECRET_KEY differs"):
+        TokenCipher("another key").decrypt(sealed[0])
+    with pytest.raises(ValueError, match="opened_max"):
+        TokenCipher(TEST_SECRET_KEY, opened_max=0)
