@@ -53,15 +53,16 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         store = runtime.store
         if not job.cabinet.isdecimal():
             raise MalformedJobError(f"job data 'cabinet' must be a cabinet id, got {job.cabinet!r}")
-        cabinet = await store.cabinets.recent(int(job.cabinet))
+        cursor = job.cursor
+        if cursor is None and sync.incremental:
+            # A new run of an incremental sync goes on from the last run's cursor (read with the
+            # cabinet); the others start over (their cursor only resumes the job that saved it).
+            cabinet, cursor = await store.cabinets.recent_with_cursor(int(job.cabinet), sync.name)
+        else:
+            cabinet = await store.cabinets.recent(int(job.cabinet))
         if not cabinet.active:
             log.info("cabinet %s is inactive; nothing to do", cabinet.name)
             return {"skipped": "inactive"}
-        cursor = job.cursor
-        if cursor is None and sync.incremental:
-            # A new run of an incremental sync goes on from the last run's cursor; the others
-            # start over (their cursor only ever resumes the job that saved it).
-            cursor = await store.cursors.get(cabinet.id, sync.name)
 
         # Pages and rows of the whole job, over its deferrals: each run continues the count.
         done = {"pages": int(job.data.get("pages", 0)), "rows": int(job.data.get("rows", 0))}

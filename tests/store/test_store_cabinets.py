@@ -181,3 +181,18 @@ def test_a_cipher_decrypts_a_ciphertext_once_and_keeps_a_bounded_number() -> Non
         TokenCipher("another key").decrypt(sealed[0])
     with pytest.raises(ValueError, match="opened_max"):
         TokenCipher(TEST_SECRET_KEY, opened_max=0)
+
+
+async def test_a_cabinet_and_its_cursor_in_one_read(store: Store) -> None:
+    shop = await store.cabinets.add("shop", TOKEN, "sid")
+    assert await store.cabinets.recent_with_cursor(shop.id, "rnp-finance-sync") == (shop, None)
+    await store.cursors.save(shop.id, "rnp-finance-sync", {"rrdId": 7})
+    await store.cursors.save(shop.id, "other-sync", {"rrdId": 8})
+    # The copy of the cabinet serves now: the cursor is read alone, and is the fresh one.
+    cabinet, cursor = await store.cabinets.recent_with_cursor(shop.id, "rnp-finance-sync")
+    assert cabinet == shop and cursor == {"rrdId": 7}
+    await store.cabinets.deactivate(shop.id)  # drops the copy: the joined read again
+    cabinet, cursor = await store.cabinets.recent_with_cursor(shop.id, "rnp-finance-sync")
+    assert not cabinet.active and cursor == {"rrdId": 7} and cabinet.token() == TOKEN
+    with pytest.raises(CabinetNotFoundError):
+        await store.cabinets.recent_with_cursor(shop.id + 1000, "rnp-finance-sync")

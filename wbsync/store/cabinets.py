@@ -17,7 +17,7 @@ from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
 from wbsync.store.recent import Recent
-from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, utcnow
+from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, sync_cursors, utcnow
 
 __all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
 
@@ -96,6 +96,27 @@ class CabinetRepository:
         see ``wbsync.store.recent``: what this process changes shows at once, what another
         does within that time); CabinetNotFoundError if there is none."""
         return await self._recent.get(cabinet_id)
+
+    async def recent_with_cursor(self, cabinet_id: int, sync: str) -> tuple[Cabinet, Any]:
+        """``recent``'s cabinet and ``sync``'s saved cursor for it (None if it has none), in one
+        query: the cabinet's row joined with its cursor, or the cursor's alone when this
+        process's copy of the cabinet serves."""
+        on_cursor = (sync_cursors.c.cabinet_id == cabinet_id) & (sync_cursors.c.sync == sync)
+        kept = self._recent.fresh(cabinet_id)
+        if kept is not None:
+            query = select(sync_cursors.c.cursor).where(on_cursor)
+            return kept, (await self._db.execute(query)).scalar()
+        generation = self._recent.generation
+        joined = cabinets.outerjoin(sync_cursors, on_cursor)
+        query = (
+            select(cabinets, sync_cursors.c.cursor).select_from(joined).where(_match(cabinet_id))
+        )
+        row = (await self._db.execute(query)).one_or_none()
+        if row is None:
+            raise CabinetNotFoundError(f"no cabinet {cabinet_id!r}")
+        cabinet = self._record(row)
+        self._recent.keep(cabinet_id, cabinet, generation)
+        return cabinet, row.cursor
 
     def _record(self, row: Any) -> Cabinet:
         return Cabinet(

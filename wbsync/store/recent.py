@@ -56,20 +56,35 @@ class Recent(Generic[T]):
 
     async def get(self, key: int) -> T:
         """The copy of ``key`` read at most ``ttl_s`` ago, else a fresh read (kept)."""
-        now = clock.monotonic()
-        kept = self._kept.get(key)
-        if kept is not None and now - kept[0] < self.ttl_s:
-            self._kept.move_to_end(key)
-            return kept[1]
-        generation = self._generation
+        kept = self.fresh(key)
+        if kept is not None:
+            return kept
+        generation = self.generation
         value = await self._read(key)  # raises for a missing one: nothing kept
+        self.keep(key, value, generation)
+        return value
+
+    def fresh(self, key: int) -> T | None:
+        """The copy of ``key`` read at most ``ttl_s`` ago, or None."""
+        kept = self._kept.get(key)
+        if kept is None or clock.monotonic() - kept[0] >= self.ttl_s:
+            return None
+        self._kept.move_to_end(key)
+        return kept[1]
+
+    @property
+    def generation(self) -> int:
+        """Changes at every ``clear``: read it before a read, give it to ``keep`` after."""
+        return self._generation
+
+    def keep(self, key: int, value: T, generation: int) -> None:
+        """Keep ``value``, read since ``generation``, unless a ``clear`` came meanwhile."""
         if generation != self._generation:
-            return value
-        self._kept[key] = (now, value)
+            return
+        self._kept[key] = (clock.monotonic(), value)
         self._kept.move_to_end(key)
         while len(self._kept) > self.max_entries:
             self._kept.popitem(last=False)
-        return value
 
     def clear(self) -> None:
         """Drop every copy (a change this process made), and what reads under way return."""
