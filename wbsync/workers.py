@@ -38,7 +38,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     """
     stream = runtime.change_stream
     with_cursor = not is_cluster(runtime.redis_url)
-    metrics = (SYNC_PAGES.labels(sync.name), SYNC_ROWS.labels(sync.name))
+    pages_counter, rows_counter = SYNC_PAGES.labels(sync.name), SYNC_ROWS.labels(sync.name)
 
     async def process(job: JobHandle) -> dict[str, Any]:
         _measure_lag(runtime, job)
@@ -72,8 +72,8 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             if page.dataset is not None:
                 done["pages"] += 1
                 done["rows"] += len(page.rows)
-                metrics[0].inc()
-                metrics[1].inc(len(page.rows))
+                pages_counter.inc()
+                rows_counter.inc(len(page.rows))
                 count = runtime.throughput.count_page(job.queue)  # with the cursor: one call
             entry = None
             if event is not None and with_cursor:

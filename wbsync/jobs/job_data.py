@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs.lag import LagSample
 from wbsync.lua import lua_script
@@ -66,6 +68,7 @@ class JobDataWriter:
     def __init__(self, redis: RedisClient, job_key: Callable[[str], str]) -> None:
         self._script = redis.register_script(_SCRIPT)
         self._job_key = job_key
+        self._cluster = isinstance(redis, RedisCluster)
 
     async def save(
         self,
@@ -83,8 +86,8 @@ class JobDataWriter:
         written: it tells of rows already committed).
 
         ``count``'s and ``lag``'s keys must share the job's hash tag (the queue's), so on a
-        cluster the call's keys are in one slot; an ``entry`` on another slot is the caller's
-        to send apart on a cluster.
+        cluster the call's keys are in one slot; so must ``entry``'s on a cluster (else the
+        caller sends it apart), ``ValueError`` otherwise.
         """
         key = self._job_key(job_id)
         script_keys = [key, f"{key}:lock"]
@@ -101,6 +104,8 @@ class JobDataWriter:
             script_keys.append(lag.key)
             extra += [lag.entry, lag.samples, lag.keep_s]
         if entry is not None:
+            if self._cluster:
+                _same_slot(entry.key, key)
             parts += "s"
             script_keys.append(entry.key)
             extra.append(entry.maxlen)
