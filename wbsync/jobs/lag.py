@@ -110,10 +110,6 @@ class LagHistory:
         except RedisUnavailableError as exc:
             log.warning("%s", exc)
 
-    async def record(self, queue: str, lag_ms: float) -> None:
-        """Observe one run's lag and store it now (``sample`` then ``write``)."""
-        await self.write(self.sample(queue, lag_ms))
-
     async def recent(
         self, queues: Sequence[str], window_s: float = LAG_WINDOW_S
     ) -> dict[str, LagFigure]:
