@@ -57,9 +57,9 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         if cursor is None and sync.incremental:
             # A new run of an incremental sync goes on from the last run's cursor (read with the
             # cabinet); the others start over (their cursor only resumes the job that saved it).
-            cabinet, cursor = await store.cabinets.recent_with_cursor(int(job.cabinet), sync.name)
+            cabinet, cursor = await store.cabinets.with_cursor(int(job.cabinet), sync.name)
         else:
-            cabinet = await store.cabinets.recent(int(job.cabinet))
+            cabinet = await store.cabinets.get(int(job.cabinet))
         if not cabinet.active:
             log.info("cabinet %s is inactive; nothing to do", cabinet.name)
             return {"skipped": "inactive"}

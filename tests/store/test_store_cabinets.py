@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import pytest
 from sqlalchemy import select
 
 from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
-from tests.support.waiting import wait_for
-from wbsync import clock
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store import Database, Store
 from wbsync.store.crypto import TokenCipher
-from wbsync.store.recent import CABINET_CACHE_S, Recent
 from wbsync.store.schema import cabinets
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzZWxsZXIifQ.c2lnbmF0dXJlLXNlY3JldC12YWx1ZQ"
@@ -115,61 +111,6 @@ async def test_logs_never_contain_the_token(
         assert TOKEN not in str(record.args)
 
 
-async def test_a_workers_copy_of_a_cabinet_shows_anothers_change_within_the_cache_time(
-    store: Store, database: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``recent`` reuses its read for CABINET_CACHE_S: a change made by another process (here
-    another Store on the same database, as the API's) shows once that time has passed, a
-    change made through this repository at once."""
-    now = [1000.0]
-    monkeypatch.setattr(clock, "monotonic", lambda: now[0])
-    shop = await store.cabinets.add("shop", TOKEN, "sid")
-    assert (await store.cabinets.recent(shop.id)).active
-    api = Store(database, secret_key=TEST_SECRET_KEY)
-    await api.cabinets.deactivate(shop.id)
-    await api.cabinets.replace_token(shop.id, "rotated-token", "sid")
-    copy = await store.cabinets.recent(shop.id)
-    assert copy.active and copy.token() == TOKEN  # within the cache time: the copy
-    now[0] += CABINET_CACHE_S
-    fresh = await store.cabinets.recent(shop.id)
-    assert not fresh.active and fresh.token() == "rotated-token"
-
-    await store.cabinets.set_active(shop.id, True)  # this repository's change: at once
-    assert (await store.cabinets.recent(shop.id)).active
-    await store.cabinets.replace_token(shop.id, TOKEN, "sid")
-    assert (await store.cabinets.recent(shop.id)).token() == TOKEN
-    await store.cabinets.remove(shop.id)
-    with pytest.raises(CabinetNotFoundError):
-        await store.cabinets.recent(shop.id)
-
-
-async def test_the_copies_are_bounded_and_a_clear_overtakes_a_read_under_way() -> None:
-    reads: list[int] = []
-    gate = asyncio.Event()
-
-    async def read(key: int) -> int:
-        reads.append(key)
-        if key == 99:
-            await gate.wait()
-        return key * 10
-
-    recent: Recent[int] = Recent(read, ttl_s=60.0, max_entries=3)
-    for key in (1, 2, 3, 1, 4):  # 1 used again: 2 is the least recently used when 4 comes
-        await recent.get(key)
-    assert len(recent) == 3 and reads == [1, 2, 3, 4]
-    await recent.get(2)  # dropped: read again
-    assert reads == [1, 2, 3, 4, 2]
-    under_way = asyncio.ensure_future(recent.get(99))
-    await wait_for(lambda: 99 in reads)
-    recent.clear()
-    gate.set()
-    assert await under_way == 990
-    await recent.get(99)  # what the overtaken read returned was not kept
-    assert reads.count(99) == 2
-    with pytest.raises(ValueError, match="max_entries"):
-        Recent(read, max_entries=0)
-
-
 def test_a_cipher_decrypts_a_ciphertext_once_and_keeps_a_bounded_number() -> None:
     cipher = TokenCipher(TEST_SECRET_KEY, opened_max=2)
     sealed = [cipher.encrypt(f"token-{i}") for i in range(3)]
@@ -185,14 +126,13 @@ def test_a_cipher_decrypts_a_ciphertext_once_and_keeps_a_bounded_number() -> Non
 
 async def test_a_cabinet_and_its_cursor_in_one_read(store: Store) -> None:
     shop = await store.cabinets.add("shop", TOKEN, "sid")
-    assert await store.cabinets.recent_with_cursor(shop.id, "rnp-finance-sync") == (shop, None)
+    assert await store.cabinets.with_cursor(shop.id, "rnp-finance-sync") == (shop, None)
     await store.cursors.save(shop.id, "rnp-finance-sync", {"rrdId": 7})
     await store.cursors.save(shop.id, "other-sync", {"rrdId": 8})
-    # The copy of the cabinet serves now: the cursor is read alone, and is the fresh one.
-    cabinet, cursor = await store.cabinets.recent_with_cursor(shop.id, "rnp-finance-sync")
+    cabinet, cursor = await store.cabinets.with_cursor(shop.id, "rnp-finance-sync")
     assert cabinet == shop and cursor == {"rrdId": 7}
-    await store.cabinets.deactivate(shop.id)  # drops the copy: the joined read again
-    cabinet, cursor = await store.cabinets.recent_with_cursor(shop.id, "rnp-finance-sync")
+    await store.cabinets.deactivate(shop.id)
+    cabinet, cursor = await store.cabinets.with_cursor(shop.id, "rnp-finance-sync")
     assert not cabinet.active and cursor == {"rrdId": 7} and cabinet.token() == TOKEN
     with pytest.raises(CabinetNotFoundError):
-        await store.cabinets.recent_with_cursor(shop.id + 1000, "rnp-finance-sync")
+        await store.cabinets.with_cursor(shop.id + 1000, "rnp-finance-sync")

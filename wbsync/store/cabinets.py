@@ -16,7 +16,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
-from wbsync.store.recent import Recent
 from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, sync_cursors, utcnow
 
 __all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
@@ -89,24 +88,11 @@ class CabinetRepository:
     def __init__(self, database: Database, cipher: TokenCipher) -> None:
         self._db = database
         self._cipher = cipher
-        self._recent: Recent[Cabinet] = Recent(self.get)
 
-    async def recent(self, cabinet_id: int) -> Cabinet:
-        """The cabinet as this process read it at most ``CABINET_CACHE_S`` ago (a job's read,
-        see ``wbsync.store.recent``: what this process changes shows at once, what another
-        does within that time); CabinetNotFoundError if there is none."""
-        return await self._recent.get(cabinet_id)
-
-    async def recent_with_cursor(self, cabinet_id: int, sync: str) -> tuple[Cabinet, Any]:
-        """``recent``'s cabinet and ``sync``'s saved cursor for it (None if it has none), in one
-        query: the cabinet's row joined with its cursor, or the cursor's alone when this
-        process's copy of the cabinet serves."""
+    async def with_cursor(self, cabinet_id: int, sync: str) -> tuple[Cabinet, Any]:
+        """The cabinet and ``sync``'s saved cursor for it (None if it has none), in one query:
+        the cabinet's row joined with its cursor; CabinetNotFoundError if there is none."""
         on_cursor = (sync_cursors.c.cabinet_id == cabinet_id) & (sync_cursors.c.sync == sync)
-        kept = self._recent.fresh(cabinet_id)
-        if kept is not None:
-            query = select(sync_cursors.c.cursor).where(on_cursor)
-            return kept, (await self._db.execute(query)).scalar()
-        generation = self._recent.generation
         joined = cabinets.outerjoin(sync_cursors, on_cursor)
         query = (
             select(cabinets, sync_cursors.c.cursor).select_from(joined).where(_match(cabinet_id))
@@ -114,9 +100,7 @@ class CabinetRepository:
         row = (await self._db.execute(query)).one_or_none()
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {cabinet_id!r}")
-        cabinet = self._record(row)
-        self._recent.keep(cabinet_id, cabinet, generation)
-        return cabinet, row.cursor
+        return self._record(row), row.cursor
 
     def _record(self, row: Any) -> Cabinet:
         return Cabinet(
@@ -173,7 +157,6 @@ class CabinetRepository:
                     update(cabinets).where(cabinets.c.id == row.id).values(token_encrypted=resealed)
                 )
             await _write_check(conn, new)
-        self._recent.clear()  # after the commit: a read under way keeps nothing either
         log.info("secret key rotated: %d token(s) re-encrypted", len(rows))
         return len(rows)
 
@@ -285,7 +268,6 @@ class CabinetRepository:
                 update(cabinets).where(_match(ref)).values(active=active).returning(*cabinets.c)
             )
             row = result.one_or_none()
-        self._recent.clear()  # after the commit: a read under way keeps nothing either
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %r %s", row.name, "activated" if active else "deactivated")
@@ -314,7 +296,6 @@ class CabinetRepository:
                 .returning(*cabinets.c)
             )
             cabinet = self._record(result.one())
-        self._recent.clear()  # after the commit: a read under way keeps nothing either
         log.info("cabinet %r: token replaced", cabinet.name)
         return cabinet
 
@@ -330,7 +311,6 @@ class CabinetRepository:
                 update(cabinets).where(_match(ref)).values(name=name).returning(*cabinets.c)
             )
             row = result.one_or_none()
-        self._recent.clear()  # after the commit: a read under way keeps nothing either
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %d renamed to %r", row.id, name)
@@ -347,7 +327,6 @@ class CabinetRepository:
                 delete(cabinets).where(_match(ref)).returning(cabinets.c.name)
             )
             name = result.scalar_one_or_none()
-        self._recent.clear()  # after the commit: a read under way keeps nothing either
         if name is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         log.info("cabinet %r removed", name)
