@@ -139,7 +139,7 @@ async def test_the_lag_history_keeps_its_bound_and_its_window(redis: Redis, pref
     """Past LAG_SAMPLES runs the oldest go; runs older than the window are not in the figure."""
     history = LagHistory(redis, prefix=prefix)
     for lag_ms in range(LAG_SAMPLES + 5):
-        await history.record(QUEUE, lag_ms)
+        await history.write(history.sample(QUEUE, lag_ms))
     key = keys.lag_key(prefix, QUEUE)
     assert await redis.llen(key) == LAG_SAMPLES
     figure = (await history.recent([QUEUE, "idle"]))[QUEUE]
