@@ -30,6 +30,7 @@ from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.job_data import JobDataWriter, StreamEntry
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
@@ -118,6 +119,12 @@ async def test_each_queue_and_bucket_in_one_slot_spread_over_the_masters(
         for c in range(30)
     }
     assert len(buckets) == 3
+    # The change stream is in a slot of its own: a cursor save refuses to carry its entry.
+    job_key = f"{keys.queue_prefix(prefix)}:{keys.bullmq_queue_name(FINANCE)}:7"
+    writer = JobDataWriter(client, lambda _jid: job_key)
+    entry = StreamEntry(keys.change_stream_key(prefix), {"rows": 1}, 10)
+    with pytest.raises(ValueError, match="slot"):
+        await writer.save("7", "token", {"cabinet": "7"}, entry=entry)
 
 
 async def test_fan_out_leases_of_every_queue_in_one_call_on_the_cluster(
@@ -431,6 +438,8 @@ async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
         # Each stored page was counted by its cursor save's script, in the queue's slot.
         history = await runtime.throughput.history([FINANCE])
         assert sum(history.queues[FINANCE]["pages"][-2:]) >= len(cabinets)
+        # The pages' events went on their own: the stream is in another slot.
+        assert await runtime.redis.xlen(runtime.change_stream.key) >= len(cabinets)
     finally:
         for worker in workers:
             await worker.close()

@@ -6,6 +6,10 @@ consumer reads the rows from the change feed (API, ``Store.changes``, ``wbsync e
 sequence number it last read. The stream is capped (``MAXLEN ~ change_stream_maxlen``), and a
 notification that Redis refuses is logged and dropped: the rows are already committed, and a
 consumer that missed events catches up from its own cursor. docs/data.md shows consumers.
+
+A sync job's page sends its event in the script call that saves the job's cursor (one round trip
+for both, ``wbsync.workers``), with this class's key, ``fields`` and cap; on a Redis Cluster the
+stream's slot is not the queue's, and the event goes by ``publish``.
 """
 
 from __future__ import annotations
@@ -33,14 +37,19 @@ class ChangeStream:
         self.key = keys.change_stream_key(prefix)
         self.maxlen = maxlen
 
-    async def publish(self, event: ChangeEvent) -> None:
-        """``XADD`` one entry for ``event``; a Redis failure is logged, never raised."""
-        fields: dict[Any, Any] = {
+    @staticmethod
+    def fields(event: ChangeEvent) -> dict[str, str | int]:
+        """The stream entry's fields for ``event``."""
+        return {
             "dataset": event.dataset,
             "cabinet": event.cabinet_id,
             "rows": event.rows,
             "last_seq": event.last_seq,
         }
+
+    async def publish(self, event: ChangeEvent) -> None:
+        """``XADD`` one entry for ``event``; a Redis failure is logged, never raised."""
+        fields: dict[Any, Any] = self.fields(event)
         try:
             with redis_failures("Redis failed"):
                 # Approximate trimming (~) lets Redis drop whole nodes: O(1), not O(trimmed).

@@ -12,12 +12,15 @@ from wbsync.config import Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.handle import JobHandle, Processor
+from wbsync.jobs.job_data import StreamEntry
 from wbsync.jobs.lag import STARTED_FIELD, start_lag_ms
 from wbsync.jobs.model import OutcomeListener
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
+from wbsync.redis_client import is_cluster
 from wbsync.runtime import Runtime
+from wbsync.store.changes import ChangeEvent
 from wbsync.store.runs import failure_reason
 from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, run_sync
 
@@ -29,35 +32,55 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
 
     The job's own cursor (a resumed, retried or recovered run) comes first; a new job of an
     incremental sync takes the ``wb_sync_cursors`` table's; other new jobs start from scratch.
+    Each stored page's change-stream event and the run's start lag go in the script call that
+    saves the job's cursor (on a Redis Cluster the stream is on another slot: its event goes
+    apart); a lag no save took is stored when the run ends.
     """
+    stream = runtime.change_stream
+    with_cursor = not is_cluster(runtime.redis_url)
+    pages_counter, rows_counter = SYNC_PAGES.labels(sync.name), SYNC_ROWS.labels(sync.name)
 
     async def process(job: JobHandle) -> dict[str, Any]:
-        await _measure_lag(runtime, job)
+        _measure_lag(runtime, job)
+        try:
+            return await run(job)
+        finally:
+            sample = job.unsent_lag()
+            if sample is not None:
+                await runtime.lag.write(sample)
+
+    async def run(job: JobHandle) -> dict[str, Any]:
         store = runtime.store
         if not job.cabinet.isdecimal():
             raise MalformedJobError(f"job data 'cabinet' must be a cabinet id, got {job.cabinet!r}")
-        cabinet = await store.cabinets.get(int(job.cabinet))
+        cursor = job.cursor
+        if cursor is None and sync.incremental:
+            # A new run of an incremental sync goes on from the last run's cursor (read with the
+            # cabinet); the others start over (their cursor only resumes the job that saved it).
+            cabinet, cursor = await store.cabinets.with_cursor(int(job.cabinet), sync.name)
+        else:
+            cabinet = await store.cabinets.get(int(job.cabinet))
         if not cabinet.active:
             log.info("cabinet %s is inactive; nothing to do", cabinet.name)
             return {"skipped": "inactive"}
-        cursor = job.cursor
-        if cursor is None and sync.incremental:
-            # A new run of an incremental sync goes on from the last run's cursor; the others
-            # start over (their cursor only ever resumes the job that saved it).
-            cursor = await store.cursors.get(cabinet.id, sync.name)
 
         # Pages and rows of the whole job, over its deferrals: each run continues the count.
         done = {"pages": int(job.data.get("pages", 0)), "rows": int(job.data.get("rows", 0))}
 
-        async def saved(page: SyncPage) -> None:
+        async def saved(page: SyncPage, event: ChangeEvent | None) -> None:
             count = None
             if page.dataset is not None:
                 done["pages"] += 1
                 done["rows"] += len(page.rows)
-                SYNC_PAGES.labels(sync.name).inc()
-                SYNC_ROWS.labels(sync.name).inc(len(page.rows))
+                pages_counter.inc()
+                rows_counter.inc(len(page.rows))
                 count = runtime.throughput.count_page(job.queue)  # with the cursor: one call
-            await job.save_cursor(page.cursor, done, count=count)
+            entry = None
+            if event is not None and with_cursor:
+                entry = StreamEntry(stream.key, stream.fields(event), stream.maxlen)
+            elif event is not None:
+                await stream.publish(event)
+            await job.save_cursor(page.cursor, done, count=count, entry=entry)
 
         inp = SyncInput(
             client=runtime.client(cabinet),
@@ -68,7 +91,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             options=runtime.sync_options,
         )
         try:
-            totals = await run_sync(sync, inp, on_page=saved)
+            totals = await run_sync(sync, inp, on_stored=saved)
         except RateLimitDeferred:
             raise  # not a failure: the reschedule service moves the job to delayed
         except Exception as exc:
@@ -80,13 +103,14 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     return process
 
 
-async def _measure_lag(runtime: Runtime, job: JobHandle) -> None:
-    """Record how late a scheduled run starts, at its first start only (``wbsync.jobs.lag``)."""
+def _measure_lag(runtime: Runtime, job: JobHandle) -> None:
+    """Measure how late a scheduled run starts, at its first start only (``wbsync.jobs.lag``);
+    the sample goes with the run's first write of the job's data."""
     now = clock.now_ms()
     lag_ms = start_lag_ms(job.data, now)
     if lag_ms is not None:
         job.carry(lambda: {STARTED_FIELD: int(now)})  # stored with the run's first write
-        await runtime.lag.record(job.queue, lag_ms)
+        job.note_lag(runtime.lag.sample(job.queue, lag_ms))
 
 
 async def _record_failure(

@@ -30,6 +30,7 @@ from wbsync.bench import (
 )
 from wbsync.bench.cli import app
 from wbsync.bench.docs.markdown import table as bench_docs_table
+from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import offset_ms
 from wbsync.redis_server import EmbeddedRedis
 
@@ -108,6 +109,8 @@ async def test_slots_defer_beats_block(redis_url: str) -> None:
     assert modes["block"]["slot_sleep_s"] > modes["defer"]["slot_sleep_s"]
     speedup = modes["block"]["makespan_s"] / modes["defer"]["makespan_s"]
     assert result["speedup_defer_vs_block"] == pytest.approx(speedup, rel=0.01)
+    assert all(set(slots.COLUMNS) <= set(mode) for mode in modes.values())  # every column shown
+    assert slots.tables(result)
 
 
 def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
@@ -327,6 +330,21 @@ async def test_capacity_stops_at_an_n_whose_first_pass_does_not_drain() -> None:
     assert result["overloaded"]["cabinets"] == 2  # smallest first
     assert "the first pass of 2 cabinets did not drain in 0 s" in result["overloaded"]["reason"]
     assert result["capacity_cabinets"] is None
+
+
+def test_capacity_stops_past_a_whole_interval_late_and_bounds_the_warm_up() -> None:
+    """An N whose pooled lag p95 passes ``STOP_SHARE`` of the interval is the last one run; at
+    the share it is not, nor with no due time in its window. The first pass may take
+    ``WARMUP_BASE_S`` plus ``WARMUP_S_PER_CABINET`` a cabinet (the test above runs past it)."""
+    at = capacity.STOP_SHARE
+    assert capacity.past_stop({"lag_share_p95": at}) is None
+    assert capacity.past_stop({"lag_share_p95": float("nan")}) is None
+    reason = capacity.past_stop({"lag_share_p95": at * 1.01})
+    assert reason is not None and "passed 100% of the interval" in reason
+    limit = capacity.Params().warmup_limit_s(1000)
+    assert limit == capacity.WARMUP_BASE_S + 1000 * capacity.WARMUP_S_PER_CABINET == 620.0
+    with pytest.raises(ConfigError, match="warmup"):
+        capacity.Params(warmup_s_per_cabinet=-0.5)
 
 
 _POSTGRES = os.environ.get("WBSYNC_TEST_POSTGRES_URL")

@@ -24,7 +24,7 @@ from wbsync.jobs.lag import (
     start_lag_ms,
 )
 from wbsync.jobs.leader import FanOutLeases, Held
-from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.queue import ENQUEUE_BATCH, SyncQueue
 
 QUEUE = "qspread"
 CABINETS = [str(i) for i in range(1, 121)]
@@ -139,7 +139,7 @@ async def test_the_lag_history_keeps_its_bound_and_its_window(redis: Redis, pref
     """Past LAG_SAMPLES runs the oldest go; runs older than the window are not in the figure."""
     history = LagHistory(redis, prefix=prefix)
     for lag_ms in range(LAG_SAMPLES + 5):
-        await history.record(QUEUE, lag_ms)
+        await history.write(history.sample(QUEUE, lag_ms))
     key = keys.lag_key(prefix, QUEUE)
     assert await redis.llen(key) == LAG_SAMPLES
     figure = (await history.recent([QUEUE, "idle"]))[QUEUE]
@@ -152,3 +152,38 @@ async def test_the_lag_history_keeps_its_bound_and_its_window(redis: Redis, pref
     assert start_lag_ms({DUE_FIELD: 1000, STARTED_FIELD: 1500}, 2000) is None  # measured once
     assert start_lag_ms({DUE_FIELD: 2500}, 2000) == 0.0  # clock skew is no negative lag
     assert start_lag_ms({DUE_FIELD: "soon"}, 2000) is None
+
+
+async def test_a_pass_over_more_cabinets_than_a_batch_enqueues_each_once_with_its_own_time(
+    redis: Redis, prefix: str, queue: SyncQueue
+) -> None:
+    """One pass catching up a whole interval (every cabinet due, each at its own time) over
+    more than two batches (``ENQUEUE_BATCH``): every cabinet enqueued exactly once, with its
+    own due time; a second pass over the same times finds every job live and adds none."""
+    many = [str(i) for i in range(1, 2 * ENQUEUE_BATCH + 38)]
+
+    async def cabinets() -> list[str]:
+        return many
+
+    fanout = FanOut({QUEUE: queue}, cabinets, {QUEUE: INTERVAL_S})
+    lease = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    now = 1_800_000_000_000
+    await lease.set_through_ms({QUEUE: now - INTERVAL_MS + 1})
+    await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
+    seen = await _waiting(queue)
+    assert sorted(seen, key=int) == many
+    assert (await queue.counts())["waiting"] == len(many)
+    assert all((at - offset_ms(c, QUEUE, INTERVAL_MS)) % INTERVAL_MS == 0 for c, at in seen.items())
+    assert len(set(seen.values())) > ENQUEUE_BATCH  # the times differ: one batch holds many
+
+    await lease.set_through_ms({QUEUE: now - INTERVAL_MS + 1})
+    again = await queue.enqueue_each({c: {DUE_FIELD: now} for c in many})
+    assert not any(r.added for r in again)
+    assert {r.state for r in again} == {"waiting"}
+    await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
+    assert await _waiting(queue) == seen  # nothing replaced, nothing added twice
+
+
+async def test_an_enqueue_batch_below_one_is_refused(queue: SyncQueue) -> None:
+    with pytest.raises(ValueError, match="batch"):
+        await queue.enqueue_many(["1"], batch=0)

@@ -25,6 +25,7 @@ from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.demo.run import run_demo
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.model import Outcome
 from wbsync.metrics import SLOT_SLEEP, queue_value, sample
 from wbsync.runtime import Runtime
@@ -37,6 +38,7 @@ SCALE = 0.005  # WB's minute is 300 ms
 # The session's migrated databases are shared: every test that uses them uses one key.
 SECRET = TEST_SECRET_KEY
 SELLERS = [f"0000000{i}-0000-4000-8000-000000000000" for i in range(1, 4)]
+FINANCE = "rnp-finance-sync"
 
 
 @pytest.fixture
@@ -294,3 +296,35 @@ async def test_the_demos_live_table_ends_with_the_summarys_stored_rows(
     stored = {name: row["rows_stored"] for name, row in summary["queues"].items()}
     assert stored["autobidder-sync"] > 0
     assert _last_live_rows(screen.getvalue(), list(stored)) == stored
+
+
+async def test_a_scheduled_job_tells_each_page_on_the_change_stream_and_its_lag_once(
+    runtime_factory: Callable[..., Any], emulator: Emulator, redis: Any, prefix: str
+) -> None:
+    """The events and the lag go with the cursor saves (``wbsync.workers``): one stream entry
+    per page that changed rows, naming the cabinet and the page's last sequence number, and one
+    lag sample for the run, however many pages and deferrals it took. A run that saves nothing
+    (its cabinet is inactive) stores its lag on its own."""
+    runtime: Runtime = await runtime_factory()
+    seller = SELLERS[0]
+    cabinet = await runtime.store.cabinets.add("stream", emulator.token(seller), seller)
+    idle = await runtime.store.cabinets.add("idle", emulator.token(SELLERS[1]), SELLERS[1])
+    await runtime.store.cabinets.deactivate(idle.id)
+    outcomes: list[Outcome] = []
+    [worker] = build_workers(runtime, [FINANCE], concurrency=1, on_outcome=outcomes.append)
+    await worker.start()
+    try:
+        due = int(clock.now_ms()) - 1500
+        await runtime.queue(FINANCE).enqueue_many([str(cabinet.id), str(idle.id)], {DUE_FIELD: due})
+        await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 2, timeout_s=60)
+    finally:
+        await worker.close()
+    entries: Any = await redis.xrange(keys.change_stream_key(prefix))
+    rows = len(finance_rows(emulator, seller))
+    pages = -(-rows // 6)  # pages of 6 rows
+    assert len(entries) == pages and pages > 1
+    assert {fields["cabinet"] for _id, fields in entries} == {str(cabinet.id)}
+    seqs = [int(fields["last_seq"]) for _id, fields in entries]
+    assert seqs == sorted(seqs) and sum(int(f["rows"]) for _id, f in entries) == rows
+    lags = await redis.lrange(keys.lag_key(prefix, FINANCE), 0, -1)
+    assert len(lags) == 2 and all(int(lag.partition(":")[2]) >= 1500 for lag in lags)

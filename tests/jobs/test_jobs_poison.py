@@ -135,3 +135,34 @@ async def _in(redis: Redis, prefix: str, cabinet: str, structure: str) -> bool:
     if structure in ("failed", "delayed"):
         return await redis.zscore(key, jid) is not None
     return jid in await redis.lrange(key, 0, -1)
+
+
+async def test_options_that_are_not_json_fail_their_job_once_and_the_others_run(
+    redis: Redis, redis_url: str, prefix: str, queue: SyncQueue
+) -> None:
+    """A job hash whose ``opts`` (BullMQ's job options: attempts, backoff, removal) is not a JSON
+    object fails at its first fetch with the reason, instead of raising out of every fetch."""
+    await queue.enqueue_many(["a", "bad-opts", "listed-opts", "b"])
+    await redis.hset(_job_key(prefix, "bad-opts"), "opts", POISON)
+    await redis.hset(_job_key(prefix, "listed-opts"), "opts", "[1, 2]")
+    ran: list[str] = []
+    open_gate = asyncio.Event()
+    open_gate.set()
+    worker = _worker(redis_url, prefix, ran, gate=open_gate)
+    await worker.start()
+    try:
+        await wait_for(lambda: _in(redis, prefix, "bad-opts", "failed"), timeout_s=10)
+        await wait_for(lambda: _in(redis, prefix, "listed-opts", "failed"), timeout_s=10)
+        await wait_for(lambda: sorted(ran) == ["a", "b"])
+    finally:
+        await worker.close()
+    for cabinet, stored in (("bad-opts", POISON), ("listed-opts", "[1, 2]")):
+        view = await queue.job(cabinet)
+        assert view is not None and view.state == "failed"
+        assert view.failed_reason is not None
+        assert view.failed_reason.startswith("job options are not a JSON object: "), cabinet
+        key = _job_key(prefix, cabinet)
+        assert await redis.hget(key, "stc") in (None, "0")  # never stalled, never looped
+        assert await redis.hget(key, "opts") == stored  # left for the operator
+    assert "bad-opts" not in ran and "listed-opts" not in ran
+    assert (await queue.enqueue("bad-opts")).added  # the cabinet is not blocked

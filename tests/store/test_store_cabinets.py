@@ -10,6 +10,7 @@ from sqlalchemy import select
 from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store import Database, Store
+from wbsync.store.crypto import TokenCipher
 from wbsync.store.schema import cabinets
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzZWxsZXIifQ.c2lnbmF0dXJlLXNlY3JldC12YWx1ZQ"
@@ -108,3 +109,30 @@ async def test_logs_never_contain_the_token(
     for record in caplog.records:
         assert TOKEN not in record.getMessage()
         assert TOKEN not in str(record.args)
+
+
+def test_a_cipher_decrypts_a_ciphertext_once_and_keeps_a_bounded_number() -> None:
+    cipher = TokenCipher(TEST_SECRET_KEY, opened_max=2)
+    sealed = [cipher.encrypt(f"token-{i}") for i in range(3)]
+    assert [cipher.decrypt(s) for s in sealed] == ["token-0", "token-1", "token-2"]
+    assert cipher.opened == 2  # the bound: the oldest went
+    assert cipher.decrypt(sealed[0]) == "token-0"  # decrypted again, correctly
+    assert "token" not in repr(cipher)
+    with pytest.raises(ConfigError, match="WBSYNC_SECRET_KEY differs"):
+        TokenCipher("another key").decrypt(sealed[0])
+    with pytest.raises(ValueError, match="opened_max"):
+        TokenCipher(TEST_SECRET_KEY, opened_max=0)
+
+
+async def test_a_cabinet_and_its_cursor_in_one_read(store: Store) -> None:
+    shop = await store.cabinets.add("shop", TOKEN, "sid")
+    assert await store.cabinets.with_cursor(shop.id, "rnp-finance-sync") == (shop, None)
+    await store.cursors.save(shop.id, "rnp-finance-sync", {"rrdId": 7})
+    await store.cursors.save(shop.id, "other-sync", {"rrdId": 8})
+    cabinet, cursor = await store.cabinets.with_cursor(shop.id, "rnp-finance-sync")
+    assert cabinet == shop and cursor == {"rrdId": 7}
+    await store.cabinets.deactivate(shop.id)
+    cabinet, cursor = await store.cabinets.with_cursor(shop.id, "rnp-finance-sync")
+    assert not cabinet.active and cursor == {"rrdId": 7} and cabinet.token() == TOKEN
+    with pytest.raises(CabinetNotFoundError):
+        await store.cabinets.with_cursor(shop.id + 1000, "rnp-finance-sync")

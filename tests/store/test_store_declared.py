@@ -16,8 +16,9 @@ from wbsync.errors import StoreError
 from wbsync.registry import Registrar
 from wbsync.store import Database, Dataset, KeyField, Store
 from wbsync.store.changes import ChangeEvent
+from wbsync.store.datasets import IDENTIFIER_MAX, NAME_MAX
 from wbsync.store.declared import AlembicBranch
-from wbsync.store.schema import declared_datasets, utcnow
+from wbsync.store.schema import dataset_table, declared_datasets, metadata, utcnow
 
 DATASET = Dataset("plugin_rows", "GET /api/v1/plugin", (KeyField("row_id", "id"),))
 OWNER = "test-plugin"
@@ -278,3 +279,44 @@ async def test_a_plugin_table_made_before_the_change_feed_is_converted_by_its_mi
 
 def _columns(conn: Connection, table: str) -> list[dict[str, Any]]:
     return [dict(column) for column in inspect(conn).get_columns(table)]
+
+
+def _names(conn: Connection, table: str) -> set[str]:
+    """The index and constraint names the database holds for ``table``."""
+    found = inspect(conn)
+    names = {ix["name"] for ix in found.get_indexes(table)}
+    names |= {fk["name"] for fk in found.get_foreign_keys(table)}
+    names.add(found.get_pk_constraint(table)["name"])
+    return {name for name in names if name}
+
+
+async def test_names_at_postgresqls_limit_are_kept_whole_and_longer_ones_refused_when_declared(
+    empty_database: Database, declare: Registrar, db_backend: str
+) -> None:
+    """Every name wbsync's schema brings fits PostgreSQL's identifiers, and a dataset declared
+    at the limits (a name of NAME_MAX characters, a key column of IDENTIFIER_MAX) gets its
+    table with every name whole, on both databases; one character more is refused when the
+    dataset is declared, never cut short by PostgreSQL."""
+    for table in metadata.tables.values():
+        names = [table.name, *(c.name for c in table.columns)]
+        names += [str(c.name) for c in table.constraints]
+        names += [str(ix.name) for ix in table.indexes]
+        assert max(map(len, names)) <= IDENTIFIER_MAX, table.name
+    longest = Dataset("n" * NAME_MAX, "GET", (KeyField("k" * IDENTIFIER_MAX, "id"),))
+    declare.declare(longest)
+    declare.commit()
+    table = dataset_table(longest)
+    # The names the convention derives are the ones the dataset knows (and the checks count).
+    derived = {str(c.name) for c in table.constraints} | {str(ix.name) for ix in table.indexes}
+    assert derived | {table.name} == set(longest.schema_names)
+    assert max(map(len, longest.schema_names)) == IDENTIFIER_MAX
+    await empty_database.migrate()
+    held = await empty_database.run_sync(lambda conn: _names(conn, table.name))
+    expected = set(longest.schema_names[1:])
+    if db_backend == "sqlite":  # SQLite keeps no names for its primary and foreign keys
+        expected = {n for n in expected if n.startswith("ix_")}
+    assert expected <= held
+    with pytest.raises(StoreError, match=f"past {NAME_MAX}: .* choose a shorter name"):
+        Dataset("n" * (NAME_MAX + 1), "GET", (KeyField("row_id", "id"),))
+    with pytest.raises(StoreError, match=f"past PostgreSQL's {IDENTIFIER_MAX}"):
+        Dataset("plugin_rows", "GET", (KeyField("k" * (IDENTIFIER_MAX + 1), "id"),))

@@ -1,14 +1,19 @@
 """The database pool: ``pool_size`` PostgreSQL connections kept open, a burst opens up to
-``_OVERFLOW`` more and no others."""
+``_OVERFLOW`` more and no others; the test session's own drops of its databases hold at most
+``DROP_CONNECTIONS`` server connections at once."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.support.databases import DatabaseFactory
+from tests.support.databases import DROP_CONNECTIONS, POSTGRES_ENV, DatabaseFactory
 from wbsync import clock
 from wbsync.errors import ConfigError
 from wbsync.store import Database
@@ -56,3 +61,44 @@ async def test_a_burst_past_the_pool_and_its_overflow_waits(
 def test_a_pool_without_connections_is_refused() -> None:
     with pytest.raises(ConfigError, match="at least 1 connection, got 0"):
         Database("sqlite+aiosqlite:///x.db", pool_size=0)
+
+
+async def test_the_test_sessions_drops_hold_at_most_drop_connections_at_once(
+    tmp_path: Path,
+) -> None:
+    """Past ``DROP_CONNECTIONS`` databases, the session's end drops them all, never more than
+    that many at once (each drop is a server connection of its own)."""
+    server = os.environ.get(POSTGRES_ENV)
+    if not server:
+        pytest.skip(f"set {POSTGRES_ENV} to run")
+
+    class Counted(DatabaseFactory):
+        dropping = peak = 0
+
+        async def admin(self, sql: str) -> None:
+            if not sql.startswith("DROP"):
+                return await super().admin(sql)
+            self.dropping += 1
+            self.peak = max(self.peak, self.dropping)
+            try:
+                await super().admin(sql)
+            finally:
+                self.dropping -= 1
+
+    factory = Counted(tmp_path, server)
+    names = [
+        make_url(await factory.new_url("postgresql")).database for _ in range(DROP_CONNECTIONS + 2)
+    ]
+    await factory.drop_all()
+    # The drops start together: as many as the bound lets through are under way at once.
+    assert factory.peak == DROP_CONNECTIONS
+    engine = create_async_engine(server)
+    try:
+        async with engine.connect() as conn:
+            left = await conn.execute(
+                text("SELECT datname FROM pg_database WHERE datname = ANY(:names)"),
+                {"names": names},
+            )
+            assert left.all() == []
+    finally:
+        await engine.dispose()

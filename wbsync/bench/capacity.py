@@ -71,6 +71,11 @@ LAG_TARGET = 0.10
 #: An N whose pooled lag p95 passes this share of the interval (a whole interval late) is the
 #: last run: a larger N would only be later, and the run would not fit in ``bench all``.
 STOP_SHARE = 1.0
+#: The first pass (every cabinet's nine jobs at once, some of them pulling many pages through
+#: WB's windows) may take this long to drain, plus ``WARMUP_S_PER_CABINET`` per cabinet; past
+#: that the stack cannot keep up with N, and larger N are not run.
+WARMUP_BASE_S = 120.0
+WARMUP_S_PER_CABINET = 0.5
 _POLL_S = 0.2
 _LOOKBACK_S = 60.0
 """Completions are re-read this far back: a run's `success_at` is stamped before its write waits
@@ -91,11 +96,9 @@ class Params:
     latency_ms: float = 0.0
     window_s: float = 30.0
     drain_s: float = 10.0
-    warmup_base_s: float = 120.0
-    warmup_s_per_cabinet: float = 0.5
-    """How long the first pass (every cabinet's nine jobs at once, some of them pulling many
-    pages through WB's windows) may take to drain: ``warmup_base_s`` plus this per cabinet.
-    Past that the stack cannot keep up with N, and larger N are not run."""
+    warmup_base_s: float = WARMUP_BASE_S
+    warmup_s_per_cabinet: float = WARMUP_S_PER_CABINET
+    """How long the first pass may take to drain: ``warmup_base_s`` plus this per cabinet."""
     postgres: str | None = None
 
     def __post_init__(self) -> None:
@@ -103,6 +106,20 @@ class Params:
             raise ConfigError("cabinets, processes and concurrency must be >= 1")
         if self.time_scale <= 0 or self.window_s <= 0 or self.drain_s < 0:
             raise ConfigError("time_scale and window_s must be > 0, drain_s >= 0")
+        if self.warmup_base_s < 0 or self.warmup_s_per_cabinet < 0:
+            raise ConfigError("warmup_base_s and warmup_s_per_cabinet must be >= 0")
+
+    def warmup_limit_s(self, cabinets: int) -> float:
+        """How long the first pass of ``cabinets`` may take to drain."""
+        return self.warmup_base_s + self.warmup_s_per_cabinet * cabinets
+
+
+def past_stop(run: dict[str, Any]) -> str | None:
+    """Why no larger N is run after this one: its pooled lag p95 passed ``STOP_SHARE`` of the
+    interval. None while it did not (a window with no due time has no p95 and goes on)."""
+    if run["lag_share_p95"] > STOP_SHARE:
+        return f"its lag p95 passed {STOP_SHARE:.0%} of the interval"
+    return None
 
 
 class _Overloaded(Exception):
@@ -171,7 +188,7 @@ async def _steady(
         if died:
             raise ConfigError(died)
 
-    limit_s = params.warmup_base_s + params.warmup_s_per_cabinet * n
+    limit_s = params.warmup_limit_s(n)
     deadline = time.monotonic() + limit_s
     while not ledger.first_pass_done(n, len(intervals)):
         if time.monotonic() > deadline:
@@ -269,11 +286,9 @@ async def run(params: Params | None = None) -> dict[str, Any]:
                 except _Overloaded as exc:  # larger N would only be worse
                     overloaded = {"cabinets": n, "reason": str(exc)}
                     break
-                if results[-1]["lag_share_p95"] > STOP_SHARE:
-                    overloaded = {
-                        "cabinets": n,
-                        "reason": f"its lag p95 passed {STOP_SHARE:.0%} of the interval",
-                    }
+                reason = past_stop(results[-1])
+                if reason is not None:
+                    overloaded = {"cabinets": n, "reason": reason}
                     break
             else:
                 overloaded = None

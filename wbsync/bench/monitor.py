@@ -9,7 +9,7 @@ so a log of it splits the commands of a measurement into:
   with their inner commands, its blocking wait for jobs (``BZPOPMIN``) and the transaction
   around its bulk add (``MULTI``/``EXEC``): what a job costs BullMQ, which wbsync can only make
   run less often;
-* wbsync's: everything else (the bucket, the cursor save, the change stream, the throughput and
+* wbsync's: everything else (the bucket, the cursor save with the change stream, the throughput and
   lag figures, the producer's check for live jobs);
 * client calls: commands a client sent (not run by a script). A pipeline's commands count one
   each, so a page's round trips are at most its calls.

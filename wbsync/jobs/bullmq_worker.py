@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,14 @@ from wbsync.jobs.model import as_text
 from wbsync.redis_client import RedisClient, describe, is_redis_failure
 
 log = logging.getLogger(__name__)
+
+QUOTED_CHARS = 40
+"""How much of a malformed field a failed job's reason quotes."""
+GIVEN_UP_KEPT = 256
+"""Fetches given up on that a worker remembers (to put back a job one took late). Only those
+younger than a lock period count, and a slot fails a fetch at most once per
+``RECONNECT_DELAY_S`` (5 slots and a 30 s lock: 150); past the bound the oldest is forgotten,
+and a job it took late waits for the stalled-job check instead."""
 
 
 class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
@@ -70,12 +79,20 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
         # parse would raise out of the fetch and leave the job active without a run, for the
         # stalled check to put back, again and again (the stall limit is applied only once the
         # job is parsed). Such a job fails now instead, through BullMQ's own deferred failure.
+        # Options (BullMQ's ``opts``) that are not a JSON object raise there too, and fail the
+        # same way: the job runs on BullMQ's defaults for its failure, its stored hash is left
+        # as it is for the operator.
         if job_data and job_data.get("data") is not None:
             try:
                 decode(job_data["data"])
             except MalformedJobError as exc:
                 log.error("job %s of %s is malformed and fails: %s", job_id, self.name, exc)
                 job_data = {**job_data, "data": "{}", "defa": str(exc)}
+        if job_data and job_data.get("opts") is not None:
+            fault = options_fault(job_data["opts"])
+            if fault is not None:
+                log.error("job %s of %s is malformed and fails: %s", job_id, self.name, fault)
+                job_data = {**job_data, "opts": "{}", "defa": fault}
         return await super().nextJobFromJobData(job_data, job_id, limit_until, delay_until, token)
 
     async def _ensure_client_names(self) -> None:
@@ -109,7 +126,7 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
             if not self.isConnectionError(exc):
                 raise
             # A fetch that timed out may still run on the server (a half-open link).
-            self._given_up[token] = clock.monotonic()
+            self._give_up(token)
             pause = self._fetches.failed()
             if self._fetches.failures == 1:
                 log.warning(
@@ -129,6 +146,15 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
         if self._given_up and clock.monotonic() - self._looked_at >= redis_bounds.RECONNECT_DELAY_S:
             await self._put_back_taken()
         return job
+
+    def _give_up(self, token: str) -> None:
+        """Remember a fetch given up on: only those younger than a lock period, at most
+        ``GIVEN_UP_KEPT`` (the newest), whether or not Redis answers again meanwhile."""
+        now = clock.monotonic()
+        horizon = now - self.opts["lockDuration"] / 1000.0
+        kept = [(t, at) for t, at in self._given_up.items() if at > horizon and t != token]
+        kept.append((token, now))
+        self._given_up = dict(kept[-GIVEN_UP_KEPT:])
 
     async def _put_back_taken(self) -> None:
         """Put back (due now, no attempt spent) the jobs locked by a fetch this worker gave up
@@ -228,6 +254,22 @@ async def put_back_locked(
             continue
         moved.append((jid, token))
     return moved
+
+
+def options_fault(raw: str | bytes) -> str | None:
+    """What is wrong with a job's stored options (BullMQ's ``opts`` field), or None: they must
+    be a JSON object. The stored text is quoted up to ``QUOTED_CHARS`` characters."""
+    try:
+        opts = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
+        why = str(exc)
+    else:
+        if isinstance(opts, dict):
+            return None
+        why = f"a JSON {type(opts).__name__}"
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    quoted = text[:QUOTED_CHARS] + ("..." if len(text) > QUOTED_CHARS else "")
+    return f"job options are not a JSON object: {why}; they read {quoted!r}"
 
 
 def bullmq_script_shas() -> dict[str, str]:

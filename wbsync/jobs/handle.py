@@ -9,8 +9,10 @@ from typing import Any, NoReturn
 import bullmq
 
 from wbsync import clock
+from wbsync.errors import JobLockLostError
 from wbsync.jobs import contract
-from wbsync.jobs.job_data import JobDataWriter
+from wbsync.jobs.job_data import JobDataWriter, StreamEntry
+from wbsync.jobs.lag import LagSample
 from wbsync.jobs.model import Deferred
 from wbsync.throughput import Count
 
@@ -42,6 +44,7 @@ class JobHandle:
         self._wake_at = wake_at
         self._progress: list[Callable[[], None]] = []
         self._carried: list[ProgressFields] = []
+        self._lag: LagSample | None = None
         self.queue = queue
         self.id: str = job.id
         self.cabinet: str = contract.cabinet_of(job.data)
@@ -69,23 +72,51 @@ class JobHandle:
         """Store ``fields()`` with every write of the job's data (cursor saves and deferrals)."""
         self._carried.append(fields)
 
+    def note_lag(self, sample: LagSample) -> None:
+        """Store ``sample`` (the run's start lag) with the run's next write of its data; what no
+        write took is ``unsent_lag``'s, for the caller to store on its own."""
+        self._lag = sample
+
+    def unsent_lag(self) -> LagSample | None:
+        """The noted lag sample no write of the data has taken (None once one has, or once this
+        worker lost the job: its new owner measures the run's start)."""
+        return self._lag
+
     async def save_cursor(
-        self, cursor: Any, extra: Mapping[str, Any] | None = None, *, count: Count | None = None
+        self,
+        cursor: Any,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        count: Count | None = None,
+        entry: StreamEntry | None = None,
     ) -> None:
         """Store ``cursor`` (and ``extra`` fields) in the job's data, so a resumed or recovered
-        run continues from it; ``count`` (the stored page in the throughput history) is written
-        in the same round trip, and only with the cursor.
+        run continues from it; ``count`` (the stored page in the throughput history) and
+        ``entry`` (the page's change-stream event) are written in the same round trip, and only
+        with the cursor.
 
         A saved cursor is progress: the ``on_progress`` callbacks run first.
         """
         for callback in self._progress:
             callback()
-        await self.update_data({**(extra or {}), "cursor": cursor}, count=count)
+        await self.update_data({**(extra or {}), "cursor": cursor}, count=count, entry=entry)
 
-    async def update_data(self, changes: Mapping[str, Any], *, count: Count | None = None) -> None:
-        """Merge ``changes`` into the job's stored data (while this worker holds the lock)."""
+    async def update_data(
+        self,
+        changes: Mapping[str, Any],
+        *,
+        count: Count | None = None,
+        entry: StreamEntry | None = None,
+    ) -> None:
+        """Merge ``changes`` into the job's stored data (while this worker holds the lock); a
+        noted lag sample goes with it."""
         data = self._merged(changes)
-        await self._writer.save(self.id, self._token, data, count)
+        try:
+            await self._writer.save(self.id, self._token, data, count, lag=self._lag, entry=entry)
+        except JobLockLostError:
+            self._lag = None
+            raise
+        self._lag = None
         self._job.data = data
 
     def _merged(self, changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,8 @@ time; a negative difference from clock skew counts as 0). Each measure goes two 
 * the histogram ``wbsync_sync_lag_seconds{queue}`` of the process that ran the job;
 * the queue's recent lags in Redis (the last ``LAG_SAMPLES`` runs, shared by every process), from
   which the status page shows each queue's p50, p95 and max over the last ``LAG_WINDOW_S``.
+  The sample is written with the run's first cursor save, in the same script call
+  (``wbsync.jobs.job_data``); a run that ends before saving a cursor writes it on its own.
 
 A run is measured once: later starts of the same job (after a deferral, a retry or a crash)
 carry ``STARTED_FIELD``. Jobs the fan-out did not schedule (an operator's "run now", a failed
@@ -33,6 +35,7 @@ __all__ = [
     "STARTED_FIELD",
     "LagFigure",
     "LagHistory",
+    "LagSample",
     "start_lag_ms",
 ]
 
@@ -68,6 +71,18 @@ class LagFigure:
     max_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class LagSample:
+    """One run's lag as the queue's list stores it, for a script that writes it with other keys
+    of the queue's slot: ``LPUSH key entry``, keep ``samples``, expire in ``keep_s``."""
+
+    queue: str
+    key: str
+    entry: str
+    samples: int = LAG_SAMPLES
+    keep_s: int = _KEEP_S
+
+
 class LagHistory:
     """Record and read the recent lags (no I/O in the constructor)."""
 
@@ -75,17 +90,22 @@ class LagHistory:
         self._redis = redis
         self._prefix = prefix
 
-    async def record(self, queue: str, lag_ms: float) -> None:
-        """Observe one run's lag; a Redis failure is logged, never raised (the figure is for
-        people: it must not fail the run)."""
+    def sample(self, queue: str, lag_ms: float) -> LagSample:
+        """Observe one run's lag in the histogram, and the sample to store with the run's first
+        write (``write`` stores it alone)."""
         SYNC_LAG.labels(queue).observe(lag_ms / 1000.0)
-        key = keys.lag_key(self._prefix, queue)
+        entry = f"{int(clock.now_ms())}:{int(lag_ms)}"
+        return LagSample(queue, keys.lag_key(self._prefix, queue), entry)
+
+    async def write(self, sample: LagSample) -> None:
+        """Store ``sample`` on its own; a Redis failure is logged, never raised (the figure is
+        for people: it must not fail the run)."""
         try:
-            with redis_failures(f"lag of {queue} not recorded"):
+            with redis_failures(f"lag of {sample.queue} not recorded"):
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.lpush(key, f"{int(clock.now_ms())}:{int(lag_ms)}")
-                    pipe.ltrim(key, 0, LAG_SAMPLES - 1)
-                    pipe.expire(key, _KEEP_S)
+                    pipe.lpush(sample.key, sample.entry)
+                    pipe.ltrim(sample.key, 0, sample.samples - 1)
+                    pipe.expire(sample.key, sample.keep_s)
                     await pipe.execute()
         except RedisUnavailableError as exc:
             log.warning("%s", exc)

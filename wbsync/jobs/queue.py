@@ -24,10 +24,14 @@ from wbsync.jobs.model import (
     cabinet_or_blank,
     job_id,
 )
-from wbsync.jobs.views import JobView, read_jobs
+from wbsync.jobs.views import JobView, job_states, read_jobs
 from wbsync.redis_client import describe, is_redis_failure, redis_failures
 
 _KEEP_FAILED = 1000
+ENQUEUE_BATCH = 1000
+"""Cabinets one enqueue looks up and adds per round (one pipelined EXISTS, one pipelined
+``addBulk``): a pass over 100,000 cabinets is ~200 round trips, each pipeline a bounded
+~1,000 commands (a few hundred KB), so no single call holds Redis or the event loop long."""
 # On a cluster BullMQ cannot pipeline its scripts (redis-py refuses EVALSHA in a cluster
 # pipeline), so jobs are added one call each, this many in flight per queue.
 CLUSTER_ADDS_IN_FLIGHT = 32
@@ -72,20 +76,41 @@ class SyncQueue:
         cabinets: Sequence[str],
         data: Mapping[str, Any] | None = None,
         *,
-        batch: int = 1000,
+        batch: int = ENQUEUE_BATCH,
         delay_ms: int = 0,
     ) -> list[EnqueueResult]:
-        """Add each cabinet's job unless one is live; a few round trips per ``batch``.
+        """Add each cabinet's job, all with the same ``data``, unless one is live
+        (``enqueue_each``)."""
+        return await self.enqueue_each(
+            dict.fromkeys(cabinets, data), batch=batch, delay_ms=delay_ms
+        )
+
+    async def enqueue_each(
+        self,
+        data: Mapping[str, Mapping[str, Any] | None],
+        *,
+        batch: int = ENQUEUE_BATCH,
+        delay_ms: int = 0,
+    ) -> list[EnqueueResult]:
+        """Add each cabinet's job (``data`` maps a cabinet to its job's data) unless one is
+        live; two round trips per ``batch`` cabinets, whatever their data.
 
         One pipelined EXISTS per batch finds the cabinets with no stored job (the common case:
         completed jobs are removed), which are added in one pipelined ``addBulk``; BullMQ ignores
         an id a concurrent producer added first, so one job per (queue, cabinet) still holds.
-        A cabinet with a stored job is skipped if the job is live, else the job is replaced.
-        Results follow the order of the distinct cabinets; an added job's state is reported as
-        "waiting" without reading it back. With ``delay_ms`` new jobs start delayed that long.
+        A cabinet with a stored job is skipped if the job is live, else the job is replaced;
+        the live ones are told by one read of the queue's job states (``views.job_states``)
+        per call, not one state lookup each (a job that fails after that read is skipped as
+        live: the fan-out's failed-job retry takes it). Results follow ``data``'s order; an
+        added job's state is reported as "waiting" without reading it back. With ``delay_ms``
+        new jobs start delayed that long. A Redis failure raises ``QueueError``: the batches
+        before it are added, and enqueueing again adds only what is missing (the job ids).
         """
-        distinct = list(dict.fromkeys(cabinets))
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        distinct = list(data)
         results: dict[str, EnqueueResult] = {}
+        live: dict[str, str] | None = None
         for start in range(0, len(distinct), batch):
             chunk = distinct[start : start + batch]
             with redis_failures(f"could not enqueue on {self.name}", QueueError):
@@ -94,12 +119,18 @@ class SyncQueue:
                         pipe.exists(self._queue.toKey(job_id(self.name, cabinet)))
                     stored = await pipe.execute()
                 fresh = [c for c, exists in zip(chunk, stored, strict=True) if not exists]
-                await self._add([self._bulk_entry(c, data, delay_ms) for c in fresh])
+                await self._add([self._bulk_entry(c, data[c], delay_ms) for c in fresh])
             for cabinet in fresh:
                 results[cabinet] = EnqueueResult(job_id(self.name, cabinet), True, "waiting")
-            for cabinet, exists in zip(chunk, stored, strict=True):
-                if exists:
-                    results[cabinet] = await self._skip_or_replace(cabinet, data)
+            kept = [c for c, exists in zip(chunk, stored, strict=True) if exists]
+            if kept and live is None:
+                live = (await job_states(self._queue.client, [self]))[self.name]
+            for cabinet in kept:
+                state = (live or {}).get(cabinet)
+                if state in LIVE_STATES:
+                    results[cabinet] = EnqueueResult(job_id(self.name, cabinet), False, state)
+                else:  # failed, finished or unknown: looked at on its own
+                    results[cabinet] = await self._skip_or_replace(cabinet, data[cabinet])
         return [results[c] for c in distinct]
 
     async def _skip_or_replace(self, cabinet: str, data: Mapping[str, Any] | None) -> EnqueueResult:
@@ -177,7 +208,9 @@ class SyncQueue:
         with redis_failures(f"could not read a job of {self.name}", QueueError):
             try:
                 job = await self._queue.getJob(jid)
-            except ValueError:  # data BullMQ cannot parse: the view from the stored fields
+            # Data or options BullMQ cannot parse (ValueError; AttributeError, TypeError for
+            # options that are JSON but not an object): the view from the stored fields.
+            except (ValueError, AttributeError, TypeError):
                 state = await self._queue.getJobState(jid)
                 return (await read_jobs(self._queue.client, [(self, cabinet, state)]))[0]
             return None if job is None else await self._view(job)

@@ -16,7 +16,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
-from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, utcnow
+from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, sync_cursors, utcnow
 
 __all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
 
@@ -88,6 +88,19 @@ class CabinetRepository:
     def __init__(self, database: Database, cipher: TokenCipher) -> None:
         self._db = database
         self._cipher = cipher
+
+    async def with_cursor(self, cabinet_id: int, sync: str) -> tuple[Cabinet, Any]:
+        """The cabinet and ``sync``'s saved cursor for it (None if it has none), in one query:
+        the cabinet's row joined with its cursor; CabinetNotFoundError if there is none."""
+        on_cursor = (sync_cursors.c.cabinet_id == cabinet_id) & (sync_cursors.c.sync == sync)
+        joined = cabinets.outerjoin(sync_cursors, on_cursor)
+        query = (
+            select(cabinets, sync_cursors.c.cursor).select_from(joined).where(_match(cabinet_id))
+        )
+        row = (await self._db.execute(query)).one_or_none()
+        if row is None:
+            raise CabinetNotFoundError(f"no cabinet {cabinet_id!r}")
+        return self._record(row), row.cursor
 
     def _record(self, row: Any) -> Cabinet:
         return Cabinet(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
@@ -10,7 +11,11 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from wbsync.errors import ConfigError
 
-__all__ = ["TokenCipher"]
+__all__ = ["OPENED_MAX", "TokenCipher"]
+
+OPENED_MAX = 10_000
+"""Decrypted tokens a cipher keeps, by ciphertext (the least recently used go first): a job
+reads its cabinet's token at every run, and decryption is most of the cabinet's cost."""
 
 # Fixed and public on purpose: they separate this key from any other use of the same secret;
 # the secret itself is what must stay private.
@@ -31,10 +36,16 @@ class TokenCipher:
     """Fernet encryption of tokens; the key is derived from the configured secret by HKDF.
 
     Built without a secret it still exists, so listing cabinets works; encrypting or decrypting
-    then raises ConfigError saying which setting to set.
+    then raises ConfigError saying which setting to set. A ciphertext decrypted once is not
+    decrypted again while it is among the last ``opened_max`` (a replaced token is a new
+    ciphertext; a cipher has one key for its life).
     """
 
-    def __init__(self, secret_key: str | None) -> None:
+    def __init__(self, secret_key: str | None, *, opened_max: int = OPENED_MAX) -> None:
+        if opened_max < 1:
+            raise ValueError(f"opened_max must be >= 1, got {opened_max}")
+        self._opened: OrderedDict[str, str] = OrderedDict()
+        self._opened_max = opened_max
         self._fernet: Fernet | None = None
         if secret_key:
             hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT, info=_INFO)
@@ -70,7 +81,20 @@ class TokenCipher:
 
     def decrypt(self, sealed: str) -> str:
         """The token sealed in ``sealed``; ConfigError if the key does not match."""
+        token = self._opened.get(sealed)
+        if token is not None:
+            self._opened.move_to_end(sealed)
+            return token
         try:
-            return self._require().decrypt(sealed.encode("ascii")).decode("utf-8")
+            token = self._require().decrypt(sealed.encode("ascii")).decode("utf-8")
         except InvalidToken:
             raise ConfigError(_WRONG_KEY) from None
+        self._opened[sealed] = token
+        if len(self._opened) > self._opened_max:
+            self._opened.popitem(last=False)
+        return token
+
+    @property
+    def opened(self) -> int:
+        """How many decrypted tokens are kept."""
+        return len(self._opened)

@@ -22,6 +22,8 @@ from wbsync.registry import BUILTIN, Claim, Registrar, Table
 __all__ = [
     "DATASETS",
     "DATASET_KINDS",
+    "IDENTIFIER_MAX",
+    "NAME_MAX",
     "TOMBSTONE_GRACE_DAYS",
     "Dataset",
     "DatasetKind",
@@ -37,6 +39,15 @@ KeyKind = Literal["int", "str", "date"]
 KeyValue = int | str
 DatasetKind = Literal["snapshot", "stream"]
 DATASET_KINDS: tuple[DatasetKind, ...] = ("snapshot", "stream")
+
+#: PostgreSQL's longest identifier (NAMEDATALEN - 1): it cuts a longer table, column, index or
+#: constraint name there with only a NOTICE, while SQLAlchemy shortens the names its naming
+#: convention derives with a hash of its own, so one name would differ between the table
+#: ``migrate`` creates and the migrations that refer to it. Refused when declared instead.
+IDENTIFIER_MAX = 63
+_FK_SUFFIX = "_cabinet_id_cabinets"  # the longest name a dataset table gets: its foreign key
+#: The longest dataset name whose table's names all fit (37).
+NAME_MAX = IDENTIFIER_MAX - len(f"fk_wb_{_FK_SUFFIX}")
 
 #: Days a tombstone (a row a complete snapshot run no longer saw) is kept before it is pruned:
 #: the longest a change-feed reader may lag behind and still see the deletion.
@@ -129,6 +140,18 @@ class Dataset:
                 )
         if self.tombstone_grace_days < 0:
             raise StoreError(f"dataset {self.name}: tombstone_grace_days must be >= 0")
+        if len(self.name) > NAME_MAX:
+            raise StoreError(
+                f"dataset {self.name}: its name is {len(self.name)} characters, past "
+                f"{NAME_MAX}: its table's foreign key {self.schema_names[2]!r} would pass "
+                f"PostgreSQL's {IDENTIFIER_MAX}-character names; choose a shorter name"
+            )
+        for field in self.key:
+            if len(field.column) > IDENTIFIER_MAX:
+                raise StoreError(
+                    f"dataset {self.name}: key column {field.column!r} is {len(field.column)} "
+                    f"characters, past PostgreSQL's {IDENTIFIER_MAX}; choose a shorter column"
+                )
 
     @property
     def date_column(self) -> str | None:
@@ -143,6 +166,20 @@ class Dataset:
     def table_name(self) -> str:
         """The table that holds this dataset's rows."""
         return f"wb_{self.name}"
+
+    @property
+    def schema_names(self) -> tuple[str, ...]:
+        """Every name the dataset's table brings, but its columns: the table, its primary key,
+        its foreign key to the cabinets, its two indexes on ``seq`` (the naming convention of
+        ``store/schema.py``; wbsync's migrations write the same names)."""
+        table = self.table_name
+        return (
+            table,
+            f"pk_{table}",
+            f"fk_{table}{_FK_SUFFIX}",
+            f"ix_{table}_seq",
+            f"ix_{table}_cabinet_id_seq",
+        )
 
     def row_key(self, row: Mapping[str, Any]) -> tuple[KeyValue, ...]:
         """The natural key of ``row``, in ``key`` order."""

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.sql.dml import Insert
 
 from wbsync.errors import ConfigError, StoreError, StoreUnavailableError
-from wbsync.store import migrator
+from wbsync.store import migrator, sqlite_driver
 from wbsync.store.failures import store_error
 from wbsync.store.migrator import MIGRATION_LOCK_TIMEOUT_S, Migration
 
@@ -157,7 +157,10 @@ class Database:
         # SQLAlchemy marks it invalidated, with every older connection of the pool, and the
         # error leaves ``transaction``/``connection``/``execute`` as StoreUnavailableError,
         # which costs a job no attempt; the next checkout opens a fresh connection.
-        # ``pool_recycle`` retires connections before idle limits can cut them.
+        # ``pool_recycle`` retires connections before idle limits can cut them. SQLite's
+        # connections cost fewer hand-offs to aiosqlite's thread (``sqlite_driver``).
+        if self._dialect == "sqlite":
+            options["async_creator"] = sqlite_driver.creator(self._url)
         return create_async_engine(
             self._url,
             echo=self._echo,

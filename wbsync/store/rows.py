@@ -42,11 +42,13 @@ def key_digest(key: tuple[KeyValue, ...]) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class PageWrite:
-    """What storing one page did: distinct keys in it, rows written, the last sequence number."""
+    """What storing one page did: distinct keys in it, rows written, the last sequence number,
+    and the change event listeners are told of (None when no row changed)."""
 
     rows: int
     changed: int
     last_seq: int | None
+    event: ChangeEvent | None = None
 
 
 def _changed(table: Table, excluded: Any) -> Any:
@@ -86,8 +88,12 @@ class RowRepository:
         *,
         seen: bool = False,
         cursor: tuple[str, Mapping[str, Any]] | None = None,
+        announce: bool = True,
     ) -> PageWrite:
         """Store one page in one transaction: rows that changed get a sequence number each.
+
+        After the commit the listeners are told of the change event, unless ``announce`` is
+        False: then the caller, which gets the event in the result, sends it on.
 
         ``seen`` also records the page's keys in the cabinet's snapshot run in progress (what
         a complete run compares the table with to find deleted rows), and ``cursor`` (a sync's
@@ -147,10 +153,10 @@ class RowRepository:
                 await record_seen(conn, self._db, cabinet_id, ds.name, digests)
             if cursor is not None:
                 await self._cursors.save_in(conn, cabinet_id, *cursor)
-        done = PageWrite(rows=len(ordered), changed=changed, last_seq=last)
-        if done.last_seq is not None:
-            await self.notify(ChangeEvent(ds.name, cabinet_id, done.changed, done.last_seq))
-        return done
+        event = None if last is None else ChangeEvent(ds.name, cabinet_id, changed, last)
+        if event is not None and announce:
+            await self.notify(event)
+        return PageWrite(rows=len(ordered), changed=changed, last_seq=last, event=event)
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""

@@ -65,11 +65,16 @@ class Store:
         *,
         seen: bool = False,
         cursor: tuple[str, Mapping[str, Any]] | None = None,
+        announce: bool = True,
     ) -> PageWrite:
         """Store one page (``upsert``'s write) and say what it did; ``seen`` also records its
         keys in the cabinet's snapshot run (see :class:`SnapshotRepository`), ``cursor`` (a
-        sync's name and cursor) saves the sync's cursor, in the page's transaction."""
-        return await self._rows.write(dataset, cabinet_id, rows, seen=seen, cursor=cursor)
+        sync's name and cursor) saves the sync's cursor, in the page's transaction; with
+        ``announce`` False the listeners are not told of the page's change event (the result
+        holds it, for the caller to send on)."""
+        return await self._rows.write(
+            dataset, cabinet_id, rows, seen=seen, cursor=cursor, announce=announce
+        )
 
     async def changes(
         self,

@@ -6,12 +6,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import dataset
 from wbsync.syncs.base import Sync, SyncInput, SyncPage
 
 log = logging.getLogger(__name__)
 
 PageListener = Callable[[SyncPage], Awaitable[None]]
+StoredPageListener = Callable[[SyncPage, ChangeEvent | None], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -24,7 +26,11 @@ class SyncTotals:
 
 
 async def run_sync(
-    sync: Sync, inp: SyncInput, *, on_page: PageListener | None = None
+    sync: Sync,
+    inp: SyncInput,
+    *,
+    on_page: PageListener | None = None,
+    on_stored: StoredPageListener | None = None,
 ) -> SyncTotals:
     """Run ``sync`` from ``inp.cursor`` to the end; a cursor not of the sync's shape is refused
     (``MalformedJobError``) before anything is fetched.
@@ -33,6 +39,9 @@ async def run_sync(
     ``wb_sync_cursors``, where its next run goes on from, in one transaction; then ``on_page``
     (the job layer saves the cursor in the job, where a resumed run of the same job goes on
     from). Other syncs have no row in that table: every new run starts from the beginning.
+    ``on_stored``, when given, is called instead with the page's change event (None when no row
+    changed) and takes it over: the store does not tell its listeners, the listener sends it
+    (the job layer, with the cursor it saves, in one round trip).
 
     Datasets of kind ``"snapshot"``: a run starting from no cursor begins a snapshot run, each
     page's keys are recorded as seen, and a run that reaches the end tombstones the rows it did
@@ -51,15 +60,24 @@ async def run_sync(
         cursor = (sync.name, page.cursor) if sync.incremental else None
         if page.dataset is not None:
             totals.pages += 1
+        event: ChangeEvent | None = None
         if page.dataset is not None and page.rows:
             ds = dataset(page.dataset)
             written = await store.write(
-                ds, cabinet, page.rows, seen=ds.kind == "snapshot", cursor=cursor
+                ds,
+                cabinet,
+                page.rows,
+                seen=ds.kind == "snapshot",
+                cursor=cursor,
+                announce=on_stored is None,
             )
             totals.rows += written.changed
+            event = written.event
         elif cursor is not None:
             await store.cursors.save(cabinet, *cursor)
-        if on_page is not None:
+        if on_stored is not None:
+            await on_stored(page, event)
+        elif on_page is not None:
             await on_page(page)
     for ds in snapshots:
         totals.tombstoned += await store.snapshots.complete(ds, cabinet)

@@ -36,7 +36,8 @@ def render(r: dict[str, Any]) -> str:
         "commands apart (`wbsync.bench.monitor`): `BullMQ cmd/job` are BullMQ's own per job "
         "(its scripts with their inner commands: add, moveToActive, moveToFinished; its "
         "blocking waits), `wbsync cmd/page` all the others per page (buckets, cursor save with "
-        "the throughput count, change stream, the producer's check for live jobs), `calls/page` "
+        "the throughput count and the change-stream entry, the producer's check for live "
+        "jobs), `calls/page` "
         "the commands clients sent rather than scripts ran (a pipeline's commands count one "
         "each: a page's round trips are at most that).",
     ]

@@ -8,25 +8,14 @@ import math
 from typing import Any
 
 from wbsync.bench.docs.markdown import check, fmt, table
+from wbsync.bench.slots import COLUMNS
 
 TITLE = "slots: worker slots while windows are closed"
 
 
 def render(r: dict[str, Any]) -> str:
     p, modes = r["params"], r["modes"]
-    cols = [
-        "makespan_s",
-        "lower_bound_s",
-        "efficiency",
-        "slot_sleep_s",
-        "upstream_requests",
-        "upstream_429",
-        "deferrals",
-        "attempts_made_max",
-        "failed_jobs",
-        "startup_aware_bound_s",
-    ]
-    rows = [[m, *(v.get(c) for c in cols)] for m, v in modes.items()]
+    rows = [[m, *(v.get(c) for c in COLUMNS)] for m, v in modes.items()]
     defer = modes.get("defer", {})
     speed = r.get("speedup_defer_vs_block") or math.nan
     clean = all(v["upstream_429"] == 0 and v["failed_jobs"] == 0 for v in modes.values())
@@ -53,7 +42,7 @@ def render(r: dict[str, Any]) -> str:
         "time, what one slot must do before the last cabinet's first page: not a target, it "
         "shows how much of the gap to the lower bound is the margin and the slot's own work.",
         "",
-        table(["mode", *cols], rows),
+        table(["mode", *COLUMNS], rows),
         "",
         f"Speedup of defer over block: **{fmt(speed)}x**. Targets: defer efficiency >= 0.9: "
         f"{check((defer.get('efficiency') or 0) >= 0.9)} ({fmt(defer.get('efficiency'))}); "
