@@ -18,6 +18,7 @@ from sqlalchemy import (
     ARRAY,
     JSON,
     BigInteger,
+    Dialect,
     Integer,
     LargeBinary,
     String,
@@ -289,10 +290,16 @@ class RowRepository:
 _PG_PAGES: dict[Dataset, TextClause] = {}
 
 _PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
+_PG_ARRAYS: dict[str, ARRAY[Any]] = {
+    "int": ARRAY(BigInteger()),
+    "str": ARRAY(Text()),
+    "date": ARRAY(Text()),
+}
+_PG_DIALECT: Dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
 def _pg_page_statement(ds: Dataset, table: Table) -> TextClause:
-    quote = postgresql.dialect().identifier_preparer.quote
+    quote = _PG_DIALECT.identifier_preparer.quote
     keys = [quote(k.column) for k in ds.key]
     params = [f"k{i}" for i in range(len(ds.key))]
     name = quote(table.name)
@@ -344,12 +351,8 @@ WITH lock AS (
 )
 SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
 """
-    key_types = {"int": BigInteger(), "str": Text(), "date": Text()}
     return text(sql).bindparams(
-        *(
-            bindparam(p, type_=ARRAY(key_types[k.kind]))
-            for p, k in zip(params, ds.key, strict=True)
-        ),
+        *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
         bindparam("data", type_=ARRAY(JSONB())),
         bindparam("dataset", type_=String()),
         bindparam("cabinet_id", type_=Integer()),
