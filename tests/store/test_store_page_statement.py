@@ -153,3 +153,22 @@ async def test_concurrent_writers_of_one_dataset_number_uniquely_in_commit_order
     ranges = sorted((e.last_seq - keys + 1, e.last_seq) for e in committed)
     assert all(a[1] < b[0] for a, b in itertools.pairwise(ranges))
     assert sorted(n for lo, hi in ranges for n in range(lo, hi + 1)) == seqs
+
+
+async def test_a_dataset_without_its_sequence_row_gets_one_and_the_page(
+    store: Store, postgres: Database
+) -> None:
+    # A plugin's dataset added after the migration has no sequence row: the statement writes
+    # nothing (not even the cursor), and the transaction creates the row and stores the page.
+    cabinet = await _cabinet(store)
+    await postgres.execute(text("DELETE FROM wb_change_sequences WHERE dataset = 'orders'"))
+    with _statements() as sent:
+        done = await store.write("orders", cabinet, [{"srid": "a"}], cursor=("s", {"p": 1}))
+    assert sent[0] == "AUTOCOMMIT" and len(sent) > 1
+    assert (done.changed, done.last_seq) == (1, 1)
+    assert await _sequence(postgres, "orders") == 1
+    assert await store.cursors.get(cabinet, "s") == {"p": 1}
+    with _statements() as sent:
+        await store.write("orders", cabinet, [{"srid": "b"}])
+    assert sent == ["AUTOCOMMIT"]
+    assert await _seqs(postgres, "wb_orders") == [1, 2]
