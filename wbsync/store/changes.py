@@ -6,7 +6,9 @@ locked from the moment it takes numbers until its transaction commits, so a data
 commit one after the other, in the order of their numbers: a reader that sees number ``n`` has
 already been able to see every number below it, and paging by ``seq > after`` never skips a
 change that commits later with a smaller number (what a plain PostgreSQL sequence, shared by
-concurrent transactions, would allow). SQLite has one writer at a time anyway.
+concurrent transactions, would allow). SQLite has one writer at a time anyway. On PostgreSQL a
+page may also be written by one statement in autocommit (:mod:`wbsync.store.rows`): it is its
+own transaction, and takes the same lock, held to its commit.
 
 The feed is the table itself, ordered by ``seq``: each row appears once, at its last write. A row
 written twice between two reads is read once, in its newer state (the older state is gone from

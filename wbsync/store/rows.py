@@ -11,9 +11,27 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import (
+    ARRAY,
+    JSON,
+    BigInteger,
+    Dialect,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+    TextClause,
+    bindparam,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import JSONB
 
 from wbsync import clock
 from wbsync.errors import StoreError
@@ -21,8 +39,8 @@ from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, 
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.schema import dataset_table
-from wbsync.store.seen import record_seen
+from wbsync.store.schema import UtcDateTime, dataset_table, utcnow
+from wbsync.store.seen import record_seen, slot_chunks
 
 __all__ = ["BATCH_ROWS", "PageWrite", "RowRepository", "key_digest"]
 
@@ -98,12 +116,13 @@ class RowRepository:
         ``seen`` also records the page's keys in the cabinet's snapshot run in progress (what
         a complete run compares the table with to find deleted rows), and ``cursor`` (a sync's
         name and cursor) saves where the sync goes on from, both in the same transaction.
-        Statements: the sequence lock, the guarded upsert returning the numbers of the rows it
+        On PostgreSQL a page of at most ``BATCH_ROWS`` distinct keys is one statement in
+        autocommit (one round trip, see ``_pg_page_statement``). Otherwise one transaction of
+        statements: the sequence lock, the guarded upsert returning the numbers of the rows it
         wrote (one per ``BATCH_ROWS`` rows), the sequence's advance when rows changed, the
         seen keys, the cursor.
         """
         ds = dataset(name)
-        table = dataset_table(ds)
         # PostgreSQL refuses to update one row twice in a statement; the last copy wins anyway.
         by_key: dict[tuple[KeyValue, ...], Mapping[str, Any]] = {}
         for index, row in enumerate(rows):
@@ -116,9 +135,66 @@ class RowRepository:
                 await self._cursors.save(cabinet_id, *cursor)
             return PageWrite(rows=0, changed=0, last_seq=None)
         now = clock.calendar_now()  # when the row changed, on the calendar (retention's)
-        columns = [k.column for k in ds.key]
         # Key order: concurrent writers on PostgreSQL then lock rows in one order, no deadlock.
         ordered = sorted(by_key.items(), key=lambda item: item[0])
+        digests = b"".join(sorted(key_digest(key) for key, _ in ordered)) if seen else b""
+        done = None
+        if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS:
+            done = await self._write_statement(ds, cabinet_id, ordered, now, digests, cursor)
+        if done is None:
+            done = await self._write_transaction(ds, cabinet_id, ordered, now, digests, cursor)
+        changed, last = done
+        event = None if last is None else ChangeEvent(ds.name, cabinet_id, changed, last)
+        if event is not None and announce:
+            await self.notify(event)
+        return PageWrite(rows=len(ordered), changed=changed, last_seq=last, event=event)
+
+    async def _write_statement(
+        self,
+        ds: Dataset,
+        cabinet_id: int,
+        ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]],
+        now: datetime,
+        digests: bytes,
+        cursor: tuple[str, Mapping[str, Any]] | None,
+    ) -> tuple[int, int | None] | None:
+        """The page in one PostgreSQL statement: (rows written, last number), or None when the
+        dataset has no sequence row yet (nothing was written)."""
+        statement = _PG_PAGES.get(ds)
+        if statement is None:
+            statement = _PG_PAGES[ds] = _pg_page_statement(ds, dataset_table(ds))
+        params: dict[str, Any] = {
+            f"k{i}": [key[i] for key, _ in ordered] for i in range(len(ds.key))
+        }
+        chunks = slot_chunks(digests)
+        params.update(
+            data=[dict(row) for _, row in ordered],
+            dataset=ds.name,
+            cabinet_id=cabinet_id,
+            now=now,
+            seen_slots=len(chunks),
+            seen=chunks,
+            sync=None if cursor is None else cursor[0],
+            cursor=None if cursor is None else dict(cursor[1]),
+            cursor_at=utcnow(),
+        )
+        result = (await self._db.execute(statement, params)).one()
+        if not result.locked:
+            return None
+        return int(result.changed), None if result.last is None else int(result.last)
+
+    async def _write_transaction(
+        self,
+        ds: Dataset,
+        cabinet_id: int,
+        ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]],
+        now: datetime,
+        digests: bytes,
+        cursor: tuple[str, Mapping[str, Any]] | None,
+    ) -> tuple[int, int | None]:
+        """The page in one transaction of statements: (rows written, last number)."""
+        table = dataset_table(ds)
+        columns = [k.column for k in ds.key]
         statement = self._db.upsert_statement(
             table,
             conflict=("cabinet_id", *columns),
@@ -145,18 +221,14 @@ class RowRepository:
             for start in range(0, len(params), BATCH_ROWS):
                 result = await conn.execute(statement, params[start : start + BATCH_ROWS])
                 written.extend(result.scalars())
-            changed, last = len(written), max(written, default=None)
+            last = max(written, default=None)
             if last is not None:
                 await advance_sequence(conn, ds.name, last)
-            if seen:
-                digests = b"".join(sorted(key_digest(key) for key, _ in ordered))
+            if digests:
                 await record_seen(conn, self._db, cabinet_id, ds.name, digests)
             if cursor is not None:
                 await self._cursors.save_in(conn, cabinet_id, *cursor)
-        event = None if last is None else ChangeEvent(ds.name, cabinet_id, changed, last)
-        if event is not None and announce:
-            await self.notify(event)
-        return PageWrite(rows=len(ordered), changed=changed, last_seq=last, event=event)
+        return len(written), last
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
@@ -197,3 +269,97 @@ class RowRepository:
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [dict(data) for data in result.scalars()]
+
+
+# -- PostgreSQL: a page in one statement ---------------------------------------------------------
+#
+# Data-modifying CTEs, run in autocommit (one round trip, no BEGIN or COMMIT): the statement is
+# its own transaction, so the sequence row it locks stays locked until it commits, as in the
+# transaction of the general path. ``lock`` takes the row FOR UPDATE; when another writer holds
+# it, READ COMMITTED waits for that commit and then re-reads the row's newest version (the lock
+# follows the update chain), so ``last_seq`` is the other writer's advance, not the statement
+# snapshot's. ``adv`` updates the same row: its snapshot version is stale, so the update follows
+# the chain to the newest version (locked by this statement, so no wait) and sets the number
+# computed from the newest ``last_seq``: nothing is lost. Every CTE that writes reads ``lock``
+# first (the upsert joins it, the others test it), so the sequence row is locked before any
+# row, slot or cursor, as in the general path; rows are inserted in key order (``ord``).
+# Without a sequence row (a plugin's dataset's first write) nothing is written and the caller
+# takes the general path, which creates it.
+
+#: Each dataset's statement, generated once (a dataset declared again gets its own).
+_PG_PAGES: dict[Dataset, TextClause] = {}
+
+_PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
+_PG_ARRAYS: dict[str, ARRAY[Any]] = {
+    "int": ARRAY(BigInteger()),
+    "str": ARRAY(Text()),
+    "date": ARRAY(Text()),
+}
+_PG_DIALECT: Dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+def _pg_page_statement(ds: Dataset, table: Table) -> TextClause:
+    quote = _PG_DIALECT.identifier_preparer.quote
+    keys = [quote(k.column) for k in ds.key]
+    params = [f"k{i}" for i in range(len(ds.key))]
+    name = quote(table.name)
+    unnest = ", ".join(
+        f"CAST(:{p} AS {_PG_KEY_TYPES[k.kind]})" for p, k in zip(params, ds.key, strict=True)
+    )
+    conflict = ", ".join(["cabinet_id", *keys])
+    sql = f"""
+WITH lock AS (
+  SELECT last_seq FROM wb_change_sequences WHERE dataset = :dataset FOR UPDATE
+), page AS (
+  SELECT * FROM unnest({unnest}, CAST(:data AS jsonb[]))
+    WITH ORDINALITY AS p({", ".join(keys)}, data, ord)
+), up AS (
+  INSERT INTO {name} AS t (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at)
+  SELECT CAST(:cabinet_id AS integer), {", ".join(f"page.{k}" for k in keys)}, page.data,
+         CAST(:now AS timestamptz),
+         lock.last_seq + page.ord, NULL
+  FROM lock CROSS JOIN page ORDER BY page.ord
+  ON CONFLICT ({conflict}) DO UPDATE
+    SET data = excluded.data, changed_at = excluded.changed_at, seq = excluded.seq,
+        deleted_at = excluded.deleted_at
+    WHERE t.data IS DISTINCT FROM excluded.data OR t.deleted_at IS NOT NULL
+  RETURNING t.seq
+), agg AS (
+  SELECT count(*) AS changed, max(seq) AS last FROM up
+), adv AS (
+  UPDATE wb_change_sequences AS s SET last_seq = agg.last FROM agg
+  WHERE s.dataset = :dataset AND agg.last IS NOT NULL
+), run AS (
+  UPDATE wb_snapshot_runs SET slots = slots + CAST(:seen_slots AS integer)
+  WHERE cabinet_id = :cabinet_id AND dataset = :dataset AND active
+    AND CAST(:seen_slots AS integer) > 0
+    AND EXISTS (SELECT 1 FROM lock)
+  RETURNING slots
+), slot_rows AS (
+  INSERT INTO wb_snapshot_keys (cabinet_id, dataset, slot, digests)
+  SELECT CAST(:cabinet_id AS integer), CAST(:dataset AS text),
+    run.slots - CAST(:seen_slots AS integer) + d.ord - 1, d.digests
+  FROM run CROSS JOIN unnest(CAST(:seen AS bytea[])) WITH ORDINALITY AS d(digests, ord)
+  ON CONFLICT (cabinet_id, dataset, slot) DO UPDATE SET digests = excluded.digests
+), cur AS (
+  INSERT INTO wb_sync_cursors (cabinet_id, sync, cursor, updated_at)
+  SELECT CAST(:cabinet_id AS integer), CAST(:sync AS text), CAST(:cursor AS json),
+    CAST(:cursor_at AS timestamptz)
+  WHERE CAST(:sync AS text) IS NOT NULL AND EXISTS (SELECT 1 FROM lock)
+  ON CONFLICT (cabinet_id, sync) DO UPDATE
+    SET cursor = excluded.cursor, updated_at = excluded.updated_at
+)
+SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
+"""
+    return text(sql).bindparams(
+        *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
+        bindparam("data", type_=ARRAY(JSONB())),
+        bindparam("dataset", type_=String()),
+        bindparam("cabinet_id", type_=Integer()),
+        bindparam("now", type_=UtcDateTime()),
+        bindparam("seen_slots", type_=Integer()),
+        bindparam("seen", type_=ARRAY(LargeBinary())),
+        bindparam("sync", type_=String()),
+        bindparam("cursor", type_=JSON()),
+        bindparam("cursor_at", type_=UtcDateTime()),
+    )

@@ -16,12 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from wbsync.store.db import Database
 from wbsync.store.schema import snapshot_keys, snapshot_runs
 
-__all__ = ["DIGEST_BYTES", "SLOT_DIGESTS", "read_seen", "record_seen"]
+__all__ = ["DIGEST_BYTES", "SLOT_DIGESTS", "read_seen", "record_seen", "slot_chunks"]
 
 DIGEST_BYTES = 8
 #: Digests per ``wb_snapshot_keys`` row: 1,600 bytes, under PostgreSQL's TOAST threshold.
 SLOT_DIGESTS = 200
 _SLOT_BYTES = SLOT_DIGESTS * DIGEST_BYTES
+
+
+def slot_chunks(digests: bytes) -> list[bytes]:
+    """Packed ``digests`` cut into the contents of consecutive slots."""
+    return [digests[i : i + _SLOT_BYTES] for i in range(0, len(digests), _SLOT_BYTES)]
 
 
 async def record_seen(
@@ -31,7 +36,8 @@ async def record_seen(
     caller's transaction; False (nothing recorded) when no run is in progress."""
     if not digests:
         return True
-    count = -(-len(digests) // _SLOT_BYTES)
+    chunks = slot_chunks(digests)
+    count = len(chunks)
     end = await conn.scalar(
         update(snapshot_runs)
         .where(
@@ -55,9 +61,9 @@ async def record_seen(
                 "cabinet_id": cabinet_id,
                 "dataset": dataset,
                 "slot": first + i,
-                "digests": digests[i * _SLOT_BYTES : (i + 1) * _SLOT_BYTES],
+                "digests": chunk,
             }
-            for i in range(count)
+            for i, chunk in enumerate(chunks)
         ],
     )
     return True
