@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import Connection, CursorResult, Executable, Table, event
+from sqlalchemy import Connection, CursorResult, Executable, Table, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
@@ -269,6 +269,20 @@ class Database:
                     return await auto.execute(statement, params)
             async with engine.begin() as conn:
                 return await conn.execute(statement, params)
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise store_error(self._safe_url, exc) from exc
+
+    async def vacuum(self, table: str) -> None:
+        """Make the space of ``table``'s deleted rows reusable now (PostgreSQL's ``VACUUM``,
+        skipped if another vacuum holds the table); SQLite reuses freed pages by itself."""
+        if self._dialect != "postgresql":
+            return
+        engine = self._require_engine()
+        name = engine.dialect.identifier_preparer.quote(table)
+        try:
+            async with engine.connect() as conn:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await auto.execute(text(f"VACUUM (SKIP_LOCKED) {name}"))
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             raise store_error(self._safe_url, exc) from exc
 
