@@ -204,7 +204,8 @@ async def run_scripts(
 ) -> list[Any]:
     """Run many script calls (script, keys, args) and return their replies in order.
 
-    One pipeline (one round trip) on one server; on a cluster each call goes to its own slot's
+    One pipeline on one server (two round trips: redis-py checks the scripts are loaded with a
+    SCRIPT EXISTS first); on a cluster each call goes to its own slot's
     node, concurrently (each call's keys share one slot).
     """
     if isinstance(client, RedisCluster):

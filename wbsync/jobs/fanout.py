@@ -206,7 +206,7 @@ class FanOut:
 
     async def _enqueue_due(self, name: str, due: Mapping[str, int], *, at_once: bool) -> None:
         """Enqueue the cabinets due, each with the time it was due (``DUE_FIELD``) in its data:
-        in batches of ``ENQUEUE_BATCH`` whatever their times (two round trips a batch)."""
+        in batches of ``ENQUEUE_BATCH`` whatever their times (three round trips a batch)."""
         data = {cabinet: {DUE_FIELD: at} for cabinet, at in due.items()}
         results = await self._queues[name].enqueue_each(data)
         added = sum(1 for r in results if r.added)
