@@ -19,6 +19,7 @@ from wbsync.bench.common import rounded
 from wbsync.bench.docs import (
     capacity,
     data,
+    fanout,
     feed,
     lateness,
     limiter,
@@ -38,6 +39,7 @@ SECTIONS: dict[str, ModuleType] = {
     "reschedule": reschedule,
     "lateness": lateness,
     "scale": scale,
+    "fanout": fanout,
     "status": status,
     "scaleout": scaleout,
     "page": page,
@@ -130,7 +132,7 @@ def write_docs(results: dict[str, dict[str, Any]], *, docs_dir: Path, command: s
 
 def _store_key(name: str, result: dict[str, Any]) -> str:
     # Runs of different sizes are kept side by side: make bench runs a small scale.
-    if name == "scale":
+    if name in ("scale", "fanout"):
         return f"{name}@{result['cabinets']}"
     if name == "scaleout":
         p = result["params"]
