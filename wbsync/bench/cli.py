@@ -361,7 +361,8 @@ def all_cmd(
 ) -> None:
     """Every benchmark; with --postgres, page measures it next to SQLite and capacity, data,
     feed and soak run on it. scale runs with 1,000 cabinets (its 70,000 jobs take ~8 minutes
-    on 2 cores), feed reads up to 100,000 rows, soak simulates one day."""
+    on 2 cores), fanout at its defaults (~10 s), feed reads up to 100,000 rows, soak simulates
+    one day."""
     from wbsync.bench.common import setup_logging
 
     setup_logging(ctx.params["verbose"])

@@ -13,12 +13,13 @@ pass only, counts only the sends made in the pass's own task (a context variable
 running in the process is counted) and puts redis-py's method back after. The connections are opened
 before the count starts: a running leader's pass pays no handshake.
 
-A pass's round trips are bounded by ``round_trip_bound``: per batch of ``ENQUEUE_BATCH``
-cabinets one pipelined EXISTS, redis-py's ``SCRIPT EXISTS`` before a pipeline that runs scripts
-and the pipelined ``addBulk``; per pass the schedule's read and write and one read of the
-queue's job states (the live pass), or the one-off loading of a script on a fresh server. On a
-Redis Cluster the adds are one call each (BullMQ cannot pipeline its scripts there): the bound
-is for one server.
+A pass's round trips are bounded by ``round_trip_bound``, ceil(N / ``ENQUEUE_BATCH``) x 3 + 3.
+The due pass takes per batch of cabinets one pipelined EXISTS, redis-py's ``SCRIPT EXISTS``
+before a pipeline that runs scripts and the pipelined ``addBulk``, and per pass the schedule's
+read and write; the live pass takes per batch the EXISTS only, and per pass the schedule's read
+and write and one read of the queue's job states (its ``SCRIPT EXISTS`` and the script). Either
+loads a script once on a fresh server (``SCRIPT LOAD``). On a Redis Cluster the adds are one
+call each (BullMQ cannot pipeline its scripts there): the bound is for one server.
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ implementations or modes alternate in rounds (ABBA order), so a machine that slo
 the run does not favour one side. Medians are over rounds; latency percentiles over every call.
 Each section names the command that produced it and the machine it ran on; the raw results are
 in `benchmarks.json`. Regenerate with `make bench` (about 20 minutes on the machine below: the
-first five benchmarks about 7, page about 2 on SQLite alone, capacity 2-3 minutes per N, 5 to 20
+first five benchmarks about 7, fanout (a pass over 10,000 cabinets and its live repeat, 3
+runs) about 10 s, page about 2 on SQLite alone, capacity 2-3 minutes per N, 5 to 20
 in all: it stops at the first N a whole interval late; data, feed and soak
 at `all`'s sizes about 5; `wbsync bench all
 --postgres URL` measures page on PostgreSQL too and runs capacity on it). `all` runs scale with

@@ -27,10 +27,13 @@ def render(r: dict[str, Any]) -> str:
             "counted at redis-py's connection for the pass's own task only; the connections "
             "are open before the pass. The bound is ceil(N / "
             f"{p['enqueue_batch']:,}) x {p['round_trips_per_batch']} + "
-            f"{p['round_trips_per_pass']}: per batch of cabinets a pipelined EXISTS, redis-py's "
-            "SCRIPT EXISTS before a pipeline of scripts and the pipelined `addBulk`; per pass "
-            "the schedule's read and write and one read of the queue's job states (the live "
-            "pass). On a Redis Cluster the adds are one call each: the bound is for one server.",
+            f"{p['round_trips_per_pass']}: the due pass takes per batch of cabinets a pipelined "
+            "EXISTS, redis-py's SCRIPT EXISTS before a pipeline of scripts and the pipelined "
+            "`addBulk`, and per pass the schedule's read and write; the live pass per batch the "
+            "EXISTS only, and per pass the schedule's read and write and one read of the "
+            "queue's job states (SCRIPT EXISTS and the script); either loads a script once on a "
+            "fresh server (one more in the first run). On a Redis Cluster the adds are one call "
+            "each: the bound is for one server.",
             "",
             table(["pass", *COLUMNS], [row(case, figures) for case, figures in cases.items()]),
             "",
