@@ -11,6 +11,7 @@ command tree, so a benchmark's modules (Redis, the job layer, the emulator) load
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import time
@@ -22,6 +23,7 @@ import typer
 from wbsync.bench.options import (
     ConcurrencyOpt,
     PostgresOpt,
+    RedisOpt,
     TimeScaleOpt,
     bench_params,
     command,
@@ -46,10 +48,12 @@ Runner = Callable[[str], Awaitable[dict[str, Any]]]
 T = TypeVar("T")
 
 
-async def _measure(name: str, runner: Runner, *, private: bool) -> dict[str, Any]:
+async def _measure(
+    name: str, runner: Runner, *, private: bool, redis: str | None = None
+) -> dict[str, Any]:
     from wbsync.bench.common import bench_redis, machine
 
-    with bench_redis(private=private) as url:
+    with contextlib.nullcontext(redis) if redis else bench_redis(private=private) as url:
         began = time.perf_counter()
         result = await runner(url)
         result["wall_s"] = time.perf_counter() - began
@@ -58,13 +62,16 @@ async def _measure(name: str, runner: Runner, *, private: bool) -> dict[str, Any
     return result
 
 
-def _run_one(ctx: typer.Context, name: str, runner: Runner, *, private: bool) -> None:
-    """Run one benchmark; the shared options (``--json``, ``--write-docs``, ...) from ``ctx``."""
+def _run_one(
+    ctx: typer.Context, name: str, runner: Runner, *, private: bool, redis: str | None = None
+) -> None:
+    """Run one benchmark (on ``redis`` when given); the shared options (``--json``,
+    ``--write-docs``, ...) from ``ctx``."""
     from wbsync.bench.common import setup_logging
 
     setup_logging(ctx.params["verbose"])
     command = command_line(ctx)
-    result = asyncio.run(_measure(name, runner, private=private))
+    result = asyncio.run(_measure(name, runner, private=private, redis=redis))
     _finish({name: result}, ctx, command=command)
 
 
@@ -152,6 +159,21 @@ def scale_cmd(
 
     params = bench_params(scale.Params, ctx)
     _run_one(ctx, "scale", lambda url: scale.run(url, params), private=True)
+
+
+@command(app, "fanout")
+def fanout_cmd(
+    ctx: typer.Context,
+    cabinets: Annotated[int, typer.Option(help="Cabinets N, every one due in the pass.")] = 10_000,
+    runs: Annotated[int, typer.Option(help="Runs, each on a queue of its own; medians.")] = 3,
+    redis: RedisOpt = None,
+) -> None:
+    """One fan-out pass over N cabinets each due at its own time, then one where every job is
+    still live: round trips and wall time."""
+    from wbsync.bench import fanout
+
+    params = bench_params(fanout.Params, ctx)
+    _run_one(ctx, "fanout", lambda url: fanout.run(url, params), private=True, redis=redis)
 
 
 @command(app, "status")
@@ -339,12 +361,13 @@ def all_cmd(
 ) -> None:
     """Every benchmark; with --postgres, page measures it next to SQLite and capacity, data,
     feed and soak run on it. scale runs with 1,000 cabinets (its 70,000 jobs take ~8 minutes
-    on 2 cores), feed reads up to 100,000 rows, soak simulates one day."""
+    on 2 cores), fanout at its defaults (~10 s), feed reads up to 100,000 rows, soak simulates
+    one day."""
     from wbsync.bench.common import setup_logging
 
     setup_logging(ctx.params["verbose"])
     command = command_line(ctx)
-    names = ("reschedule", "lateness", "limiter", "slots", "scale", "page", "capacity")
+    names = ("reschedule", "lateness", "limiter", "slots", "scale", "fanout", "page", "capacity")
     b = {n: importlib.import_module(f"wbsync.bench.{n}") for n in (*names, "data", "feed", "soak")}
     databases = ("sqlite", postgres) if postgres else ("sqlite",)
     data = b["data"].Params(cabinets=ALL_DATA_CABINETS, postgres=postgres)
@@ -355,6 +378,7 @@ def all_cmd(
         ("limiter", lambda url: b["limiter"].run(url), False),
         ("slots", lambda url: b["slots"].run(url, sweep=SWEEP if sweep else ()), False),
         ("scale", lambda url: b["scale"].run(url, b["scale"].Params(scale_cabinets)), True),
+        ("fanout", lambda url: b["fanout"].run(url), True),
         ("page", lambda _url: b["page"].run(b["page"].Params(databases=databases)), True),
         ("capacity", lambda _url: b["capacity"].run(b["capacity"].Params(postgres=postgres)), True),
         ("data", lambda url: b["data"].run(url, data), False),

@@ -3,7 +3,8 @@
 ``command(app, name)`` registers a benchmark's function as ``app.command(name)`` with the shared
 options (``--json``, ``--write-docs``, ``--docs-dir``, ``--verbose``) added to its signature, so
 no command repeats them; the command reads them from ``ctx.params``. The other option types
-(``PostgresOpt``, ``ConcurrencyOpt``, ``TimeScaleOpt``) are for the commands that take them.
+(``PostgresOpt``, ``RedisOpt``, ``ConcurrencyOpt``, ``TimeScaleOpt``) are for the commands that
+take them.
 Only typer and the standard library: the main CLI imports this to build its command tree.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -21,6 +23,7 @@ import typer
 __all__ = [
     "ConcurrencyOpt",
     "PostgresOpt",
+    "RedisOpt",
     "TimeScaleOpt",
     "bench_params",
     "command",
@@ -29,6 +32,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 
 # The options every benchmark shares, declared once (typer reads them from the annotation).
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -43,6 +47,14 @@ PostgresOpt = Annotated[
         "--postgres",
         help="A PostgreSQL server URL (postgresql+asyncpg://...): each run creates a database "
         "there and drops it after. Default: a new SQLite file per run.",
+    ),
+]
+RedisOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--redis",
+        help="A Redis URL to run on (the run's keys under a prefix of its own, deleted after). "
+        "Default: a private embedded redis-server.",
     ),
 ]
 ConcurrencyOpt = Annotated[
@@ -82,7 +94,8 @@ def command(app: typer.Typer, name: str) -> Callable[[Callable[..., None]], Call
 
 
 def command_line(ctx: typer.Context) -> str:
-    """The command as typed, minus options left at their defaults (reproducible, short)."""
+    """The command as typed, minus options left at their defaults (reproducible, short); a
+    URL's password shown as ``***`` (the line goes into docs/benchmarks.json)."""
     words = ["wbsync bench", ctx.info_name or ""]
     for param in ctx.command.params:  # typer's options are click-like, not click subclasses
         value = ctx.params.get(param.name or "")
@@ -92,10 +105,14 @@ def command_line(ctx: typer.Context) -> str:
             flags = param.opts if value else param.secondary_opts
             words.append(flags[0] if flags else "")
         elif isinstance(value, list | tuple):  # a repeatable option: once per value
-            words += [f"{param.opts[0]} {item}" for item in value]
+            words += [f"{param.opts[0]} {_shown(item)}" for item in value]
         else:
-            words.append(f"{param.opts[0]} {value}")
+            words.append(f"{param.opts[0]} {_shown(value)}")
     return " ".join(w for w in words if w)
+
+
+def _shown(value: Any) -> str:
+    return _PASSWORD.sub(r"\1***@", str(value))
 
 
 def bench_params(cls: Callable[..., T], ctx: typer.Context, **given: Any) -> T:

@@ -19,6 +19,7 @@ from wbsync.bench.common import rounded
 from wbsync.bench.docs import (
     capacity,
     data,
+    fanout,
     feed,
     lateness,
     limiter,
@@ -38,6 +39,7 @@ SECTIONS: dict[str, ModuleType] = {
     "reschedule": reschedule,
     "lateness": lateness,
     "scale": scale,
+    "fanout": fanout,
     "status": status,
     "scaleout": scaleout,
     "page": page,
@@ -59,7 +61,8 @@ implementations or modes alternate in rounds (ABBA order), so a machine that slo
 the run does not favour one side. Medians are over rounds; latency percentiles over every call.
 Each section names the command that produced it and the machine it ran on; the raw results are
 in `benchmarks.json`. Regenerate with `make bench` (about 20 minutes on the machine below: the
-first five benchmarks about 7, page about 2 on SQLite alone, capacity 2-3 minutes per N, 5 to 20
+first five benchmarks about 7, fanout (a pass over 10,000 cabinets and its live repeat, 3
+runs) about 10 s, page about 2 on SQLite alone, capacity 2-3 minutes per N, 5 to 20
 in all: it stops at the first N a whole interval late; data, feed and soak
 at `all`'s sizes about 5; `wbsync bench all
 --postgres URL` measures page on PostgreSQL too and runs capacity on it). `all` runs scale with
@@ -130,7 +133,7 @@ def write_docs(results: dict[str, dict[str, Any]], *, docs_dir: Path, command: s
 
 def _store_key(name: str, result: dict[str, Any]) -> str:
     # Runs of different sizes are kept side by side: make bench runs a small scale.
-    if name == "scale":
+    if name in ("scale", "fanout"):
         return f"{name}@{result['cabinets']}"
     if name == "scaleout":
         p = result["params"]
