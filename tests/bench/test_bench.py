@@ -431,7 +431,7 @@ def test_soak_samples_every_table_over_the_simulated_days(tmp_path: Path) -> Non
         grew = g["rows_growth"] is None or g["rows_growth"] > soak.GROWTH_FLAT
         assert g["flat"] == (not grew)
     doc = (tmp_path / "benchmarks.md").read_text("utf-8")
-    assert "soak: table sizes over a simulated week (1 cabinets)" in doc
+    assert "soak: table sizes over simulated days (1 cabinets)" in doc
     assert "Retention by date" in doc
     # One scaled calendar: its today never goes back, and every dated dataset is reported,
     # within its retention.

@@ -11,6 +11,10 @@ skipped on the event loop (``sqlite3`` does nothing for it either), which leaves
 A result longer than ``PREFETCH_ROWS`` keeps its cursor open and costs one hand-off per further
 fetch, so a streamed read (``yield_per``) holds at most that many rows (and one) ahead of its
 reader.
+
+It subclasses ``aiosqlite.Connection`` and uses its internals (``_execute``, ``_conn``,
+``_connection``, ``_thread``), so pyproject.toml caps aiosqlite below the next minor version;
+tests/store/test_store_sqlite_driver.py and every SQLite test of the suite run through it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 from wbsync.bench import soak
 from wbsync.bench.docs.markdown import table
 
-TITLE = "soak: table sizes over a simulated week"
+TITLE = "soak: table sizes over simulated days"
 
 
 def render(r: dict[str, Any]) -> str:
