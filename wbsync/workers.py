@@ -91,7 +91,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             options=runtime.sync_options,
         )
         try:
-            totals = await run_sync(sync, inp, on_stored=saved)
+            totals = await run_sync(sync, inp, on_page=saved, announce=False)
         except RateLimitDeferred:
             raise  # not a failure: the reschedule service moves the job to delayed
         except Exception as exc:

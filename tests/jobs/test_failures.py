@@ -45,6 +45,7 @@ from wbsync.keys import bullmq_queue_name
 from wbsync.metrics import sample
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.runtime import Runtime
+from wbsync.store import ChangeEvent
 from wbsync.store.datasets import DATASETS
 from wbsync.store.db import Database
 from wbsync.store.ledger import PriceTarget
@@ -316,7 +317,7 @@ async def test_the_autobidder_killed_mid_apply_moves_every_bid_exactly_once(
     before: dict[tuple[Any, ...], int] = {}
     saved: list[Any] = []
 
-    async def kill_after_first_batch(page: SyncPage) -> None:
+    async def kill_after_first_batch(page: SyncPage, _event: ChangeEvent | None) -> None:
         saved.append(page.cursor)
         if page.cursor.get("applying") and not before:
             # All bids read, none changed yet: what the rule should move, once.

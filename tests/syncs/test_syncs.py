@@ -15,7 +15,7 @@ from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.server import Emulator, running_emulator
 from wbsync.errors import MalformedJobError
 from wbsync.runtime import client_options
-from wbsync.store import Store
+from wbsync.store import ChangeEvent, Store
 from wbsync.store.datasets import DATASETS
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
@@ -93,7 +93,7 @@ async def test_sync_stores_exactly_the_generated_data(
 ) -> None:
     cursors: list[Any] = []
 
-    async def saved(page: SyncPage) -> None:
+    async def saved(page: SyncPage, _event: ChangeEvent | None) -> None:
         cursors.append(page.cursor)
 
     cabinet_id, pages = await run(name, emulator, store, limiter_factory, on_page=saved)

@@ -33,6 +33,7 @@ from wbsync.clock import today
 from wbsync.ratelimit import BucketScope, Limit
 from wbsync.runtime import Runtime
 from wbsync.store.cabinets import Cabinet
+from wbsync.store.changes import ChangeEvent
 from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
 from wbsync.wb.client import WbClient
 from wbsync.wb.http import HttpPool, SentRequest
@@ -79,7 +80,7 @@ async def record(runtime: Runtime, cabinet: Cabinet, sync: Sync) -> Recording:
         headers = {k: v for k, v in request.headers.items() if k.lower() in wanted}
         out.requests.append(_Request(request.method, request.url, headers, request.body))
 
-    async def on_page(page: SyncPage) -> None:
+    async def on_page(page: SyncPage, _event: ChangeEvent | None) -> None:
         if page.dataset is not None:
             out.pages.append((page.dataset, list(page.rows)))
 

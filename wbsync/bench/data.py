@@ -35,7 +35,7 @@ from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, running_emulator
 from wbsync.registry import BUILTIN
 from wbsync.runtime import Runtime, open_runtime
-from wbsync.store import Cabinet
+from wbsync.store import Cabinet, ChangeEvent
 from wbsync.syncs import SYNCS, SyncInput, SyncPage, run_sync
 
 __all__ = ["DEAD_TOLERANCE", "Params", "run", "tables"]
@@ -65,7 +65,7 @@ async def _one_sync(runtime: Runtime, name: str, cabinets: list[Cabinet]) -> dic
     store, sync = runtime.store, SYNCS[name]
     fetched = 0
 
-    async def counted(page: SyncPage) -> None:
+    async def counted(page: SyncPage, _event: ChangeEvent | None) -> None:
         nonlocal fetched
         fetched += len(page.rows)
 

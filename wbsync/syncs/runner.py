@@ -12,8 +12,8 @@ from wbsync.syncs.base import Sync, SyncInput, SyncPage
 
 log = logging.getLogger(__name__)
 
-PageListener = Callable[[SyncPage], Awaitable[None]]
-StoredPageListener = Callable[[SyncPage, ChangeEvent | None], Awaitable[None]]
+PageListener = Callable[[SyncPage, ChangeEvent | None], Awaitable[None]]
+"""Told of each stored page with its change event (None when no row changed)."""
 
 
 @dataclass(slots=True)
@@ -30,7 +30,7 @@ async def run_sync(
     inp: SyncInput,
     *,
     on_page: PageListener | None = None,
-    on_stored: StoredPageListener | None = None,
+    announce: bool = True,
 ) -> SyncTotals:
     """Run ``sync`` from ``inp.cursor`` to the end; a cursor not of the sync's shape is refused
     (``MalformedJobError``) before anything is fetched.
@@ -38,10 +38,10 @@ async def run_sync(
     After each page: rows upserted and (for an incremental sync) the cursor saved in
     ``wb_sync_cursors``, where its next run goes on from, in one transaction; then ``on_page``
     (the job layer saves the cursor in the job, where a resumed run of the same job goes on
-    from). Other syncs have no row in that table: every new run starts from the beginning.
-    ``on_stored``, when given, is called instead with the page's change event (None when no row
-    changed) and takes it over: the store does not tell its listeners, the listener sends it
-    (the job layer, with the cursor it saves, in one round trip).
+    from), with the page's change event. Other syncs have no row in that table: every new run
+    starts from the beginning. With ``announce`` False the store does not tell its listeners of
+    the page's change event: the caller sends it (the job layer, in the call that saves the
+    job's cursor: one round trip).
 
     Datasets of kind ``"snapshot"``: a run starting from no cursor begins a snapshot run, each
     page's keys are recorded as seen, and a run that reaches the end tombstones the rows it did
@@ -69,16 +69,14 @@ async def run_sync(
                 page.rows,
                 seen=ds.kind == "snapshot",
                 cursor=cursor,
-                announce=on_stored is None,
+                announce=announce,
             )
             totals.rows += written.changed
             event = written.event
         elif cursor is not None:
             await store.cursors.save(cabinet, *cursor)
-        if on_stored is not None:
-            await on_stored(page, event)
-        elif on_page is not None:
-            await on_page(page)
+        if on_page is not None:
+            await on_page(page, event)
     for ds in snapshots:
         totals.tombstoned += await store.snapshots.complete(ds, cabinet)
     log.info(
