@@ -21,6 +21,7 @@ from wbsync.bench import (
     limiter,
     page,
     peers,
+    processes,
     reschedule,
     scale,
     slots,
@@ -467,3 +468,18 @@ def test_every_benchmark_takes_the_shared_options_once() -> None:
         flags = [opt for param in command.params for opt in param.opts]
         for flag in ("--json", "--write-docs", "--docs-dir", "--verbose"):
             assert flags.count(flag) == 1, (name, flag)
+
+
+async def test_redis_counts_between_two_reads_hold_none_of_the_benchmarks_own_commands() -> None:
+    # The page benchmark counts commands by INFO deltas; its own reads must not add to them
+    # (a new connection a read added its HELLO to every measurement's count).
+    async with processes.redis_under_test("single") as redis:
+        first = await redis.totals()
+        second = await redis.totals()
+        ran = {
+            name: calls - first["by_name"].get(name, 0)
+            for name, calls in second["by_name"].items()
+            if calls != first["by_name"].get(name, 0)
+        }
+        assert ran == {"info": 1}
+        assert second["memory"] > 0 and second["cpu_s"] >= first["cpu_s"]

@@ -135,7 +135,7 @@ def _cpu(workers: WorkerProcesses) -> dict[str, float]:
 
 
 async def _one_n(params: Params, emu: EmulatorProcess, n: int, tmp: Path) -> dict[str, Any]:
-    with redis_under_test("single") as redis:
+    async with redis_under_test("single") as redis:
         async with fresh_database(params.postgres, tmp, name="capacity") as database_url:
             workers = WorkerProcesses(
                 emu,

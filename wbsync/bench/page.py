@@ -198,7 +198,7 @@ async def _stack(
     params: Params, emu: EmulatorProcess, database: str, tmp: Path
 ) -> AsyncIterator[tuple[Runtime, WorkerProcesses, RedisUnderTest, str]]:
     """A private Redis, a fresh database, the runtime here and one worker process there."""
-    with redis_under_test("single") as redis:
+    async with redis_under_test("single") as redis:
         async with fresh_database(
             None if database == "sqlite" else database, tmp, name="page"
         ) as db_url:

@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,17 +83,24 @@ def threads_cpu_s(pid: int) -> float:
 class RedisUnderTest:
     url: str
     nodes: list[str]
+    _readers: dict[str, Redis] = field(default_factory=dict, repr=False)
 
-    async def _info(self, section: str) -> list[dict[str, Any]]:
-        """One ``INFO`` section of every node."""
+    async def _info(self, *sections: str) -> list[dict[str, Any]]:
+        """``INFO`` of ``sections`` on every node, read on one connection per node kept for
+        the run: its handshake (``HELLO``) runs once, before the first read, so the commands
+        counted between two reads hold none of the benchmark's own but its ``INFO``."""
         out = []
         for node in self.nodes:
-            client = Redis.from_url(node)
-            try:
-                out.append(await client.info(section))
-            finally:
-                await client.aclose()
+            reader = self._readers.get(node)
+            if reader is None:
+                reader = self._readers[node] = Redis.from_url(node, single_connection_client=True)
+            out.append(await reader.info(*sections))
         return out
+
+    async def aclose(self) -> None:
+        for reader in self._readers.values():
+            await reader.aclose()
+        self._readers.clear()
 
     async def memory(self) -> int:
         """``used_memory`` summed over the nodes."""
@@ -101,22 +108,19 @@ class RedisUnderTest:
 
     async def totals(self) -> dict[str, Any]:
         """Commands run (in all and by name), CPU seconds and used memory, summed over the
-        nodes."""
+        nodes, from one ``INFO`` a node."""
         by_name: dict[str, int] = {}
-        for stats in await self._info("commandstats"):
-            for name, stat in stats.items():
+        infos = await self._info("commandstats", "cpu", "memory")
+        for info in infos:
+            for name, stat in info.items():
                 if name.startswith("cmdstat_"):
                     command = name.removeprefix("cmdstat_")
                     by_name[command] = by_name.get(command, 0) + int(stat["calls"])
-        cpu = sum(
-            float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-            for info in await self._info("cpu")
-        )
         return {
             "commands": sum(by_name.values()),
             "by_name": by_name,
-            "cpu_s": cpu,
-            "memory": await self.memory(),
+            "cpu_s": sum(float(i["used_cpu_user"]) + float(i["used_cpu_sys"]) for i in infos),
+            "memory": sum(int(i["used_memory"]) for i in infos),
         }
 
     async def client_names(self) -> list[str]:
@@ -131,15 +135,20 @@ class RedisUnderTest:
         return names
 
 
-@contextlib.contextmanager
-def redis_under_test(kind: str) -> Iterator[RedisUnderTest]:
-    if kind == "single":
-        with EmbeddedRedis() as server:
-            yield RedisUnderTest(server.url, [server.url])
-        return
-    with EmbeddedCluster() as cluster:
-        nodes = [f"redis://127.0.0.1:{port}" for port in cluster.ports]
-        yield RedisUnderTest(cluster.url, nodes)
+@contextlib.asynccontextmanager
+async def redis_under_test(kind: str) -> AsyncIterator[RedisUnderTest]:
+    """A private Redis server (``single``) or cluster, discarded at exit."""
+    with contextlib.ExitStack() as servers:
+        if kind == "single":
+            server = servers.enter_context(EmbeddedRedis())
+            redis = RedisUnderTest(server.url, [server.url])
+        else:
+            cluster = servers.enter_context(EmbeddedCluster())
+            redis = RedisUnderTest(cluster.url, [f"redis://127.0.0.1:{p}" for p in cluster.ports])
+        try:
+            yield redis
+        finally:
+            await redis.aclose()
 
 
 # --- the database: a fresh SQLite file or a fresh PostgreSQL database -----------------------

@@ -168,7 +168,7 @@ async def _one_run(
     params: Params, emu: EmulatorProcess, kind: str, processes: int, tmp: Path
 ) -> dict[str, Any]:
     jobs = params.cabinets * len(syncs())
-    with redis_under_test(kind) as redis:
+    async with redis_under_test(kind) as redis:
         async with fresh_database(params.postgres, tmp, name="scaleout") as database_url:
             run = WorkerProcesses(
                 emu, redis, time_scale=params.time_scale, concurrency=params.concurrency

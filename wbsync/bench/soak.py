@@ -118,7 +118,7 @@ async def _run(params: Params) -> dict[str, Any]:
     samples: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="wbsync-soak-") as tmp:
         async with EmulatorProcess(config) as emu:
-            with redis_under_test("single") as redis:
+            async with redis_under_test("single") as redis:
                 async with fresh_database(params.postgres, Path(tmp), name="soak") as db_url:
                     workers = WorkerProcesses(
                         emu,
