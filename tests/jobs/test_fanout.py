@@ -11,10 +11,12 @@ import sys
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from wbsync import clock, keys
-from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, offset_ms
+from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, Schedule, offset_ms
 from wbsync.jobs.lag import (
     DUE_FIELD,
     LAG_SAMPLES,
@@ -187,3 +189,85 @@ async def test_a_pass_over_more_cabinets_than_a_batch_enqueues_each_once_with_it
 async def test_an_enqueue_batch_below_one_is_refused(queue: SyncQueue) -> None:
     with pytest.raises(ValueError, match="batch"):
         await queue.enqueue_many(["1"], batch=0)
+
+
+def _every_cabinet(
+    cabinets: list[str], queue: str, interval_ms: int, since: int, now: int, after: int
+) -> tuple[dict[str, int], int]:
+    """What a pass finds by looking at every cabinet: the ones due in (since, now] with their
+    latest time, and the next time one is due after ``after``."""
+    offsets = {c: offset_ms(c, queue, interval_ms) for c in cabinets}
+    lasts = {c: now - (now - at) % interval_ms for c, at in offsets.items()}
+    upcoming = (after - (after - at) % interval_ms + interval_ms for at in offsets.values())
+    return {c: t for c, t in lasts.items() if t > since}, min(upcoming, default=after + interval_ms)
+
+
+@given(
+    ids=st.lists(st.integers(1, 10**6), max_size=60, unique=True),
+    interval_ms=st.integers(1, 10_000),
+    now=st.integers(0, 10**13),
+    span=st.integers(-20_000, 25_000),
+    ahead=st.integers(0, 25_000),
+    edge=st.one_of(st.none(), st.integers(-2, 2)),
+    now_edge=st.one_of(st.none(), st.integers(-1, 1)),
+)
+def test_a_schedule_finds_what_looking_at_every_cabinet_finds(
+    ids: list[int],
+    interval_ms: int,
+    now: int,
+    span: int,
+    ahead: int,
+    edge: int | None,
+    now_edge: int | None,
+) -> None:
+    """By bisection, the same cabinets due with the same times, and the same next time, for
+    any window: empty, backwards, inside one interval, wrapping its end, or longer; ``edge``
+    puts the window's start and the next time's origin at a cabinet's own time, ``now_edge``
+    its end, give or take."""
+    cabinets = [str(i) for i in ids] + ["cab-hashed"]
+    schedule = Schedule(QUEUE, interval_ms, cabinets)
+    if now_edge is not None:
+        now += now_edge - (now - offset_ms(cabinets[-1], QUEUE, interval_ms)) % interval_ms
+    since, after = now - span, now + ahead
+    if edge is not None:
+        at = offset_ms(cabinets[0], QUEUE, interval_ms)
+        since = now - (now - at) % interval_ms - 1 + edge
+        after = since + 1
+    due, next_at = _every_cabinet(cabinets, QUEUE, interval_ms, since, now, after)
+    assert schedule.due(since, now) == due
+    assert schedule.next_at(after) == next_at
+    assert schedule.due(None, now) == dict.fromkeys(cabinets, now)
+
+
+async def test_the_schedule_is_built_again_only_when_the_cabinets_change(
+    redis: Redis, prefix: str, queue: SyncQueue
+) -> None:
+    """Each read of the active cabinets is a new list; the same cabinets keep the schedule, a
+    cabinet added or one a token no longer serves makes a new one that has it, or not."""
+    active = [CABINETS[:3]]
+    unserved: set[str] = set()
+
+    async def cabinets() -> list[str]:
+        return list(active[0])  # a new list each read, as the database gives
+
+    fanout = FanOut(
+        {QUEUE: queue}, cabinets, {QUEUE: INTERVAL_S}, serves=lambda _q, c: c not in unserved
+    )
+    lease = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    schedules = []
+    for change in (None, "add", None, "unserve"):
+        if change == "add":
+            active[0] = CABINETS[:4]
+        elif change == "unserve":
+            unserved.add(CABINETS[0])
+        fanout._known = None  # read the cabinets again, as every poll does
+        await fanout.fan_out_due(Held(now_ms=1_800_000_000_000, queues=(QUEUE,)), lease)
+        schedules.append(fanout._schedules[QUEUE][1])
+    assert [s.cabinets for s in schedules] == [
+        CABINETS[:3],
+        CABINETS[:4],
+        CABINETS[:4],
+        CABINETS[1:4],
+    ]
+    assert schedules[0] is not schedules[1] and schedules[1] is schedules[2]
+    assert schedules[3] is not schedules[2]

@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import itertools
 import logging
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -85,6 +87,8 @@ class FanOut:
         self._failed_retry_s = failed_retry_s
         self._serves = serves
         self._known: tuple[float, Sequence[str]] | None = None
+        self._schedules: dict[str, tuple[Sequence[str], Schedule]] = {}
+        """Each queue's schedule, with the read of the active cabinets it was last used for."""
         self._on_lead = on_lead
 
     async def run_once(self, names: Iterable[str] | None = None) -> dict[str, FanOutReport]:
@@ -177,24 +181,17 @@ class FanOut:
         now = held.now_ms
         waits, done = [], {}
         for name in held.queues:
-            interval_ms = self._interval_ms(name)
-            offsets = {c: offset_ms(c, name, interval_ms) for c in self._served(name, cabinets)}
+            schedule = self._schedule(name, cabinets)
             since = through[name]
-            if since is None:  # never fanned out (a new deployment): every cabinet at once
-                due = dict.fromkeys(offsets, now)
-            else:
-                lasts = {c: _last_time(now, at, interval_ms) for c, at in offsets.items()}
-                due = {c: last for c, last in lasts.items() if last > since}
+            due = schedule.due(since, now)
             if due:
-                at_once = since is None or now - since >= interval_ms
+                at_once = since is None or now - since >= schedule.interval_ms
                 await self._enqueue_due(name, due, at_once=at_once)
             # Never backwards: a schedule set ahead (a benchmark's "not before") holds.
             done[name] = now if since is None else max(since, now)
-            upcoming = (
-                _last_time(done[name], at, interval_ms) + interval_ms for at in offsets.values()
-            )
-            next_at = min(upcoming, default=done[name] + interval_ms)
-            waits.append(max(next_at - now, interval_ms / SPREAD_STEPS) / 1000.0)
+            next_at = schedule.next_at(done[name])
+            step_ms = schedule.interval_ms / SPREAD_STEPS
+            waits.append(max(next_at - now, step_ms) / 1000.0)
         await leases.set_through_ms(done)
         return min(waits)
 
@@ -219,8 +216,68 @@ class FanOut:
             len(due) - added,
         )
 
-    def _interval_ms(self, queue: str) -> int:
-        return max(1, round(self._intervals_s[queue] * 1000))
+    def _schedule(self, queue: str, cabinets: Sequence[str]) -> Schedule:
+        """``queue``'s schedule of the ``cabinets`` it serves, built again only when they
+        change (each read of the active cabinets is a new list, mostly of the same ones)."""
+        kept = self._schedules.get(queue)
+        if kept is not None and kept[0] is cabinets:
+            return kept[1]
+        served = self._served(queue, cabinets)
+        interval_ms = max(1, round(self._intervals_s[queue] * 1000))
+        schedule = kept[1] if kept is not None else None
+        if schedule is None or schedule.cabinets != served or schedule.interval_ms != interval_ms:
+            schedule = Schedule(queue, interval_ms, served)
+        self._schedules[queue] = (cabinets, schedule)
+        return schedule
+
+
+class Schedule:
+    """One queue's cabinets in the order of their times in its interval (``offset_ms``).
+
+    A pass finds the cabinets due since the schedule's last step by bisection, in time
+    proportional to their number and the logarithm of all: visiting every cabinet on every
+    pass cost the leader ~140 ms of CPU a pass at 10,000 cabinets on nine queues, and passes
+    come every step of the shortest interval (a second for the booking monitor's minute).
+    """
+
+    __slots__ = ("_offsets", "_ordered", "cabinets", "interval_ms")
+
+    def __init__(self, queue: str, interval_ms: int, cabinets: list[str]) -> None:
+        self.cabinets = cabinets
+        """The cabinets scheduled, in the order given."""
+        self.interval_ms = interval_ms
+        placed = sorted((offset_ms(c, queue, interval_ms), c) for c in cabinets)
+        self._offsets = [at for at, _ in placed]
+        self._ordered = [c for _, c in placed]
+
+    def due(self, since: int | None, now: int) -> dict[str, int]:
+        """Each cabinet whose time came in (``since``, ``now``], with that time (its latest);
+        every cabinet, due ``now``, when ``since`` is None (never fanned out)."""
+        if since is None:
+            return dict.fromkeys(self.cabinets, now)
+        span, interval = now - since, self.interval_ms
+        if span <= 0:
+            return {}
+        chosen: Iterable[int]
+        if span >= interval:
+            chosen = range(len(self._ordered))
+        else:  # the times in (since, now] fall at these places in the interval, maybe wrapping
+            first, last = (since + 1) % interval, now % interval
+            start, end = bisect_left(self._offsets, first), bisect_right(self._offsets, last)
+            if first <= last:
+                chosen = range(start, end)
+            else:
+                chosen = itertools.chain(range(start, len(self._offsets)), range(end))
+        return {self._ordered[i]: _last_time(now, self._offsets[i], interval) for i in chosen}
+
+    def next_at(self, after: int) -> int:
+        """When the next cabinet is due after ``after`` (``after`` plus the interval when none
+        is)."""
+        if not self._offsets:
+            return after + self.interval_ms
+        index = bisect_right(self._offsets, after % self.interval_ms)
+        at = self._offsets[index] if index < len(self._offsets) else self._offsets[0]
+        return _last_time(after, at, self.interval_ms) + self.interval_ms
 
 
 def offset_ms(cabinet: str, queue: str, interval_ms: int) -> int:
