@@ -27,15 +27,19 @@ async def test_a_pass_adds_each_cabinet_once_and_the_live_pass_none(redis_url: s
     result = await fanout.run(redis_url, fanout.Params(cabinets=n, runs=2))
     assert AbstractConnection.send_packed_command is original  # redis-py's own method again
     assert result["round_trip_bound"] == fanout.round_trip_bound(n) == batches * 3 + 3
-    due, live = result["cases"]["due"], result["cases"]["live"]
+    due, live, step = (result["cases"][case] for case in ("due", "live", "step"))
     assert due["added"] == due["waiting_after"] == [n]
     assert live["added"] == [0] and live["waiting_after"] == [n]
+    assert step["added"] == [0] and step["waiting_after"] == [n]  # one step's, all still live
     assert len(result["passes"]) == 2
     for run in result["passes"]:
         # Pipelined: each batch costs a few round trips, not one or more per cabinet.
         assert 2 * batches <= run["due"]["round_trips"] <= result["round_trip_bound"]
         assert batches <= run["live"]["round_trips"] <= result["round_trip_bound"]
-        assert run["due"]["wall_s"] > 0 and run["live"]["wall_s"] > 0
+        # One step's cabinets are fewer than a batch: one EXISTS, the schedule, the states.
+        assert run["step"]["round_trips"] <= 1 * 3 + 3
+        for case in fanout.CASES:
+            assert run[case]["wall_s"] > 0 and run[case]["cpu_ms"] > 0
     assert fanout.tables(result)
 
 

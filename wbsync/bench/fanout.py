@@ -1,10 +1,14 @@
-"""``fanout``: one fan-out pass over N cabinets, each due at its own time: round trips, wall time.
+"""``fanout``: one fan-out pass over N cabinets, each due at its own time: round trips, wall
+time, CPU.
 
 The fan-out's schedule is set one interval back, so one ``FanOut.fan_out_due`` catches up a
 whole interval: every cabinet due, each at its own offset (``offset_ms``), none stored, so all
 are added (the *due* pass). A second pass over the same due times follows on the same queue,
-where every job is still live, so all are skipped (the *live* pass). Each run uses a queue of
-its own (deleted after it); the figures are medians over the runs.
+where every job is still live, so all are skipped (the *live* pass). A third is the steady
+state's: the schedule one step back (an interval / ``SPREAD_STEPS``), so the cabinets of one
+step are due, their jobs still live (the *step* pass, which a leader makes every step of its
+shortest interval). Each run uses a queue of its own (deleted after it); the figures are
+medians over the runs; CPU is this process's (``time.process_time``) over the pass.
 
 Round trips are the client's sends to Redis: one per command, one per pipeline (redis-py writes
 a pipeline at once). redis-py has no per-client hook for a send and the queue opens its own
@@ -37,7 +41,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from wbsync.bench.common import delete_prefix, median, table, unique_prefix
 from wbsync.errors import ConfigError
-from wbsync.jobs.fanout import FanOut
+from wbsync.jobs.fanout import SPREAD_STEPS, FanOut
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import ENQUEUE_BATCH, SyncQueue
 
@@ -47,8 +51,9 @@ NOW_MS = 1_800_000_000_000
 """The pass's clock (Redis's, in production): fixed, so every run has the same due times."""
 ROUND_TRIPS_PER_BATCH = 3
 ROUND_TRIPS_PER_PASS = 3
-CASES = ("due", "live")
-"""The passes of a run, in order: every cabinet due and added, then every job live."""
+CASES = ("due", "live", "step")
+"""The passes of a run, in order: every cabinet due and added, then every job live, then one
+step's cabinets due (their jobs live)."""
 
 _SENDS: ContextVar[list[int] | None] = ContextVar("wbsync_bench_fanout_sends", default=None)
 _redis_py_send: list[Any] = []  # redis-py's own send while the counting one is in its place
@@ -126,17 +131,25 @@ async def _one_run(url: str, cabinets: list[str]) -> dict[str, dict[str, Any]]:
     fanout = FanOut({QUEUE: queue}, active, {QUEUE: INTERVAL_S})
     leases = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="bench-fanout")
     held = Held(now_ms=NOW_MS, queues=(QUEUE,))
-    behind = NOW_MS - int(INTERVAL_S * 1000) + 1  # every cabinet's time in the interval is due
+    interval_ms = int(INTERVAL_S * 1000)
+    behind = {  # every cabinet's time in the interval is due; one step's
+        "due": NOW_MS - interval_ms + 1,
+        "live": NOW_MS - interval_ms + 1,
+        "step": NOW_MS - interval_ms // SPREAD_STEPS,
+    }
     out: dict[str, dict[str, Any]] = {}
     try:
         waiting = (await queue.counts())["waiting"]  # opens the queue's connection
         for case in CASES:
-            await leases.set_through_ms({QUEUE: behind})  # opens the schedule's connection
+            await leases.set_through_ms({QUEUE: behind[case]})  # opens the schedule's connection
+            cpu_s = time.process_time()
             sends, wall_s = await round_trips(lambda: fanout.fan_out_due(held, leases))
+            cpu_s = time.process_time() - cpu_s
             after = (await queue.counts())["waiting"]
             out[case] = {
                 "round_trips": sends,
                 "wall_s": wall_s,
+                "cpu_ms": round(cpu_s * 1000, 3),
                 "added": after - waiting,
                 "waiting_after": after,
             }
@@ -159,6 +172,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
             "round_trips": median([p[case]["round_trips"] for p in passes]),
             "round_trips_max": max(p[case]["round_trips"] for p in passes),
             "wall_s": median([p[case]["wall_s"] for p in passes]),
+            "cpu_ms": median([p[case]["cpu_ms"] for p in passes]),
             "added": sorted({p[case]["added"] for p in passes}),
             "waiting_after": sorted({p[case]["waiting_after"] for p in passes}),
         }
@@ -179,7 +193,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
     }
 
 
-COLUMNS = ("round_trips", "round_trips_max", "wall_s", "added", "waiting_after")
+COLUMNS = ("round_trips", "round_trips_max", "wall_s", "cpu_ms", "added", "waiting_after")
 
 
 def row(case: str, figures: dict[str, Any]) -> list[Any]:
