@@ -69,6 +69,20 @@ class PageWrite:
     event: ChangeEvent | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """One page to store: its distinct rows in key order and what is written with them."""
+
+    dataset: Dataset
+    cabinet_id: int
+    ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]]
+    changed_at: datetime
+    digests: bytes
+    """Its keys' digests, sorted, for a snapshot run's seen set (empty when not recorded)."""
+    cursor: tuple[str, Mapping[str, Any]] | None
+    """A sync's name and cursor, saved with the rows."""
+
+
 def _changed(table: Table, excluded: Any) -> Any:
     # A tombstoned row that comes back is written even when its data is the same.
     return table.c.data.is_distinct_from(excluded.data) | table.c.deleted_at.is_not(None)
@@ -134,44 +148,43 @@ class RowRepository:
             if cursor is not None:
                 await self._cursors.save(cabinet_id, *cursor)
             return PageWrite(rows=0, changed=0, last_seq=None)
-        now = clock.calendar_now()  # when the row changed, on the calendar (retention's)
         # Key order: concurrent writers on PostgreSQL then lock rows in one order, no deadlock.
         ordered = sorted(by_key.items(), key=lambda item: item[0])
-        digests = b"".join(sorted(key_digest(key) for key, _ in ordered)) if seen else b""
+        page = _Page(
+            dataset=ds,
+            cabinet_id=cabinet_id,
+            ordered=ordered,
+            changed_at=clock.calendar_now(),  # on the calendar (retention's)
+            digests=b"".join(sorted(key_digest(key) for key, _ in ordered)) if seen else b"",
+            cursor=cursor,
+        )
         done = None
         if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS:
-            done = await self._write_statement(ds, cabinet_id, ordered, now, digests, cursor)
+            done = await self._write_statement(page)
         if done is None:
-            done = await self._write_transaction(ds, cabinet_id, ordered, now, digests, cursor)
+            done = await self._write_transaction(page)
         changed, last = done
         event = None if last is None else ChangeEvent(ds.name, cabinet_id, changed, last)
         if event is not None and announce:
             await self.notify(event)
         return PageWrite(rows=len(ordered), changed=changed, last_seq=last, event=event)
 
-    async def _write_statement(
-        self,
-        ds: Dataset,
-        cabinet_id: int,
-        ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]],
-        now: datetime,
-        digests: bytes,
-        cursor: tuple[str, Mapping[str, Any]] | None,
-    ) -> tuple[int, int | None] | None:
+    async def _write_statement(self, page: _Page) -> tuple[int, int | None] | None:
         """The page in one PostgreSQL statement: (rows written, last number), or None when the
         dataset has no sequence row yet (nothing was written)."""
+        ds, cursor = page.dataset, page.cursor
         statement = _PG_PAGES.get(ds)
         if statement is None:
             statement = _PG_PAGES[ds] = _pg_page_statement(ds, dataset_table(ds))
         params: dict[str, Any] = {
-            f"k{i}": [key[i] for key, _ in ordered] for i in range(len(ds.key))
+            f"k{i}": [key[i] for key, _ in page.ordered] for i in range(len(ds.key))
         }
-        chunks = slot_chunks(digests)
+        chunks = slot_chunks(page.digests)
         params.update(
-            data=[dict(row) for _, row in ordered],
+            data=[dict(row) for _, row in page.ordered],
             dataset=ds.name,
-            cabinet_id=cabinet_id,
-            now=now,
+            cabinet_id=page.cabinet_id,
+            now=page.changed_at,
             seen_slots=len(chunks),
             seen=chunks,
             sync=None if cursor is None else cursor[0],
@@ -183,16 +196,9 @@ class RowRepository:
             return None
         return int(result.changed), None if result.last is None else int(result.last)
 
-    async def _write_transaction(
-        self,
-        ds: Dataset,
-        cabinet_id: int,
-        ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]],
-        now: datetime,
-        digests: bytes,
-        cursor: tuple[str, Mapping[str, Any]] | None,
-    ) -> tuple[int, int | None]:
+    async def _write_transaction(self, page: _Page) -> tuple[int, int | None]:
         """The page in one transaction of statements: (rows written, last number)."""
+        ds, cabinet_id = page.dataset, page.cabinet_id
         table = dataset_table(ds)
         columns = [k.column for k in ds.key]
         statement = self._db.upsert_statement(
@@ -211,11 +217,11 @@ class RowRepository:
                     "cabinet_id": cabinet_id,
                     **dict(zip(columns, key, strict=True)),
                     "data": dict(row),
-                    "changed_at": now,
+                    "changed_at": page.changed_at,
                     "seq": base + 1 + index,
                     "deleted_at": None,
                 }
-                for index, (key, row) in enumerate(ordered)
+                for index, (key, row) in enumerate(page.ordered)
             ]
             written: list[int] = []
             for start in range(0, len(params), BATCH_ROWS):
@@ -224,10 +230,10 @@ class RowRepository:
             last = max(written, default=None)
             if last is not None:
                 await advance_sequence(conn, ds.name, last)
-            if digests:
-                await record_seen(conn, self._db, cabinet_id, ds.name, digests)
-            if cursor is not None:
-                await self._cursors.save_in(conn, cabinet_id, *cursor)
+            if page.digests:
+                await record_seen(conn, self._db, cabinet_id, ds.name, page.digests)
+            if page.cursor is not None:
+                await self._cursors.save_in(conn, cabinet_id, *page.cursor)
         return len(written), last
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
