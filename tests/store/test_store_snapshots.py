@@ -7,7 +7,8 @@ from datetime import date
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine
 
 from wbsync.errors import RateLimitDeferred
 from wbsync.registry import BUILTIN
@@ -170,6 +171,55 @@ async def test_tombstones_go_in_bounded_batches(store: Store) -> None:
     await store.write("stocks", cabinet, rows[:1], seen=True)
     assert await store.snapshots.complete("stocks", cabinet, batch=4) == 9
     assert events == [10, 4, 4, 1]  # the first page's write, then one event per batch
+
+
+async def test_a_key_seen_on_two_pages_counts_once(store: Store) -> None:
+    """Pages of a run may overlap (a boundary row sent twice): the run saw as many keys as the
+    cabinet has live rows, but not the same ones, so the row it missed is still tombstoned."""
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(3)]
+    await store.upsert("stocks", cabinet, rows)
+    await store.snapshots.begin("stocks", cabinet)
+    await store.write("stocks", cabinet, rows[:2], seen=True)
+    await store.write("stocks", cabinet, rows[1:2], seen=True)  # the boundary row again
+    assert await store.snapshots.complete("stocks", cabinet) == 1
+    assert await store.fetch("stocks", cabinet) == rows[:2]
+
+
+async def test_a_run_that_saw_nothing_tombstones_every_row(store: Store) -> None:
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    other = (await store.cabinets.add("other", "token-2", "sid-2")).id
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(4)]
+    await store.upsert("stocks", cabinet, rows)
+    await store.upsert("stocks", other, rows)
+    await store.snapshots.begin("stocks", cabinet)
+    assert await store.snapshots.complete("stocks", cabinet) == 4
+    assert await store.count("stocks", cabinet) == 0
+    assert await store.count("stocks", other) == 4  # the count is the cabinet's own
+
+
+async def test_a_run_that_missed_nothing_ends_in_two_statements(store: Store) -> None:
+    """The common case: the run read with its keys and the live count in one query, then
+    marked finished; the dataset's keys are not read (on PostgreSQL, both in autocommit)."""
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    rows = [{"nmId": nm, "chrtId": 1, "warehouseId": 1} for nm in range(2 * SLOT_DIGESTS)]
+    await store.upsert("stocks", cabinet, rows)
+    await store.snapshots.begin("stocks", cabinet)
+    await store.write("stocks", cabinet, rows[:SLOT_DIGESTS], seen=True)
+    await store.write("stocks", cabinet, rows[SLOT_DIGESTS:], seen=True)
+    sent: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement.split(None, 1)[0].upper())
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        assert await store.snapshots.complete("stocks", cabinet) == 0
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert sent == ["SELECT", "UPDATE"]
+    assert await store.count("stocks", cabinet) == len(rows)
+    assert await store.snapshots.complete("stocks", cabinet) == 0  # finished: nothing to do
 
 
 async def test_a_run_counts_its_own_key_slots_only(store: Store) -> None:

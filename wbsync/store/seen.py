@@ -10,13 +10,23 @@ threshold (about 2 KB), so an update never goes through the TOAST table either.
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import Select, Table, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync.store.db import Database
 from wbsync.store.schema import snapshot_keys, snapshot_runs
 
-__all__ = ["DIGEST_BYTES", "SLOT_DIGESTS", "read_seen", "record_seen", "slot_chunks"]
+__all__ = [
+    "DIGEST_BYTES",
+    "SLOT_DIGESTS",
+    "record_seen",
+    "run_progress",
+    "seen_digests",
+    "slot_chunks",
+]
 
 DIGEST_BYTES = 8
 #: Digests per ``wb_snapshot_keys`` row: 1,600 bytes, under PostgreSQL's TOAST threshold.
@@ -69,17 +79,39 @@ async def record_seen(
     return True
 
 
-async def read_seen(conn: AsyncConnection, cabinet_id: int, dataset: str, slots: int) -> set[bytes]:
-    """The digests in the first ``slots`` slots (the run's; later slots are an earlier run's)."""
-    seen: set[bytes] = set()
-    result = await conn.execute(
-        select(snapshot_keys.c.digests).where(
-            snapshot_keys.c.cabinet_id == cabinet_id,
-            snapshot_keys.c.dataset == dataset,
-            snapshot_keys.c.slot < slots,
+def run_progress(table: Table) -> Select[tuple[int, datetime, int, bytes | None]]:
+    """The active run of (``:cabinet_id``, ``:dataset``) and what it saw, in one query: a row
+    per slot of the run (one with no digests when it has none), each with the run's start
+    (``started_seq``, ``started_at``) and ``live``, the cabinet's live rows in ``table``. No
+    row: no run in progress."""
+    runs, keys = snapshot_runs, snapshot_keys
+    live = (
+        select(func.count())
+        .select_from(table)
+        .where(table.c.cabinet_id == bindparam("cabinet_id"), table.c.deleted_at.is_(None))
+        .scalar_subquery()
+    )
+    slots = and_(
+        keys.c.cabinet_id == runs.c.cabinet_id,
+        keys.c.dataset == runs.c.dataset,
+        keys.c.slot < runs.c.slots,  # later slots are an earlier run's
+    )
+    return (
+        select(runs.c.started_seq, runs.c.started_at, live.label("live"), keys.c.digests)
+        .select_from(runs.outerjoin(keys, slots))
+        .where(
+            runs.c.cabinet_id == bindparam("cabinet_id"),
+            runs.c.dataset == bindparam("dataset"),
+            runs.c.active.is_(True),
         )
     )
-    for (digests,) in result:
-        blob = bytes(digests)
-        seen.update(blob[i : i + DIGEST_BYTES] for i in range(0, len(blob), DIGEST_BYTES))
+
+
+def seen_digests(slots: Iterable[bytes | None]) -> set[bytes]:
+    """The distinct digests in a run's slots."""
+    seen: set[bytes] = set()
+    for digests in slots:
+        if digests:
+            blob = bytes(digests)
+            seen.update(blob[i : i + DIGEST_BYTES] for i in range(0, len(blob), DIGEST_BYTES))
     return seen

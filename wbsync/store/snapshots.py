@@ -24,8 +24,9 @@ pruning: the tables stay the size of one run's keys (docs/data.md).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from sqlalchemy import and_, bindparam, func, select, update
+from sqlalchemy import Select, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync import clock
@@ -34,11 +35,14 @@ from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
 from wbsync.store.rows import BATCH_ROWS, RowRepository, key_digest
 from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, utcnow
-from wbsync.store.seen import read_seen
+from wbsync.store.seen import run_progress, seen_digests
 
 __all__ = ["SnapshotRepository"]
 
 log = logging.getLogger(__name__)
+
+_PROGRESS: dict[Dataset, Select[Any]] = {}
+"""Each dataset's ``run_progress`` query, built once."""
 
 _LAST_SEQ = func.coalesce(
     select(change_sequences.c.last_seq)
@@ -65,59 +69,63 @@ class SnapshotRepository:
     async def begin(self, name: str | Dataset, cabinet_id: int) -> None:
         """Start a snapshot run of ``name`` for a cabinet, discarding an unfinished one."""
         ds = dataset(name)
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                self._begin,
-                {
-                    "cabinet_id": cabinet_id,
-                    "dataset": ds.name,
-                    "seq_dataset": ds.name,
-                    "started_at": utcnow(),
-                    "slots": 0,  # the earlier run's slots are overwritten from 0
-                    "active": True,
-                },
-            )
+        params = {
+            "cabinet_id": cabinet_id,
+            "dataset": ds.name,
+            "seq_dataset": ds.name,
+            "started_at": utcnow(),
+            "slots": 0,  # the earlier run's slots are overwritten from 0
+            "active": True,
+        }
+        await self._db.execute(self._begin, params)  # one statement: autocommit on PostgreSQL
 
     async def complete(
         self, name: str | Dataset, cabinet_id: int, *, batch: int = BATCH_ROWS
     ) -> int:
         """Tombstone the cabinet's rows the run did not see; how many. No run begun: 0.
 
-        Tombstones are written ``batch`` rows per transaction, so the dataset's sequence lock
-        (which its other writers wait on) is held for one batch at a time.
+        The run, the keys it saw and the cabinet's count of live rows come in one query. Every
+        key a run saw is a live row once its page is stored (written, or confirmed unchanged),
+        so when the live rows are exactly as many as the distinct keys seen, none was left
+        unseen: the run is marked finished without reading the dataset's keys (the common case,
+        two round trips). Otherwise the live rows older than the run are compared with the
+        keys seen, and the unseen ones tombstoned ``batch`` rows per transaction, so the
+        dataset's sequence lock (which its other writers wait on) is held for one batch at a
+        time. A seen row that another writer removed while the run went on (none of wbsync's
+        own: one live job per cabinet and sync, and retention removes old days only) could let
+        the counts agree with a row unseen: that row stays live until the next run compares,
+        the same direction as a digest collision (``key_digest``).
         """
         ds = dataset(name)
-        run_where = (snapshot_runs.c.cabinet_id == cabinet_id, snapshot_runs.c.dataset == ds.name)
-        async with self._db.transaction() as conn:
-            run = (
-                await conn.execute(
-                    select(
-                        snapshot_runs.c.started_seq,
-                        snapshot_runs.c.started_at,
-                        snapshot_runs.c.slots,
-                    ).where(*run_where, snapshot_runs.c.active.is_(True))
-                )
-            ).one_or_none()
-            if run is None:
-                return 0
-            started = int(run.started_seq)
-            # The run is over (unless a newer one began meanwhile): its row stays, inactive.
-            forget = (
-                update(snapshot_runs)
-                .where(*run_where, snapshot_runs.c.started_at == run.started_at)
-                .values(active=False, slots=0)
+        query = _PROGRESS.get(ds)
+        if query is None:
+            query = _PROGRESS[ds] = run_progress(dataset_table(ds))
+        slots = (
+            await self._db.execute(query, {"cabinet_id": cabinet_id, "dataset": ds.name})
+        ).all()
+        if not slots:
+            return 0
+        run = slots[0]
+        seen = seen_digests(slot.digests for slot in slots)
+        # The run is over (unless a newer one began meanwhile): its row stays, inactive.
+        forget = (
+            update(snapshot_runs)
+            .where(
+                snapshot_runs.c.cabinet_id == cabinet_id,
+                snapshot_runs.c.dataset == ds.name,
+                snapshot_runs.c.started_at == run.started_at,
             )
-            seen = await read_seen(conn, cabinet_id, ds.name, int(run.slots))
-            gone = await self._unseen(conn, ds, cabinet_id, started, seen)
-            if not gone:  # the common case: the run ends in the transaction that read it
-                await conn.execute(forget)
-                return 0
+            .values(active=False, slots=0)
+        )
         tombstoned = 0
-        for start in range(0, len(gone), batch):
-            chunk = gone[start : start + batch]
-            tombstoned += await self._tombstone(ds, cabinet_id, started, chunk)
-        async with self._db.transaction() as conn:
-            await conn.execute(forget)
+        if int(run.live) != len(seen):
+            started = int(run.started_seq)
+            async with self._db.transaction() as conn:  # a server-side cursor needs one
+                gone = await self._unseen(conn, ds, cabinet_id, started, seen)
+            for start in range(0, len(gone), batch):
+                chunk = gone[start : start + batch]
+                tombstoned += await self._tombstone(ds, cabinet_id, started, chunk)
+        await self._db.execute(forget)
         if tombstoned:
             log.info("%s: %d rows of cabinet %d tombstoned", ds.name, tombstoned, cabinet_id)
         return tombstoned
