@@ -11,10 +11,11 @@ sit in one slot while the nine queues and the buckets spread over the masters.
 Every failure of a Redis call is translated here, at one boundary (``redis_failures``), into
 wbsync's infrastructure error: a job that meets one spends no attempt. A failure is any of
 redis-py's errors (connection, timeout, loading, read-only replica, MOVED/ASK/TRYAGAIN past the
-client's retries, cluster down) and anything else raised from inside redis-py's own code: its
-async cluster client raises ``AttributeError`` ("'NoneType' object has no attribute
-'writelines'") and ``TypeError`` from a connection it dropped while a command was under way, as
-it does during a fail-over.
+client's retries, cluster down) and anything else raised from inside redis-py's own code: before
+8.2 its async cluster client raised ``AttributeError`` ("'NoneType' object has no attribute
+'writelines'") from a connection it dropped while a command was under way, as it does during a
+fail-over (8.2 sends the command again on a fresh connection), and a transport may still leak
+``TypeError`` or ``AttributeError`` on some Python versions.
 """
 
 from __future__ import annotations
