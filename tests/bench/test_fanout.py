@@ -110,3 +110,14 @@ def test_the_command_refuses_fewer_than_one(option: str) -> None:
     reply = CliRunner().invoke(app, ["fanout", option, "0"])
     assert reply.exit_code == 2
     assert "must be >= 1" in " ".join(reply.output.replace("│", " ").split())
+
+
+def test_a_result_recorded_before_a_column_existed_still_renders() -> None:
+    older = {
+        "round_trips": 32,
+        "round_trips_max": 33,
+        "wall_s": 1.1,
+        "added": [1],
+        "waiting_after": [1],
+    }
+    assert fanout.row("due", older) == ["due", 32, 33, 1.1, "-", "1", "1"]

@@ -197,8 +197,9 @@ COLUMNS = ("round_trips", "round_trips_max", "wall_s", "cpu_ms", "added", "waiti
 
 
 def row(case: str, figures: dict[str, Any]) -> list[Any]:
-    """One pass's row: its case, then ``COLUMNS`` (a set of per-run values joined)."""
-    cells = [figures[c] for c in COLUMNS]
+    """One pass's row: its case, then ``COLUMNS`` (a set of per-run values joined; "-" for a
+    figure a result recorded before that column existed does not have)."""
+    cells = [figures.get(c, "-") for c in COLUMNS]
     return [case, *(", ".join(map(str, c)) if isinstance(c, list) else c for c in cells)]
 
 
