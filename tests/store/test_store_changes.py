@@ -182,7 +182,11 @@ async def test_a_reader_paging_while_writers_write_sees_every_change_once_in_ord
     for cabinet in cabinets:
         stored = {(cabinet, r["srid"]): r["v"] for r in await store.fetch("orders", cabinet)}
         assert {k: v for k, v in replay.items() if k[0] == cabinet} == stored
-    # One event per committed page that changed rows, naming its last number, in order.
+    # One event per committed page that changed rows, naming its last number: each writer's in
+    # its commit order. Concurrent writers' events may interleave (each is told after its own
+    # commit returns); the stream is a doorbell, and a consumer reads from its own cursor.
     assert sum(e.rows for e in events) >= len(set(replay))
-    assert [e.last_seq for e in events] == sorted(e.last_seq for e in events)
-    assert events[-1].last_seq == seqs[-1]
+    for cabinet in cabinets:
+        own = [e.last_seq for e in events if e.cabinet_id == cabinet]
+        assert own == sorted(own)
+    assert max(e.last_seq for e in events) == seqs[-1]

@@ -95,7 +95,8 @@ class RowRepository:
         self._db = database
         self._cursors = cursors
         self.listeners: list[ChangeListener] = []
-        """Told of every committed write that changed rows (after the commit, in order)."""
+        """Told of every committed write that changed rows, after its commit: one writer's in
+        its commit order; concurrent writers' may interleave."""
 
     async def notify(self, event: ChangeEvent) -> None:
         """Tell every listener of a committed write."""
