@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml
 demo: $(STAMP)
 	$(BIN)/wbsync demo
 
+# The suite in TEST_WORKERS processes (pytest-xdist); TEST_WORKERS=0 runs it in this one.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 # The suite N times in a row (default 3) beside one CPU busy loop per core; stops at a failure.
 N ?= 3
