@@ -11,7 +11,7 @@ from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store import Database, Store
 from wbsync.store.crypto import TokenCipher
-from wbsync.store.schema import cabinets
+from wbsync.store.schema import CABINET_ID_MAX, cabinets
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzZWxsZXIifQ.c2lnbmF0dXJlLXNlY3JldC12YWx1ZQ"
 
@@ -134,5 +134,11 @@ async def test_a_cabinet_and_its_cursor_in_one_read(store: Store) -> None:
     await store.cabinets.deactivate(shop.id)
     cabinet, cursor = await store.cabinets.with_cursor(shop.id, "rnp-finance-sync")
     assert not cabinet.active and cursor == {"rrdId": 7} and cabinet.token() == TOKEN
-    with pytest.raises(CabinetNotFoundError):
-        await store.cabinets.with_cursor(shop.id + 1000, "rnp-finance-sync")
+    other = await store.cabinets.add("other", TOKEN, "sid2")
+    await store.cursors.save(other.id, "rnp-finance-sync", {"rrdId": 9})
+    assert (await store.cabinets.with_cursor(other.id, "rnp-finance-sync"))[1] == {"rrdId": 9}
+    assert (await store.cabinets.with_cursor(shop.id, "rnp-finance-sync"))[1] == {"rrdId": 7}
+    # Ids no cabinet can have (PostgreSQL would refuse one past its integer) find none.
+    for missing in (shop.id + 1000, 0, -1, CABINET_ID_MAX + 1):
+        with pytest.raises(CabinetNotFoundError):
+            await store.cabinets.with_cursor(missing, "rnp-finance-sync")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, false, func, insert, select, update
+from sqlalchemy import bindparam, delete, false, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -92,12 +92,12 @@ class CabinetRepository:
     async def with_cursor(self, cabinet_id: int, sync: str) -> tuple[Cabinet, Any]:
         """The cabinet and ``sync``'s saved cursor for it (None if it has none), in one query:
         the cabinet's row joined with its cursor; CabinetNotFoundError if there is none."""
-        on_cursor = (sync_cursors.c.cabinet_id == cabinet_id) & (sync_cursors.c.sync == sync)
-        joined = cabinets.outerjoin(sync_cursors, on_cursor)
-        query = (
-            select(cabinets, sync_cursors.c.cursor).select_from(joined).where(_match(cabinet_id))
-        )
-        row = (await self._db.execute(query)).one_or_none()
+        if isinstance(cabinet_id, bool):
+            raise TypeError("a cabinet id is an int")
+        row = None
+        if 1 <= cabinet_id <= CABINET_ID_MAX:  # beyond it, no cabinet (and no query)
+            params = {"cabinet_id": cabinet_id, "sync": sync}
+            row = (await self._db.execute(_WITH_CURSOR, params)).one_or_none()
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {cabinet_id!r}")
         return self._record(row), row.cursor
@@ -343,6 +343,21 @@ async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
             id=_CHECK_ID, sealed=cipher.encrypt(_CHECK_VALUE), created_at=utcnow()
         )
     )
+
+
+_WITH_CURSOR = (
+    select(cabinets, sync_cursors.c.cursor)
+    .select_from(
+        cabinets.outerjoin(
+            sync_cursors,
+            (sync_cursors.c.cabinet_id == bindparam("cabinet_id"))
+            & (sync_cursors.c.sync == bindparam("sync")),
+        )
+    )
+    .where(cabinets.c.id == bindparam("cabinet_id"))
+)
+"""A cabinet joined with one sync's cursor; built once, so SQLAlchemy finds its compiled form
+without computing the statement's cache key (a statement built per call cost ~0.2 ms a job)."""
 
 
 def _match(ref: CabinetRef) -> ColumnElement[bool]:
