@@ -14,7 +14,15 @@ from wbsync.errors import TokenError
 from wbsync.runtime import wb_hosts
 from wbsync.scope import Limit
 from wbsync.wb import endpoints as eps
-from wbsync.wb.tokens import Category, TokenType, mint_token, parse_token, verify_token
+from wbsync.wb.tokens import (
+    PARSED_MAX,
+    Category,
+    TokenType,
+    _parsed,
+    mint_token,
+    parse_token,
+    verify_token,
+)
 
 KEY = "wbsync-test-key-0123456789abcdef0123456789"
 SELLER = "3f2c1a7e-8b9d-4c6e-a1f0-123456789abc"
@@ -72,6 +80,25 @@ def test_malformed_tokens_raise_token_error_naming_the_cabinet(raw: str) -> None
     assert "shop-1" in str(info.value)
     if raw:
         assert raw not in str(info.value)
+
+
+def test_a_malformed_token_is_refused_at_every_parse_naming_each_cabinet() -> None:
+    raw = _b64({"alg": "HS256"}) + "." + _b64({"sid": SELLER, "acc": 7, "exp": 2**40}) + ".x"
+    for cabinet in ("shop-1", "shop-2"):
+        with pytest.raises(TokenError, match=cabinet):
+            parse_token(raw, cabinet=cabinet)
+
+
+def test_a_kept_token_is_still_checked_for_expiry_and_the_kept_ones_are_bounded() -> None:
+    now = datetime.now(UTC)
+    raw = mint_token(key=KEY, seller_id=SELLER, lifetime=timedelta(hours=1), now=now)
+    assert parse_token(raw, now=now) is parse_token(" Bearer " + raw, now=now)  # read once
+    with pytest.raises(TokenError, match="expired"):
+        parse_token(raw, now=now + timedelta(hours=2))
+    for _ in range(PARSED_MAX + 10):
+        parse_token(mint_token(key=KEY, seller_id=SELLER, token_id=str(uuid.uuid4())))
+    kept = _parsed.cache_info()
+    assert kept.maxsize == PARSED_MAX and kept.currsize == PARSED_MAX
 
 
 def test_expired_token_is_rejected() -> None:
