@@ -256,7 +256,11 @@ class CabinetRepository:
 
     async def get(self, ref: CabinetRef) -> Cabinet:
         """The cabinet of that id or name; CabinetNotFoundError if there is none."""
-        row = (await self._db.execute(select(cabinets).where(_match(ref)))).one_or_none()
+        if isinstance(ref, int) and not isinstance(ref, bool) and 1 <= ref <= CABINET_ID_MAX:
+            query, params = _BY_ID, {"cabinet_id": ref}  # a job's read: built once
+        else:
+            query, params = select(cabinets).where(_match(ref)), None
+        row = (await self._db.execute(query, params)).one_or_none()
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         return self._record(row)
@@ -344,6 +348,9 @@ async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
         )
     )
 
+
+_BY_ID = select(cabinets).where(cabinets.c.id == bindparam("cabinet_id"))
+"""A cabinet by its id, built once (see ``_WITH_CURSOR``)."""
 
 _WITH_CURSOR = (
     select(cabinets, sync_cursors.c.cursor)

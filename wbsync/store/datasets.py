@@ -12,7 +12,7 @@ syncs and this registry.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
@@ -70,20 +70,27 @@ class KeyField:
     path: str
     kind: KeyKind = "int"
     missing: KeyValue | None = None
+    _parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_parts", tuple(self.path.split(".")))
 
     def extract(self, row: Mapping[str, Any]) -> KeyValue:
         """This key's value in ``row``; StoreError when it is absent or malformed."""
         value: Any = row
-        for part in self.path.split("."):
-            if not isinstance(value, Mapping) or value.get(part) is None:
+        for part in self._parts:  # once per row of every page: JSON objects are dicts
+            found = value.get(part) if type(value) is dict or isinstance(value, Mapping) else None
+            if found is None:
                 if self.missing is not None:
                     return self.missing
                 raise StoreError(f"row has no key field {self.path!r}")
-            value = value[part]
+            value = found
         return self._convert(value)
 
     def _convert(self, value: Any) -> KeyValue:
         if self.kind == "int":
+            if type(value) is int:
+                return value
             if isinstance(value, bool) or not isinstance(value, int | str):
                 raise StoreError(f"key field {self.path!r} is not an integer")
             try:
@@ -146,10 +153,10 @@ class Dataset:
                 f"{NAME_MAX}: its table's foreign key {self.schema_names[2]!r} would pass "
                 f"PostgreSQL's {IDENTIFIER_MAX}-character names; choose a shorter name"
             )
-        for field in self.key:
-            if len(field.column) > IDENTIFIER_MAX:
+        for key in self.key:
+            if len(key.column) > IDENTIFIER_MAX:
                 raise StoreError(
-                    f"dataset {self.name}: key column {field.column!r} is {len(field.column)} "
+                    f"dataset {self.name}: key column {key.column!r} is {len(key.column)} "
                     f"characters, past PostgreSQL's {IDENTIFIER_MAX}; choose a shorter column"
                 )
 
@@ -183,7 +190,7 @@ class Dataset:
 
     def row_key(self, row: Mapping[str, Any]) -> tuple[KeyValue, ...]:
         """The natural key of ``row``, in ``key`` order."""
-        return tuple(field.extract(row) for field in self.key)
+        return tuple(key.extract(row) for key in self.key)
 
 
 def _k(column: str, path: str, kind: KeyKind = "int", missing: KeyValue | None = None) -> KeyField:

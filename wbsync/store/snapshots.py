@@ -51,6 +51,18 @@ _LAST_SEQ = func.coalesce(
     0,
 )
 
+_FORGET = (
+    update(snapshot_runs)
+    .where(
+        snapshot_runs.c.cabinet_id == bindparam("run_cabinet_id"),
+        snapshot_runs.c.dataset == bindparam("run_dataset"),
+        snapshot_runs.c.started_at == bindparam("run_started_at"),
+    )
+    .values(active=False, slots=0)
+)
+"""A finished run's row marked inactive, unless a newer run began meanwhile (built once: a
+statement built per call costs SQLAlchemy its cache key at every run)."""
+
 
 class SnapshotRepository:
     """Begin and complete the snapshot runs of (cabinet, dataset)."""
@@ -107,16 +119,6 @@ class SnapshotRepository:
             return 0
         run = slots[0]
         seen = seen_digests(slot.digests for slot in slots)
-        # The run is over (unless a newer one began meanwhile): its row stays, inactive.
-        forget = (
-            update(snapshot_runs)
-            .where(
-                snapshot_runs.c.cabinet_id == cabinet_id,
-                snapshot_runs.c.dataset == ds.name,
-                snapshot_runs.c.started_at == run.started_at,
-            )
-            .values(active=False, slots=0)
-        )
         tombstoned = 0
         if int(run.live) != len(seen):
             started = int(run.started_seq)
@@ -125,7 +127,13 @@ class SnapshotRepository:
             for start in range(0, len(gone), batch):
                 chunk = gone[start : start + batch]
                 tombstoned += await self._tombstone(ds, cabinet_id, started, chunk)
-        await self._db.execute(forget)
+        # The run is over (unless a newer one began meanwhile): its row stays, inactive.
+        params = {
+            "run_cabinet_id": cabinet_id,
+            "run_dataset": ds.name,
+            "run_started_at": run.started_at,
+        }
+        await self._db.execute(_FORGET, params)
         if tombstoned:
             log.info("%s: %d rows of cabinet %d tombstoned", ds.name, tombstoned, cabinet_id)
         return tombstoned
