@@ -24,6 +24,7 @@ from tests.support.databases import (
 )
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import FAST
+from wbsync import eventloop
 from wbsync.emulator import running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import LimiterOptions, RateLimiter
@@ -130,3 +131,8 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
     """A plain HTTP client of the emulator (no token set)."""
     async with httpx.AsyncClient(base_url=emulator.base_url, timeout=10.0) as client:
         yield client
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+    """The suite's tests run on the loop wbsync's processes run on (``wbsync.eventloop``)."""
+    return {eventloop.NAME: eventloop.new_event_loop}

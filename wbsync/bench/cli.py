@@ -10,7 +10,6 @@ command tree, so a benchmark's modules (Redis, the job layer, the emulator) load
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import json
@@ -20,6 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from wbsync import eventloop
 from wbsync.bench.options import (
     ConcurrencyOpt,
     PostgresOpt,
@@ -71,7 +71,7 @@ def _run_one(
 
     setup_logging(ctx.params["verbose"])
     command = command_line(ctx)
-    result = asyncio.run(_measure(name, runner, private=private, redis=redis))
+    result = eventloop.run(_measure(name, runner, private=private, redis=redis))
     _finish({name: result}, ctx, command=command)
 
 
@@ -388,5 +388,5 @@ def all_cmd(
     results = {}
     for name, runner, private in plan:
         typer.echo(f"running {name} ...", err=True)
-        results[name] = asyncio.run(_measure(name, runner, private=private))
+        results[name] = eventloop.run(_measure(name, runner, private=private))
     _finish(results, ctx, command=command)

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from wbsync import eventloop
 from wbsync.emulator import EmulatorConfig
 from wbsync.errors import ConfigError
 from wbsync.procs import dies_with_parent, free_port, stop_child
@@ -106,7 +107,7 @@ def _main(config_path: str, port: str) -> None:
     from wbsync.emulator import serve
 
     config = EmulatorConfig.model_validate_json(Path(config_path).read_text(encoding="utf-8"))
-    asyncio.run(serve(config, host="127.0.0.1", port=int(port), log_level="warning"))
+    eventloop.run(serve(config, host="127.0.0.1", port=int(port), log_level="warning"))
 
 
 if __name__ == "__main__":

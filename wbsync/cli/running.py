@@ -8,7 +8,6 @@ Every command starts from the settings with the plugins loaded (``configured_set
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -17,6 +16,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from wbsync import eventloop
 from wbsync.errors import ConfigError, WbSyncError
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
 def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine; our errors become a one-line message (exit 1; 2 for a ConfigError)."""
     try:
-        return asyncio.run(make())
+        return eventloop.run(make())
     except ConfigError:
         raise
     except WbSyncError as exc:

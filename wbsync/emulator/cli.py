@@ -6,7 +6,6 @@ command tree, and the emulator's own modules load when a command runs.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +55,7 @@ def main(
     """Run the emulator in the foreground (unless a subcommand is given)."""
     if ctx.invoked_subcommand is not None:
         return
+    from wbsync import eventloop
     from wbsync.emulator.cli_support import load_config, load_plugins, run_emulator
 
     load_plugins()
@@ -66,7 +66,7 @@ def main(
         calendar_origin=None if calendar_origin is None else _aware(calendar_origin),
         serve_disabled_in_docs=serve_disabled_in_docs or None,
     )
-    asyncio.run(run_emulator(cfg, host=host, port=port, sandbox_port=sandbox_port))
+    eventloop.run(run_emulator(cfg, host=host, port=port, sandbox_port=sandbox_port))
 
 
 def _aware(moment: datetime) -> datetime:
