@@ -66,7 +66,8 @@ def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
 def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``wbsync api`` over the emulator, with one cabinet stored; yields the API's base URL."""
     folder: Path = tmp_path_factory.mktemp("schema")
-    emu_port, api_port = free_port(), free_port()
+    # The sandbox port is given: the emulator's default (its port + 1) may be the API's.
+    emu_port, sandbox_port, api_port = free_port(), free_port(), free_port()
     emulator = subprocess.Popen(
         [
             sys.executable,
@@ -75,6 +76,8 @@ def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             "emulator",
             "--port",
             str(emu_port),
+            "--sandbox-port",
+            str(sandbox_port),
             "--time-scale",
             SCALE,
             "--serve-disabled-in-docs",  # the API's acceptance-coefficients read is under test

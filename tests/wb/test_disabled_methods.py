@@ -48,7 +48,8 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def runtime_factory(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
-    database_url = await database_factory.migrated_url("sqlite")
+    # A database of its own: the session's shared one may hold another test's key check.
+    database_url = await database_factory.new_url("sqlite")
     async with runtime_maker(
         redis_url,
         prefix,
