@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from wbsync import eventloop
 from wbsync.store import Database
 
 
@@ -23,4 +24,4 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    eventloop.run(main(sys.argv[1]))  # the loop of wbsync's processes

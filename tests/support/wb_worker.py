@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from wbsync import eventloop
 from wbsync.config import Settings
 from wbsync.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
@@ -107,4 +108,4 @@ async def _warm_up(http: HttpPool, base_url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(json.loads(sys.argv[1])))
+    eventloop.run(main(json.loads(sys.argv[1])))  # the loop of wbsync's processes

@@ -92,10 +92,8 @@ class CabinetRepository:
     async def with_cursor(self, cabinet_id: int, sync: str) -> tuple[Cabinet, Any]:
         """The cabinet and ``sync``'s saved cursor for it (None if it has none), in one query:
         the cabinet's row joined with its cursor; CabinetNotFoundError if there is none."""
-        if isinstance(cabinet_id, bool):
-            raise TypeError("a cabinet id is an int")
         row = None
-        if 1 <= cabinet_id <= CABINET_ID_MAX:  # beyond it, no cabinet (and no query)
+        if _possible_id(cabinet_id):  # else no cabinet has it: no query
             params = {"cabinet_id": cabinet_id, "sync": sync}
             row = (await self._db.execute(_WITH_CURSOR, params)).one_or_none()
         if row is None:
@@ -256,7 +254,7 @@ class CabinetRepository:
 
     async def get(self, ref: CabinetRef) -> Cabinet:
         """The cabinet of that id or name; CabinetNotFoundError if there is none."""
-        if isinstance(ref, int) and not isinstance(ref, bool) and 1 <= ref <= CABINET_ID_MAX:
+        if _possible_id(ref):
             query, params = _BY_ID, {"cabinet_id": ref}  # a job's read: built once
         else:
             query, params = select(cabinets).where(_match(ref)), None
@@ -367,12 +365,19 @@ _WITH_CURSOR = (
 without computing the statement's cache key (a statement built per call cost ~0.2 ms a job)."""
 
 
-def _match(ref: CabinetRef) -> ColumnElement[bool]:
+def _possible_id(ref: CabinetRef) -> bool:
+    """True for an id a cabinet can have; False for a name or an id out of range."""
     # bool is an int subclass; True as a cabinet id is a caller bug, not cabinet 1.
     if isinstance(ref, bool):
         raise TypeError("a cabinet reference is an id (int) or a name (str)")
+    return isinstance(ref, int) and 1 <= ref <= CABINET_ID_MAX
+
+
+def _match(ref: CabinetRef) -> ColumnElement[bool]:
     # A reference no cabinet can have matches nothing, rather than reaching the database, which
     # refuses it (PostgreSQL: integer out of range, NUL in text) with an error of its own.
+    if _possible_id(ref):
+        return cabinets.c.id == ref
     if isinstance(ref, int):
-        return cabinets.c.id == ref if 1 <= ref <= CABINET_ID_MAX else false()
+        return false()
     return cabinets.c.name == ref if "\x00" not in ref else false()

@@ -51,6 +51,7 @@ _LAST_SEQ = func.coalesce(
     0,
 )
 
+# Its parameters are not named after the columns: SQLAlchemy keeps those names for the SET.
 _FORGET = (
     update(snapshot_runs)
     .where(
