@@ -19,7 +19,6 @@ from tests.support.waiting import wait_for
 from wbsync import keys, redis_bounds
 from wbsync.errors import QueueError
 from wbsync.jobs.handle import JobHandle
-from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
 from wbsync.procs import free_port
@@ -240,19 +239,18 @@ async def _never_run(_job: JobHandle) -> None:
 async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
     private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A half-open link: the fetch (moveToActive) of the second job times out on the client
-    and runs on the server when the link heals; the job, locked by a fetch nobody waits for,
-    is put back at once, not left active until the stalled-job check (a 2-minute lock here)."""
+    """A half-open link: a job's completion, which takes the next job in the same call, times
+    out on the client and runs on the server when the link heals; the next job, locked by a
+    call nobody waits for, is put back at once, not left active until the stalled-job check (a
+    2-minute lock here)."""
     caplog.set_level(logging.WARNING, logger="wbsync.jobs.bullmq_worker")
     async with Relay("127.0.0.1", _port(private_redis.url)) as proxy:
         done: list[str] = []
 
         async def process(job: JobHandle) -> None:
             done.append(job.cabinet)
-
-        def held_after_first(outcome: Outcome) -> None:
-            if outcome.outcome == "completed" and len(done) == 1:
-                proxy.hold()  # the worker's next fetch is sent into a half-open link
+            if len(done) == 2:  # the first run's end loaded BullMQ's script on the server
+                proxy.hold()  # the run's end (and the next job's fetch) goes into a half-open link
 
         queue = SyncQueue("qlate", redis_url=private_redis.url, prefix="bounds:late")
         worker = SyncWorker(
@@ -261,16 +259,16 @@ async def test_a_fetch_given_up_on_that_ran_late_puts_its_job_back(
             redis_url=proxy.redis_url,
             prefix="bounds:late",
             lock_duration_ms=120_000,
-            on_outcome=held_after_first,
         )
-        await queue.enqueue_many(["cab-a", "cab-b"])
+        await queue.enqueue_many(["cab-a", "cab-b", "cab-c"])
         await worker.start()
         try:
-            await wait_for(lambda: _messages(caplog, "fetching jobs failed"))
+            await wait_for(lambda: _messages(caplog, "the end of its run could not be written"))
             proxy.heal()
-            await wait_for(lambda: len(done) == 2)  # far within the lock's 120 s
+            await wait_for(lambda: len(done) == 3)  # far within the lock's 120 s
             [line] = _messages(caplog, "taken by a fetch this worker had given up on")
-            assert "put back" in line
+            assert "job qlate.cab-c" in line and "put back" in line
+            assert done == ["cab-a", "cab-b", "cab-c"]
         finally:
             await worker.close()
             await queue.close()

@@ -1,4 +1,5 @@
-"""BullMQ's worker as wbsync bounds it: what it remembers of the fetches it gave up on."""
+"""BullMQ's worker as wbsync bounds it: what it remembers of the fetches it gave up on, and the
+next job a run's end takes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import pytest
 
 from tests.support.waiting import wait_for
 from wbsync import clock, keys, redis_bounds
+from wbsync.errors import JobLockLostError
 from wbsync.jobs.bullmq_worker import GIVEN_UP_KEPT, BullmqWorker
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.worker import SyncWorker
 
 Make = Callable[[int], BullmqWorker]
 
@@ -60,3 +65,55 @@ async def test_a_fetch_given_up_on_a_lock_period_ago_is_forgotten(make: Make) ->
     await wait_for(lambda: clock.monotonic() > at + 0.001)
     worker._give_up("new")
     assert list(worker._given_up) == ["new"]
+
+
+async def test_a_completion_takes_the_next_job_in_the_same_call(
+    redis_url: str, prefix: str
+) -> None:
+    """Jobs queued back to back: each run's end (BullMQ's moveToFinished) takes the next job,
+    so the worker asks Redis for jobs on their own (moveToActive) twice for the lot instead
+    of once a job; every job runs once, in the order queued, under its lock."""
+    cabinets = [f"cab-{n:02d}" for n in range(12)]
+    ran: list[str] = []
+    holds_lock: list[bool] = []
+    queue = SyncQueue("qnext", redis_url=redis_url, prefix=f"{prefix}:q")
+    worker = SyncWorker(
+        "qnext",
+        lambda job: _record(job, ran, holds_lock),
+        redis_url=redis_url,
+        prefix=f"{prefix}:q",
+    )
+    await queue.enqueue_many(cabinets)
+    await worker.start()
+    bullmq_worker = worker._worker
+    assert bullmq_worker is not None
+    fetches: list[str] = []
+    fetch = bullmq_worker.moveToActive
+
+    async def counted(token: str) -> Any:
+        fetches.append(token)
+        return await fetch(token)
+
+    bullmq_worker.moveToActive = counted
+    try:
+        await wait_for(lambda: len(ran) == len(cabinets))
+        await wait_for(lambda: bullmq_worker.drained)
+    finally:
+        await worker.close()
+        await queue.close()
+    assert ran == cabinets
+    assert all(holds_lock)
+    # The fetch that found the first job, and one after the queue's marker (left by the adds)
+    # woke the drained worker; one a job before.
+    assert len(fetches) <= 2, fetches
+
+
+async def _record(job: JobHandle, ran: list[str], holds_lock: list[bool]) -> None:
+    ran.append(job.cabinet)
+    # A write checked against the job's lock: it fails on a job taken without one.
+    try:
+        await job.update_data({"seen": True})
+    except JobLockLostError:
+        holds_lock.append(False)
+    else:
+        holds_lock.append(True)

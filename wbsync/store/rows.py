@@ -318,8 +318,10 @@ def _pg_page_statement(ds: Dataset, table: Table) -> TextClause:
 WITH lock AS (
   SELECT last_seq FROM wb_change_sequences WHERE dataset = :dataset FOR UPDATE
 ), page AS (
-  SELECT * FROM unnest({unnest}, CAST(:data AS jsonb[]))
-    WITH ORDINALITY AS p({", ".join(keys)}, data, ord)
+  SELECT {", ".join(f"k.{k}" for k in keys)}, d.data, k.ord
+  FROM unnest({unnest}) WITH ORDINALITY AS k({", ".join(keys)}, ord)
+  JOIN jsonb_array_elements(CAST(:data AS jsonb)) WITH ORDINALITY AS d(data, ord)
+    ON d.ord = k.ord
 ), up AS (
   INSERT INTO {name} AS t (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at)
   SELECT CAST(:cabinet_id AS integer), {", ".join(f"page.{k}" for k in keys)}, page.data,
@@ -360,7 +362,7 @@ SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
 """
     return text(sql).bindparams(
         *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
-        bindparam("data", type_=ARRAY(JSONB())),
+        bindparam("data", type_=JSONB()),
         bindparam("dataset", type_=String()),
         bindparam("cabinet_id", type_=Integer()),
         bindparam("now", type_=UtcDateTime()),
