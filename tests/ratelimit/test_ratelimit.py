@@ -179,7 +179,8 @@ async def test_bucket_keys_expire_and_carry_a_hash_tag(
     await limiter.try_acquire(bucket)
     key = keys.bucket_key(prefix, bucket)
     assert key.endswith(":rl:{c9:finance}")
-    assert 2000 - ms_since(started) <= await redis.pttl(key) <= 2000
+    # Redis keeps expiry times and answers PTTL in whole milliseconds: one of rounding.
+    assert 2000 - ms_since(started) - 1 <= await redis.pttl(key) <= 2000
 
 
 async def test_peek_takes_nothing(limiter_factory: LimiterFactory) -> None:

@@ -197,9 +197,15 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
         data, jid, limit_until, delay_until = taken
         # No job (an empty queue) marks the worker drained, as a fetch that found none does:
         # the slot's next fetch waits on the queue's marker instead of asking again.
-        return await self.nextJobFromJobData(
+        job = await self.nextJobFromJobData(
             data, jid, int(limit_until or 0), int(delay_until or 0), token
         )
+        if self.closing:
+            # The close waits only for the runs it saw and then closes the connections: a job
+            # taken meanwhile is not run here but put back by ``SyncWorker.close``, which puts
+            # back every job still locked by this worker.
+            return None
+        return job
 
     async def _completed(
         self, job: bullmq.Job, result: Any, remove: Any, token: str, fetch_next: bool = False

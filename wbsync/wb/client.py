@@ -92,6 +92,11 @@ def _json_or_none(content: bytes) -> Any:
         return None
 
 
+_JITTER = random.Random()
+"""The retries' jitter of every client that is given no generator of its own: seeding one from the
+OS at each client (one a job) cost ~12 us."""
+
+
 class WbClient:
     """Calls WB methods for one cabinet with its token, through the shared limiter.
 
@@ -122,7 +127,7 @@ class WbClient:
         self._http = http
         self._owns_http = http is None
         self._retry = options.retry
-        self._rng = rng or random.Random()
+        self._rng = rng or _JITTER
         self._throughput = throughput
         self._closed = False
 
