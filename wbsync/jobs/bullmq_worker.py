@@ -61,7 +61,8 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
         self._given_up: dict[str, float] = {}  # tokens of fetches given up on: when
         self._looked_at = 0.0
         # BullMQ writes a run's end through these four, once each (a job's moveToFailed picks
-        # one of the last three); there is no other place to put the retry.
+        # one of the last three; moveToCompleted goes through ``_completed``); there is no
+        # other place to put the retry.
         for name in ("moveToFailed", "moveToDelayed", "retryJob"):
             setattr(self.backend, name, self._persistent(getattr(self.backend, name)))
         self._complete = self.backend.moveToCompleted
