@@ -32,8 +32,12 @@ class Upstream:
         self.items: list[int] = []
         self.fail_at: int | None = None
         self.defer_at: int | None = None
+        self.empty_first = False  # a new run's first page holds no rows, then the run defers
 
     async def pages(self, inp: SyncInput) -> AsyncIterator[SyncPage]:
+        if self.empty_first and inp.cursor is None:
+            yield SyncPage("stocks", [], {"offset": 0})
+            raise RateLimitDeferred(60_000, _SCOPE)
         offset = int((inp.cursor or {}).get("offset", 0))
         while offset < len(self.items):
             if offset == self.fail_at:
@@ -148,6 +152,49 @@ async def test_a_deferred_run_resumed_from_its_cursor_counts_what_it_saw_before(
     # The job resumes from the cursor saved after its second page (items 1..6 seen before).
     assert await _run(store, upstream, cabinet, cursor={"offset": PAGE * 2}) == 3
     assert await _live(store, cabinet) == [1, 2, 3, 5, 6, 7, 9]
+
+
+async def test_a_run_whose_first_page_is_empty_is_begun_before_its_cursor_is_saved(
+    store: Store, upstream: Upstream
+) -> None:
+    """A sync storing one snapshot dataset begins its run with its first stored page; a first
+    page with no rows begins it too, before the job saves that page's cursor: the run resumed
+    from the cursor begins nothing and still tombstones what it did not see."""
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    upstream.items = list(range(1, 8))
+    await _run(store, upstream, cabinet)
+    upstream.items = [1, 2]
+    upstream.empty_first = True
+    with pytest.raises(RateLimitDeferred):
+        await _run(store, upstream, cabinet)
+    assert await _run(store, upstream, cabinet, cursor={"offset": 0}) == 5
+    assert await _live(store, cabinet) == [1, 2]
+
+
+async def test_a_run_begins_in_its_first_pages_statement_on_postgresql(
+    store: Store, upstream: Upstream
+) -> None:
+    """A one-page run that missed nothing, of a sync storing one snapshot dataset, is three
+    statements on PostgreSQL: the page (which begins the run), the run's progress, its end."""
+    if store.database.dialect != "postgresql":
+        pytest.skip("the one-statement page write is PostgreSQL's")
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    upstream.items = list(range(1, PAGE + 1))
+    await _run(store, upstream, cabinet)
+    sent: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement.split(None, 1)[0].upper())
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        assert await _run(store, upstream, cabinet) == 0
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert sent == ["WITH", "SELECT", "UPDATE"]  # before: the run's begin (INSERT) first
+    upstream.items = [1, 2]  # and the run it began compares as a run begun on its own does
+    assert await _run(store, upstream, cabinet) == 1
+    assert await _live(store, cabinet) == [1, 2]
 
 
 async def test_completing_without_a_begun_run_tombstones_nothing(store: Store) -> None:

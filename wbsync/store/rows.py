@@ -9,7 +9,7 @@ sequence number (:mod:`wbsync.store.changes`) and ``changed_at``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from sqlalchemy import (
     ARRAY,
     JSON,
     BigInteger,
+    Boolean,
     Dialect,
     Integer,
     LargeBinary,
@@ -81,6 +82,8 @@ class _Page:
     """Its keys' digests, sorted, for a snapshot run's seen set (empty when not recorded)."""
     cursor: tuple[str, Mapping[str, Any]] | None
     """A sync's name and cursor, saved with the rows."""
+    begin: bool = False
+    """The page begins the cabinet's snapshot run of its dataset (its first page)."""
 
 
 def _changed(table: Table, excluded: Any) -> Any:
@@ -122,6 +125,7 @@ class RowRepository:
         seen: bool = False,
         cursor: tuple[str, Mapping[str, Any]] | None = None,
         announce: bool = True,
+        begin: Callable[[], Awaitable[None]] | None = None,
     ) -> PageWrite:
         """Store one page in one transaction: rows that changed get a sequence number each.
 
@@ -136,6 +140,10 @@ class RowRepository:
         statements: the sequence lock, the guarded upsert returning the numbers of the rows it
         wrote (one per ``BATCH_ROWS`` rows), the sequence's advance when rows changed, the
         seen keys, the cursor.
+
+        ``begin`` (with ``seen``) begins the snapshot run the page is the first of: on
+        PostgreSQL in the page's statement, otherwise by calling it before the page's
+        transaction (``SnapshotRepository.begin``).
         """
         ds = dataset(name)
         # PostgreSQL refuses to update one row twice in a statement; the last copy wins anyway.
@@ -146,6 +154,8 @@ class RowRepository:
             except StoreError as exc:
                 raise StoreError(f"{ds.name} row {index}: {exc}") from None
         if not by_key:
+            if begin is not None:
+                await begin()
             if cursor is not None:
                 await self._cursors.save(cabinet_id, *cursor)
             return PageWrite(rows=0, changed=0, last_seq=None)
@@ -158,11 +168,14 @@ class RowRepository:
             changed_at=clock.calendar_now(),  # on the calendar (retention's)
             digests=b"".join(sorted(key_digest(key) for key, _ in ordered)) if seen else b"",
             cursor=cursor,
+            begin=begin is not None and seen,
         )
         done = None
         if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS:
             done = await self._write_statement(page)
         if done is None:
+            if begin is not None:
+                await begin()
             done = await self._write_transaction(page)
         changed, last = done
         event = None if last is None else ChangeEvent(ds.name, cabinet_id, changed, last)
@@ -188,6 +201,8 @@ class RowRepository:
             now=page.changed_at,
             seen_slots=len(chunks),
             seen=chunks,
+            begin=page.begin,
+            begun_at=utcnow(),
             sync=None if cursor is None else cursor[0],
             cursor=None if cursor is None else dict(cursor[1]),
             cursor_at=utcnow(),
@@ -338,17 +353,27 @@ WITH lock AS (
 ), adv AS (
   UPDATE wb_change_sequences AS s SET last_seq = agg.last FROM agg
   WHERE s.dataset = :dataset AND agg.last IS NOT NULL
+), began AS (
+  INSERT INTO wb_snapshot_runs AS r (cabinet_id, dataset, started_seq, started_at, slots, active)
+  SELECT CAST(:cabinet_id AS integer), CAST(:dataset AS text), lock.last_seq,
+    CAST(:begun_at AS timestamptz), CAST(:seen_slots AS integer), true
+  FROM lock WHERE CAST(:begin AS boolean)
+  ON CONFLICT (cabinet_id, dataset) DO UPDATE
+    SET started_seq = excluded.started_seq, started_at = excluded.started_at,
+        slots = excluded.slots, active = excluded.active
+  RETURNING slots
 ), run AS (
   UPDATE wb_snapshot_runs SET slots = slots + CAST(:seen_slots AS integer)
   WHERE cabinet_id = :cabinet_id AND dataset = :dataset AND active
-    AND CAST(:seen_slots AS integer) > 0
+    AND CAST(:seen_slots AS integer) > 0 AND NOT CAST(:begin AS boolean)
     AND EXISTS (SELECT 1 FROM lock)
   RETURNING slots
 ), slot_rows AS (
   INSERT INTO wb_snapshot_keys (cabinet_id, dataset, slot, digests)
   SELECT CAST(:cabinet_id AS integer), CAST(:dataset AS text),
     run.slots - CAST(:seen_slots AS integer) + d.ord - 1, d.digests
-  FROM run CROSS JOIN unnest(CAST(:seen AS bytea[])) WITH ORDINALITY AS d(digests, ord)
+  FROM (SELECT slots FROM began UNION ALL SELECT slots FROM run) AS run
+    CROSS JOIN unnest(CAST(:seen AS bytea[])) WITH ORDINALITY AS d(digests, ord)
   ON CONFLICT (cabinet_id, dataset, slot) DO UPDATE SET digests = excluded.digests
 ), cur AS (
   INSERT INTO wb_sync_cursors (cabinet_id, sync, cursor, updated_at)
@@ -368,6 +393,8 @@ SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
         bindparam("now", type_=UtcDateTime()),
         bindparam("seen_slots", type_=Integer()),
         bindparam("seen", type_=ARRAY(LargeBinary())),
+        bindparam("begin", type_=Boolean()),
+        bindparam("begun_at", type_=UtcDateTime()),
         bindparam("sync", type_=String()),
         bindparam("cursor", type_=JSON()),
         bindparam("cursor_at", type_=UtcDateTime()),

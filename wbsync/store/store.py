@@ -66,14 +66,26 @@ class Store:
         seen: bool = False,
         cursor: tuple[str, Mapping[str, Any]] | None = None,
         announce: bool = True,
+        begin: bool = False,
     ) -> PageWrite:
         """Store one page (``upsert``'s write) and say what it did; ``seen`` also records its
-        keys in the cabinet's snapshot run (see :class:`SnapshotRepository`), ``cursor`` (a
-        sync's name and cursor) saves the sync's cursor, in the page's transaction; with
+        keys in the cabinet's snapshot run (see :class:`SnapshotRepository`), and ``begin``
+        (with ``seen``) begins that run first, in the page's statement on PostgreSQL; ``cursor``
+        (a sync's name and cursor) saves the sync's cursor, in the page's transaction; with
         ``announce`` False the listeners are not told of the page's change event (the result
         holds it, for the caller to send on)."""
+
+        async def begun() -> None:
+            await self.snapshots.begin(dataset, cabinet_id)
+
         return await self._rows.write(
-            dataset, cabinet_id, rows, seen=seen, cursor=cursor, announce=announce
+            dataset,
+            cabinet_id,
+            rows,
+            seen=seen,
+            cursor=cursor,
+            announce=announce,
+            begin=begun if begin and seen else None,
         )
 
     async def changes(

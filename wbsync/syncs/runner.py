@@ -52,8 +52,15 @@ async def run_sync(
     totals = SyncTotals()
     store, cabinet = inp.store, inp.cabinet_id
     snapshots = [ds for ds in sync.stores if ds.kind == "snapshot"]
+    # A sync storing one dataset, a snapshot, begins its run with its first stored page (on
+    # PostgreSQL in the page's statement: a statement fewer a run). The run is begun before
+    # the first page's ``on_page`` either way: that saves the job's cursor, and a run resumed
+    # from a cursor begins nothing. With more datasets every snapshot run begins first.
+    unbegun = None
     if inp.cursor is None:
-        for ds in snapshots:
+        if len(sync.stores) == 1 and snapshots:
+            unbegun = snapshots[0]
+        for ds in snapshots if unbegun is None else ():
             await store.snapshots.begin(ds, cabinet)
     async for page in sync.pages(inp):
         # An incremental sync's cursor is saved in the page's own transaction.
@@ -70,13 +77,21 @@ async def run_sync(
                 seen=ds.kind == "snapshot",
                 cursor=cursor,
                 announce=announce,
+                begin=ds == unbegun,
             )
+            if ds == unbegun:
+                unbegun = None
             totals.rows += written.changed
             event = written.event
         elif cursor is not None:
             await store.cursors.save(cabinet, *cursor)
+        if unbegun is not None:
+            await store.snapshots.begin(unbegun, cabinet)
+            unbegun = None
         if on_page is not None:
             await on_page(page, event)
+    if unbegun is not None:  # no page at all: the run saw nothing
+        await store.snapshots.begin(unbegun, cabinet)
     for ds in snapshots:
         totals.tombstoned += await store.snapshots.complete(ds, cabinet)
     log.info(
