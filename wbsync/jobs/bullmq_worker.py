@@ -198,7 +198,7 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
         data, jid, limit_until, delay_until = taken
         # No job (an empty queue) marks the worker drained, as a fetch that found none does:
         # the slot's next fetch waits on the queue's marker instead of asking again.
-        job = await self.nextJobFromJobData(
+        following = await self.nextJobFromJobData(
             data, jid, int(limit_until or 0), int(delay_until or 0), token
         )
         if self.closing:
@@ -206,7 +206,7 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
             # taken meanwhile is not run here but put back by ``SyncWorker.close``, which puts
             # back every job still locked by this worker.
             return None
-        return job
+        return following
 
     async def _completed(
         self, job: bullmq.Job, result: Any, remove: Any, token: str, fetch_next: bool = False
@@ -218,6 +218,7 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
 
         A first try that failed may still have run on the server and taken a job: its token
         is given up on (``_put_back_taken`` puts such a job back), and the retries take none.
+        The port's own ``fetch_next`` (always False) is replaced by that choice.
         """
         fetch = not (self.closing or self.paused)
 

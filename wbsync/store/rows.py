@@ -141,9 +141,9 @@ class RowRepository:
         wrote (one per ``BATCH_ROWS`` rows), the sequence's advance when rows changed, the
         seen keys, the cursor.
 
-        ``begin`` (with ``seen``) begins the snapshot run the page is the first of: on
-        PostgreSQL in the page's statement, otherwise by calling it before the page's
-        transaction (``SnapshotRepository.begin``).
+        ``begin`` begins the snapshot run the page is the first of: on PostgreSQL in the
+        page's statement, otherwise by calling it before the page's transaction
+        (``SnapshotRepository.begin``).
         """
         ds = dataset(name)
         # PostgreSQL refuses to update one row twice in a statement; the last copy wins anyway.
@@ -168,7 +168,7 @@ class RowRepository:
             changed_at=clock.calendar_now(),  # on the calendar (retention's)
             digests=b"".join(sorted(key_digest(key) for key, _ in ordered)) if seen else b"",
             cursor=cursor,
-            begin=begin is not None and seen,
+            begin=begin is not None,
         )
         done = None
         if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS:
@@ -194,6 +194,7 @@ class RowRepository:
             f"k{i}": [key[i] for key, _ in page.ordered] for i in range(len(ds.key))
         }
         chunks = slot_chunks(page.digests)
+        written_at = utcnow()
         params.update(
             data=[dict(row) for _, row in page.ordered],
             dataset=ds.name,
@@ -202,10 +203,10 @@ class RowRepository:
             seen_slots=len(chunks),
             seen=chunks,
             begin=page.begin,
-            begun_at=utcnow(),
+            begun_at=written_at,
             sync=None if cursor is None else cursor[0],
             cursor=None if cursor is None else dict(cursor[1]),
-            cursor_at=utcnow(),
+            cursor_at=written_at,
         )
         result = (await self._db.execute(statement, params)).one()
         if not result.locked:

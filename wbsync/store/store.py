@@ -70,14 +70,10 @@ class Store:
     ) -> PageWrite:
         """Store one page (``upsert``'s write) and say what it did; ``seen`` also records its
         keys in the cabinet's snapshot run (see :class:`SnapshotRepository`), and ``begin``
-        (with ``seen``) begins that run first, in the page's statement on PostgreSQL; ``cursor``
+        begins that run first, in the page's statement on PostgreSQL; ``cursor``
         (a sync's name and cursor) saves the sync's cursor, in the page's transaction; with
         ``announce`` False the listeners are not told of the page's change event (the result
         holds it, for the caller to send on)."""
-
-        async def begun() -> None:
-            await self.snapshots.begin(dataset, cabinet_id)
-
         return await self._rows.write(
             dataset,
             cabinet_id,
@@ -85,7 +81,7 @@ class Store:
             seen=seen,
             cursor=cursor,
             announce=announce,
-            begin=begun if begin and seen else None,
+            begin=(lambda: self.snapshots.begin(dataset, cabinet_id)) if begin else None,
         )
 
     async def changes(

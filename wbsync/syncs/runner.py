@@ -57,10 +57,10 @@ async def run_sync(
     # the first page's ``on_page`` either way: that saves the job's cursor, and a run resumed
     # from a cursor begins nothing. With more datasets every snapshot run begins first.
     unbegun = None
-    if inp.cursor is None:
-        if len(sync.stores) == 1 and snapshots:
-            unbegun = snapshots[0]
-        for ds in snapshots if unbegun is None else ():
+    if inp.cursor is None and len(sync.stores) == 1 and snapshots:
+        unbegun = snapshots[0]
+    elif inp.cursor is None:
+        for ds in snapshots:
             await store.snapshots.begin(ds, cabinet)
     async for page in sync.pages(inp):
         # An incremental sync's cursor is saved in the page's own transaction.
