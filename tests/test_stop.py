@@ -23,6 +23,7 @@ from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import QueueError
+from wbsync.jobs.views import JobView
 from wbsync.redis_server import EmbeddedRedis
 from wbsync.runtime import Runtime
 from wbsync.syncs import SYNCS
@@ -85,7 +86,65 @@ async def _counts(runtime: Runtime) -> dict[str, int]:
     return total
 
 
-async def _run(runtime: Runtime, emulator: Emulator, grace_s: float) -> asyncio.subprocess.Process:
+class _Run:
+    """A ``wbsync run`` process whose stderr (JSON log lines) is read as it comes: a pipe left
+    unread fills (64 KiB, a few hundred lines) and stops the process at its next log line."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._serving = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, env: dict[str, str]) -> _Run:
+        return cls(
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "wbsync", "run", env=env, stderr=asyncio.subprocess.PIPE
+            )
+        )
+
+    async def _read(self) -> None:
+        assert self.process.stderr is not None
+        async for line in self.process.stderr:
+            self.lines.append(line.decode())
+            if b"SIGINT or SIGTERM stops" in line:  # each line is checked as JSON at the end
+                self._serving.set()
+
+    async def serving(self) -> None:
+        """Until the process logs that it serves its queues (fails if it ends first)."""
+        serving = asyncio.ensure_future(self._serving.wait())
+        await asyncio.wait({serving, self._reader}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        serving.cancel()
+        assert self._serving.is_set(), f"the process did not serve: {self.lines[-5:]}"
+
+    async def stopped(self, bound_s: float) -> list[str]:
+        """Wait (bounded) for the process to exit 0; its stderr lines, each a JSON log line."""
+        try:
+            await asyncio.wait_for(self.process.wait(), bound_s)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+            raise AssertionError("".join(self.lines)[-3000:]) from None
+        finally:
+            await self._reader
+        assert self.process.returncode == 0, self.lines[-5:]
+        for line in self.lines:
+            json.loads(line)  # nothing but JSON log lines: no traceback, no "Exception ignored"
+        return self.lines
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    async def close(self) -> None:
+        """Kill the process if it still runs (a failed test) and stop reading."""
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        await self._reader
+
+
+async def _run(runtime: Runtime, emulator: Emulator, grace_s: float) -> _Run:
     s = runtime.settings
     env = {
         **os.environ,
@@ -99,34 +158,7 @@ async def _run(runtime: Runtime, emulator: Emulator, grace_s: float) -> asyncio.
         # Sleep in place rather than defer, so runs hold their slots when the stop comes.
         "WBSYNC_DEFER_THRESHOLD_MS": "1000000",
     }
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "wbsync", "run", env=env, stderr=asyncio.subprocess.PIPE
-    )
-
-
-async def _serving(process: asyncio.subprocess.Process) -> None:
-    """Wait until the process logs that it serves its queues (each line read is JSON too)."""
-    assert process.stderr is not None
-    while True:
-        line = await asyncio.wait_for(process.stderr.readline(), 60)
-        assert line, "the process ended before serving"
-        if "SIGINT or SIGTERM stops" in json.loads(line)["msg"]:
-            return
-
-
-async def _stopped(process: asyncio.subprocess.Process, bound_s: float) -> list[str]:
-    """Wait (bounded) for the process to exit 0; its stderr lines, each a JSON log line."""
-    try:
-        _, stderr = await asyncio.wait_for(process.communicate(), bound_s)
-    except TimeoutError:
-        process.kill()
-        _, stderr = await process.communicate()
-        raise AssertionError(stderr.decode()[-3000:]) from None
-    lines = stderr.decode().splitlines()
-    assert process.returncode == 0, lines[-5:]
-    for line in lines:
-        json.loads(line)  # nothing but JSON log lines: no traceback, no "Exception ignored"
-    return lines
+    return await _Run.start(env)
 
 
 async def test_sigterm_stops_a_busy_run_within_the_grace_and_leaves_nothing_active(
@@ -138,31 +170,39 @@ async def test_sigterm_stops_a_busy_run_within_the_grace_and_leaves_nothing_acti
 
     # A single SIGTERM while workers are busy (and the fan-out likely still going).
     first = await _run(runtime, emulator, GRACE_S)
-    await wait_for(lambda: _has_active(runtime), timeout_s=60)
-    first.send_signal(signal.SIGTERM)
-    began = time.monotonic()
-    lines = await _stopped(first, GRACE_S + STOP_BOUND_S)
-    assert time.monotonic() - began < GRACE_S + STOP_BOUND_S
+    try:
+        await wait_for(lambda: _has_active(runtime), timeout_s=60)
+        first.signal(signal.SIGTERM)
+        began = time.monotonic()
+        lines = await first.stopped(GRACE_S + STOP_BOUND_S)
+        assert time.monotonic() - began < GRACE_S + STOP_BOUND_S
+    finally:
+        await first.close()
     after_first = await _counts(runtime)
     assert after_first["active"] == 0 and after_first["failed"] == 0
     put_back = after_first["delayed"]  # no deferrals here: every delayed job was put back
     assert put_back > 0
     assert any("cancelling the jobs still running" in json.loads(x)["msg"] for x in lines)
-    delayed = {q: (await _read(runtime.queue(q).counts))["delayed"] for q in SYNCS}
-    busiest = max(delayed, key=delayed.__getitem__)
-    for view in (await _read(runtime.queue(busiest).live_jobs)).values():
-        assert view.attempts_made == 0  # a stop spends no attempt
+    put_back_jobs = await _delayed_jobs(runtime)
+    assert sum(map(len, put_back_jobs.values())) == put_back
+    for views in put_back_jobs.values():
+        assert all(view.attempts_made == 0 for view in views.values())  # no attempt spent
 
     # The next run takes the put-back jobs (due now); a second signal cuts a long grace short
     # (SIGTERM then SIGINT: two different signals are never merged into one).
     second = await _run(runtime, emulator, 600.0)
-    await _serving(second)
-    await wait_for(lambda: _delayed_below(runtime, put_back), timeout_s=60)
-    second.send_signal(signal.SIGTERM)
-    second.send_signal(signal.SIGINT)
-    began = time.monotonic()
-    await _stopped(second, STOP_BOUND_S)
-    assert time.monotonic() - began < STOP_BOUND_S  # far below the 600 s grace
+    try:
+        await second.serving()
+        # A put-back job taken: its view changes (the fan-out of this run adds delayed jobs of
+        # its own, so the delayed count alone can stay up on a slow machine).
+        await wait_for(lambda: _one_taken(runtime, put_back_jobs), timeout_s=60)
+        second.signal(signal.SIGTERM)
+        second.signal(signal.SIGINT)
+        began = time.monotonic()
+        await second.stopped(STOP_BOUND_S)
+        assert time.monotonic() - began < STOP_BOUND_S  # far below the 600 s grace
+    finally:
+        await second.close()
     after_second = await _counts(runtime)
     assert after_second["active"] == 0 and after_second["failed"] == 0
 
@@ -171,8 +211,25 @@ async def _has_active(runtime: Runtime) -> bool:
     return (await _counts(runtime))["active"] > 0
 
 
-async def _delayed_below(runtime: Runtime, count: int) -> bool:
-    return (await _counts(runtime))["delayed"] < count
+async def _delayed_jobs(runtime: Runtime) -> dict[str, dict[str, JobView]]:
+    """The delayed jobs of every queue, by cabinet."""
+    jobs = {}
+    for name in SYNCS:
+        live = await _read(runtime.queue(name).live_jobs)
+        jobs[name] = {cabinet: v for cabinet, v in live.items() if v.state == "delayed"}
+    return jobs
+
+
+async def _one_taken(runtime: Runtime, delayed: dict[str, dict[str, JobView]]) -> bool:
+    """Whether one of the ``delayed`` jobs was taken since (its stored view changed)."""
+    await asyncio.sleep(0.05)  # polled every 50 ms, as ``_counts``
+    for name, views in delayed.items():
+        if not views:
+            continue
+        live = await _read(runtime.queue(name).live_jobs)
+        if any(live.get(cabinet) != view for cabinet, view in views.items()):
+            return True
+    return False
 
 
 def _children(pid: int) -> list[int]:
@@ -233,20 +290,22 @@ async def test_sigterm_with_redis_gone_stops_without_waiting_for_the_grace(tmp_p
     """Redis killed under an idle ``wbsync run``: a SIGTERM stops it well within its grace (its
     workers fetch nothing once stopping; BullMQ retried the failed fetches at once, spinning,
     until the grace was over). Nothing runs, so nothing justifies waiting for the grace."""
-    with EmbeddedRedis() as redis:
-        env = {
-            **os.environ,
-            "WBSYNC_REDIS_URL": redis.url,
-            "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'gone.db'}",
-            "WBSYNC_SECRET_KEY": SECRET,
-            "WBSYNC_SHUTDOWN_GRACE_S": str(REDIS_GONE_GRACE_S),
-        }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wbsync", "run", env=env, stderr=asyncio.subprocess.PIPE
-        )
-        await _serving(process)
+    redis = EmbeddedRedis().start()
+    env = {
+        **os.environ,
+        "WBSYNC_REDIS_URL": redis.url,
+        "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'gone.db'}",
+        "WBSYNC_SECRET_KEY": SECRET,
+        "WBSYNC_SHUTDOWN_GRACE_S": str(REDIS_GONE_GRACE_S),
+    }
+    run = await _Run.start(env)
+    try:
+        await run.serving()
         os.kill(redis.pid, signal.SIGKILL)
-    process.send_signal(signal.SIGTERM)
-    began = time.monotonic()
-    await _stopped(process, REDIS_GONE_GRACE_S)
-    assert time.monotonic() - began < REDIS_GONE_GRACE_S
+        run.signal(signal.SIGTERM)
+        began = time.monotonic()
+        await run.stopped(REDIS_GONE_GRACE_S)
+        assert time.monotonic() - began < REDIS_GONE_GRACE_S
+    finally:
+        await run.close()
+        redis.stop()

@@ -3,6 +3,7 @@ next job a run's end takes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -117,3 +118,52 @@ async def _record(job: JobHandle, ran: list[str], holds_lock: list[bool]) -> Non
         holds_lock.append(False)
     else:
         holds_lock.append(True)
+
+
+async def test_a_job_taken_as_the_close_begins_is_put_back_not_run(
+    redis_url: str, prefix: str
+) -> None:
+    """The close begins while a run ends: the end's script has already been asked to take
+    the next job. That job is not run on the closing worker (its connections and lock renewal
+    are being closed) but put back, due now, no attempt spent, and a new worker runs it."""
+    ran: list[str] = []
+    closing: list[asyncio.Future[None]] = []
+    queue = SyncQueue("qclose", redis_url=redis_url, prefix=f"{prefix}:q")
+    worker = SyncWorker(
+        "qclose",
+        lambda job: _close_after(job, worker, ran, closing),
+        redis_url=redis_url,
+        prefix=f"{prefix}:q",
+    )
+    await queue.enqueue_many(["cab-a", "cab-b"])
+    await worker.start()
+    try:
+        await wait_for(lambda: closing)
+        await closing[0]
+        assert ran == ["cab-a"]
+        put_back = await queue.job("cab-b")
+        assert put_back is not None
+        assert put_back.state in ("delayed", "waiting"), put_back
+        assert put_back.attempts_made == 0
+        again = SyncWorker(
+            "qclose", lambda job: _record(job, ran, []), redis_url=redis_url, prefix=f"{prefix}:q"
+        )
+        await queue.promote_delayed()
+        await again.start()
+        try:
+            await wait_for(lambda: len(ran) == 2)
+        finally:
+            await again.close()
+    finally:
+        await worker.close()
+        await queue.close()
+    assert ran == ["cab-a", "cab-b"]
+
+
+async def _close_after(
+    job: JobHandle, worker: SyncWorker, ran: list[str], closing: list[asyncio.Future[None]]
+) -> None:
+    ran.append(job.cabinet)
+    # Starts on the loop's next turn: while this run's end (moveToFinished, asked to take the
+    # next job, the worker not closing yet) waits on Redis.
+    closing.append(asyncio.ensure_future(worker.close()))

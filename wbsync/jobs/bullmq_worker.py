@@ -189,24 +189,23 @@ class BullmqWorker(bullmq.Worker):  # type: ignore[misc]
             )
 
     async def processJob(self, job: bullmq.Job, token: str) -> bullmq.Job | None:
-        # Returned to the port's run loop, which runs a job a finished slot returns as it runs
-        # one a fetch returns.
+        if self.closing:
+            # A job handed to the run loop as the close began (by a fetch, or taken by a run's
+            # end) is not run: the close waits only for the runs it saw, then closes the
+            # connections and the lock renewal. The job stays locked by this worker, and
+            # ``SyncWorker.close`` puts back every such job, no attempt spent.
+            return None
         await super().processJob(job, token)
         taken = self._taken.pop(token, None)
         if taken is None:
             return None
         data, jid, limit_until, delay_until = taken
         # No job (an empty queue) marks the worker drained, as a fetch that found none does:
-        # the slot's next fetch waits on the queue's marker instead of asking again.
-        following = await self.nextJobFromJobData(
+        # the slot's next fetch waits on the queue's marker instead of asking again. A job is
+        # returned to the port's run loop, which runs it as it runs one a fetch returns.
+        return await self.nextJobFromJobData(
             data, jid, int(limit_until or 0), int(delay_until or 0), token
         )
-        if self.closing:
-            # The close waits only for the runs it saw and then closes the connections: a job
-            # taken meanwhile is not run here but put back by ``SyncWorker.close``, which puts
-            # back every job still locked by this worker.
-            return None
-        return following
 
     async def _completed(
         self, job: bullmq.Job, result: Any, remove: Any, token: str, fetch_next: bool = False
