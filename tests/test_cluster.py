@@ -323,7 +323,7 @@ async def test_a_penalty_from_another_process_holds_every_process(
     assert (await limiter.try_acquire(bucket)).acquired
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", PENALIZE, cluster.url, prefix)
-    assert await proc.wait() == 0
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
     refused = await limiter.try_acquire(bucket)
     elapsed_ms = (time.monotonic() - started) * 1000
     assert not refused.acquired

@@ -212,7 +212,7 @@ async def test_penalize_from_another_process(
     assert (await limiter.try_acquire(bucket)).acquired
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", PENALIZE, redis_url, prefix)
-    assert await proc.wait() == 0
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
     refused = await limiter.try_acquire(bucket)
     elapsed_ms = (time.monotonic() - started) * 1000
     assert not refused.acquired

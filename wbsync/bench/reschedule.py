@@ -64,7 +64,11 @@ class _Windows:
     async def start(self) -> None:
         ready = asyncio.Event()
         self._task = asyncio.create_task(self._watch(ready))
-        await ready.wait()
+        waiting = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({waiting, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if not ready.is_set():
+            await self._task  # it ended before watching: raises why
 
     async def _watch(self, ready: asyncio.Event) -> None:
         async with self._monitor_client.monitor() as monitor:
