@@ -88,7 +88,10 @@ async def test_validation_errors_are_422_naming_the_field(
         assert "x" * 40 not in reply.text  # the input (maybe a token) is not echoed
 
 
-async def test_unknown_ids_are_404(api: httpx.AsyncClient, add_cabinet: AddCabinet) -> None:
+async def test_unknown_ids_are_404(
+    api: httpx.AsyncClient, add_cabinet: AddCabinet, api_runtime: Runtime
+) -> None:
+    """A 404, and no dependency taken for down: a missing cabinet is not a failed database."""
     cabinet = await add_cabinet()
     missing = cabinet.id + 1000
     paths = [
@@ -107,6 +110,7 @@ async def test_unknown_ids_are_404(api: httpx.AsyncClient, add_cabinet: AddCabin
         reply = await api.request(method, path, headers=AUTH)
         assert reply.status_code == 404, (path, reply.text)
         assert reply.json()["status"] == 404
+    assert api_runtime.health.down_now() == []
 
 
 async def test_cabinets_create_list_show_deactivate_never_return_the_token(

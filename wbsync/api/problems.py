@@ -232,9 +232,11 @@ async def _on_problem(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_ours(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WbSyncError)
-    if isinstance(exc, StoreError | QueueError | RedisUnavailableError):
-        request.app.state.runtime.health.down(dependency_of(exc), exc)
-    return problem_response(problem_for(exc))
+    problem = problem_for(exc)
+    dependency = problem.extra.get("dependency")
+    if dependency is not None:  # a backing service failed, not the request (a missing cabinet)
+        request.app.state.runtime.health.down(dependency, exc)
+    return problem_response(problem)
 
 
 async def _on_validation(_request: Request, exc: Exception) -> JSONResponse:
