@@ -13,7 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import Select, Table, and_, bindparam, func, select, update
+from sqlalchemy import (
+    Integer,
+    Select,
+    String,
+    Table,
+    TextClause,
+    and_,
+    bindparam,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync.store.db import Database
@@ -22,6 +34,7 @@ from wbsync.store.schema import snapshot_keys, snapshot_runs
 __all__ = [
     "DIGEST_BYTES",
     "SLOT_DIGESTS",
+    "pg_finish_if_all_seen",
     "record_seen",
     "run_progress",
     "seen_digests",
@@ -105,6 +118,35 @@ def run_progress(table: Table) -> Select[tuple[int, datetime, int, bytes | None]
             runs.c.active.is_(True),
         )
     )
+
+
+def pg_finish_if_all_seen(table: Table) -> TextClause:
+    """PostgreSQL: finish the active run of (``:cabinet_id``, ``:dataset``) in one statement
+    when it saw as many distinct keys as the cabinet has live rows in ``table`` (then none is
+    unseen: ``SnapshotRepository.complete``), counting the distinct digests in the database.
+    Its row: ``runs`` (0: no run in progress) and ``finished`` (1: the run was finished)."""
+    name = table.name
+    return text(f"""
+WITH run AS (
+  SELECT started_at, slots FROM {snapshot_runs.name}
+  WHERE cabinet_id = :cabinet_id AND dataset = :dataset AND active
+), seen AS (
+  SELECT count(DISTINCT substring(k.digests FROM g * {DIGEST_BYTES} + 1 FOR {DIGEST_BYTES})) AS n
+  FROM run
+  JOIN {snapshot_keys.name} AS k
+    ON k.cabinet_id = :cabinet_id AND k.dataset = :dataset AND k.slot < run.slots
+  CROSS JOIN LATERAL generate_series(0, length(k.digests) / {DIGEST_BYTES} - 1) AS g
+), live AS (
+  SELECT count(*) AS n FROM {name} WHERE cabinet_id = :cabinet_id AND deleted_at IS NULL
+), done AS (
+  UPDATE {snapshot_runs.name} AS r SET active = false, slots = 0
+  FROM run, seen, live
+  WHERE r.cabinet_id = :cabinet_id AND r.dataset = :dataset AND r.started_at = run.started_at
+    AND seen.n = live.n
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM run) AS runs, (SELECT count(*) FROM done) AS finished
+""").bindparams(bindparam("cabinet_id", type_=Integer()), bindparam("dataset", type_=String()))
 
 
 def seen_digests(slots: Iterable[bytes | None]) -> set[bytes]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, func, select, update
+from sqlalchemy import Select, TextClause, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync import clock
@@ -35,7 +35,7 @@ from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
 from wbsync.store.rows import BATCH_ROWS, RowRepository, key_digest
 from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, utcnow
-from wbsync.store.seen import run_progress, seen_digests
+from wbsync.store.seen import pg_finish_if_all_seen, run_progress, seen_digests
 
 __all__ = ["SnapshotRepository"]
 
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 _PROGRESS: dict[Dataset, Select[Any]] = {}
 """Each dataset's ``run_progress`` query, built once."""
+_PG_FINISH: dict[Dataset, TextClause] = {}
+"""Each dataset's ``pg_finish_if_all_seen`` statement, built once."""
 
 _LAST_SEQ = func.coalesce(
     select(change_sequences.c.last_seq)
@@ -100,8 +102,9 @@ class SnapshotRepository:
         The run, the keys it saw and the cabinet's count of live rows come in one query. Every
         key a run saw is a live row once its page is stored (written, or confirmed unchanged),
         so when the live rows are exactly as many as the distinct keys seen, none was left
-        unseen: the run is marked finished without reading the dataset's keys (the common case,
-        two round trips). Otherwise the live rows older than the run are compared with the
+        unseen: the run is marked finished without reading the dataset's keys (the common case:
+        one statement on PostgreSQL, which counts the distinct digests itself; two round trips
+        on SQLite). Otherwise the live rows older than the run are compared with the
         keys seen, and the unseen ones tombstoned ``batch`` rows per transaction, so the
         dataset's sequence lock (which its other writers wait on) is held for one batch at a
         time. A seen row that another writer removed while the run went on (none of wbsync's
@@ -110,6 +113,15 @@ class SnapshotRepository:
         the same direction as a digest collision (``key_digest``).
         """
         ds = dataset(name)
+        if self._db.dialect == "postgresql":
+            # The common case in one statement: every live row seen, the run finished.
+            finish = _PG_FINISH.get(ds)
+            if finish is None:
+                finish = _PG_FINISH[ds] = pg_finish_if_all_seen(dataset_table(ds))
+            params = {"cabinet_id": cabinet_id, "dataset": ds.name}
+            ended = (await self._db.execute(finish, params)).one()
+            if not ended.runs or ended.finished:
+                return 0
         query = _PROGRESS.get(ds)
         if query is None:
             query = _PROGRESS[ds] = run_progress(dataset_table(ds))
