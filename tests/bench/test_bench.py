@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -9,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from typer.testing import CliRunner
 
 from wbsync.bench import (
@@ -33,6 +36,7 @@ from wbsync.bench.cli import app
 from wbsync.bench.docs.markdown import table as bench_docs_table
 from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import offset_ms
+from wbsync.procs import free_port
 from wbsync.redis_server import EmbeddedRedis
 
 
@@ -50,6 +54,18 @@ async def test_reschedule_counts_commands(private_redis: str) -> None:
     assert result["redis_commands_per_deferral"] == 2
     by_name = result["detail"]["deferral"]["commands_by_name"]
     assert by_name == {"evalsha": 1, "zadd": 1}  # moveToDelayed carrying the data; the wake-up
+
+
+async def test_reschedule_says_why_its_monitor_could_not_start(redis_url: str) -> None:
+    """A MONITOR watcher that fails before it watches (nothing listens at its URL) fails the
+    start with the reason, instead of leaving it waiting forever."""
+    control = Redis.from_url(redis_url)
+    windows = reschedule._Windows(control, f"redis://127.0.0.1:{free_port()}")
+    try:
+        with pytest.raises(RedisConnectionError):
+            await asyncio.wait_for(windows.start(), 30)
+    finally:
+        await control.aclose()
 
 
 async def test_data_a_second_run_of_unchanged_data_writes_nothing(redis_url: str) -> None:
