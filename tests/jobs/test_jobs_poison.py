@@ -22,6 +22,10 @@ QUEUE = "qpoison"
 POISON = "{not json"
 # Short, so that a job left active without a run would be found stalled (and looped) at once.
 LOCK_MS = 300
+# For jobs run or fetched around a stop: a lock that outlives a loaded machine's stalls of the
+# event loop (at 300 ms the worker's own stalled-job check took the running job back before
+# the stop could put it back: "lock lost", the job waiting instead of delayed).
+RUN_LOCK_MS = 30_000
 
 
 def _job_key(prefix: str, cabinet: str) -> str:
@@ -45,7 +49,9 @@ async def _poison(redis: Redis, prefix: str, cabinet: str) -> None:
     await redis.hset(key, "data", POISON)
 
 
-def _worker(redis_url: str, prefix: str, ran: list[str], *, gate: asyncio.Event) -> SyncWorker:
+def _worker(
+    redis_url: str, prefix: str, ran: list[str], *, gate: asyncio.Event, lock_ms: int = LOCK_MS
+) -> SyncWorker:
     async def process(job: JobHandle) -> None:
         ran.append(job.cabinet)
         await gate.wait()
@@ -55,7 +61,7 @@ def _worker(redis_url: str, prefix: str, ran: list[str], *, gate: asyncio.Event)
         process,
         redis_url=redis_url,
         prefix=keys.queue_prefix(prefix),
-        lock_duration_ms=LOCK_MS,
+        lock_duration_ms=lock_ms,
     )
 
 
@@ -94,7 +100,7 @@ async def test_the_put_back_at_a_stop_moves_every_unrun_job_past_a_poisoned_one(
 ) -> None:
     ran: list[str] = []
     gate = asyncio.Event()  # never opened: the running job is cut short at the stop
-    worker = _worker(redis_url, prefix, ran, gate=gate)
+    worker = _worker(redis_url, prefix, ran, gate=gate, lock_ms=RUN_LOCK_MS)
     await worker.start()
     await queue.enqueue("running")
     await wait_for(lambda: ran == ["running"])
@@ -117,7 +123,7 @@ async def test_the_put_back_at_a_stop_moves_every_unrun_job_past_a_poisoned_one(
     # The next worker fails the poisoned job at once and runs the other two.
     ran.clear()
     gate.set()
-    successor = _worker(redis_url, prefix, ran, gate=gate)
+    successor = _worker(redis_url, prefix, ran, gate=gate, lock_ms=RUN_LOCK_MS)
     await successor.start()
     try:
         await queue.promote_delayed()
