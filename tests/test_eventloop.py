@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
 from wbsync import eventloop
 
 uvloop = pytest.importorskip("uvloop")  # where it has no build, asyncio's loop runs
@@ -33,3 +37,27 @@ def test_run_gives_back_the_result_and_closes_its_loop() -> None:
 
     assert eventloop.run(main()) == 7
     assert loops[0].is_closed()
+
+
+_HUNG = """
+import asyncio
+
+from wbsync import eventloop
+
+
+def test_waits_forever_in_the_loop():
+    eventloop.run(asyncio.Event().wait())
+"""
+
+
+def test_a_test_hung_in_the_loop_fails_past_the_suites_timeout(tmp_path: Path) -> None:
+    """The suite's bound on one test (pyproject.toml's ``timeout``, here cut to 2 s) reaches a
+    test blocked in uvloop's C loop, where a signal would not: it fails, naming the test,
+    instead of holding the run until CI's own limit."""
+    (tmp_path / "test_hung.py").write_text(_HUNG, encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml")]
+    command += ["-p", "no:cacheprovider", "-o", "timeout=2", str(tmp_path / "test_hung.py")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    assert "Timeout" in out and "test_waits_forever_in_the_loop" in out, out[-3000:]

@@ -290,22 +290,21 @@ async def test_sigterm_with_redis_gone_stops_without_waiting_for_the_grace(tmp_p
     """Redis killed under an idle ``wbsync run``: a SIGTERM stops it well within its grace (its
     workers fetch nothing once stopping; BullMQ retried the failed fetches at once, spinning,
     until the grace was over). Nothing runs, so nothing justifies waiting for the grace."""
-    redis = EmbeddedRedis().start()
-    env = {
-        **os.environ,
-        "WBSYNC_REDIS_URL": redis.url,
-        "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'gone.db'}",
-        "WBSYNC_SECRET_KEY": SECRET,
-        "WBSYNC_SHUTDOWN_GRACE_S": str(REDIS_GONE_GRACE_S),
-    }
-    run = await _Run.start(env)
-    try:
-        await run.serving()
-        os.kill(redis.pid, signal.SIGKILL)
-        run.signal(signal.SIGTERM)
-        began = time.monotonic()
-        await run.stopped(REDIS_GONE_GRACE_S)
-        assert time.monotonic() - began < REDIS_GONE_GRACE_S
-    finally:
-        await run.close()
-        redis.stop()
+    with EmbeddedRedis() as redis:
+        env = {
+            **os.environ,
+            "WBSYNC_REDIS_URL": redis.url,
+            "WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'gone.db'}",
+            "WBSYNC_SECRET_KEY": SECRET,
+            "WBSYNC_SHUTDOWN_GRACE_S": str(REDIS_GONE_GRACE_S),
+        }
+        run = await _Run.start(env)
+        try:
+            await run.serving()
+            os.kill(redis.pid, signal.SIGKILL)
+            run.signal(signal.SIGTERM)
+            began = time.monotonic()
+            await run.stopped(REDIS_GONE_GRACE_S)
+            assert time.monotonic() - began < REDIS_GONE_GRACE_S
+        finally:
+            await run.close()
