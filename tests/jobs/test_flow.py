@@ -23,13 +23,14 @@ from tests.support.waiting import wait_for
 from wbsync import clock, keys
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
+from wbsync.demo.progress import Progress, Tally
 from wbsync.demo.run import run_demo
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.model import Outcome
 from wbsync.metrics import SLOT_SLEEP, queue_value, sample
 from wbsync.runtime import Runtime
-from wbsync.store import Database
+from wbsync.store import Database, Store
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
 from wbsync.workers import build_workers
@@ -296,6 +297,53 @@ async def test_the_demos_live_table_ends_with_the_summarys_stored_rows(
     stored = {name: row["rows_stored"] for name, row in summary["queues"].items()}
     assert stored["autobidder-sync"] > 0
     assert _last_live_rows(screen.getvalue(), list(stored)) == stored
+
+
+class _CountsLosingACancel:
+    """A queue's job counts as redis-py reads them on Python 3.11 when the reader is cancelled
+    as a command's send completes: ``asyncio.wait_for`` loses the cancel and the counts come
+    back. ``entered`` is set once a read is under way; the read ends at ``release``."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.lost = 0
+
+    async def counts(self) -> dict[str, int]:
+        self.entered.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.lost += 1
+        return dict.fromkeys(("active", "waiting", "delayed", "prioritized"), 0)
+
+
+async def test_the_demos_live_table_stops_while_a_refresh_is_under_way(tmp_path: Path) -> None:
+    """The live view's refresh loop is asked to stop, not cancelled: a refresh under way as the
+    demo ends finishes, the loop ends, and the final table is drawn. Cancelled, a refresh whose
+    Redis read lost the cancel went on refreshing forever (the demo never returned)."""
+    queue = _CountsLosingACancel()
+    ended = asyncio.Event()
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, color_system=None, width=200)
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 'progress.db'}") as db:
+        await db.migrate()
+        state = Tally(cabinets=1, queues=(FINANCE,))
+        store = Store(db, secret_key=None)
+        queues: dict[str, Any] = {FINANCE: queue}
+
+        async def show() -> None:
+            async with Progress(state, queues, store, console=console):
+                await ended.wait()
+
+        showing = asyncio.ensure_future(show())
+        await asyncio.wait_for(queue.entered.wait(), timeout=60)  # a refresh is under way
+        ended.set()
+        await asyncio.sleep(0)  # one turn of the loop: the block ends, its exit begins
+        queue.release.set()
+        await asyncio.wait_for(showing, timeout=60)
+    assert queue.lost == 0
+    assert _last_live_rows(screen.getvalue(), [FINANCE]) == {FINANCE: 0}
 
 
 async def test_a_scheduled_job_tells_each_page_on_the_change_stream_and_its_lag_once(

@@ -71,6 +71,7 @@ class Progress:
         self._show = console is not None and console.is_terminal
         self._live: Live | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
 
     async def __aenter__(self) -> Progress:
         if self._show:
@@ -86,18 +87,22 @@ class Progress:
         tb: TracebackType | None,
     ) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Asked, not cancelled: on Python 3.11 a cancel that lands as a Redis command's
+            # send completes is lost inside redis-py (``asyncio.wait_for``), and the loop
+            # would refresh forever. A refresh under way ends first (Redis and the database
+            # bound it).
+            self._stop.set()
+            await self._task
         if self._live is not None:
             self._live.update(await self._table())
             self._live.stop()
 
     async def _refresh(self) -> None:
         assert self._live is not None
-        while True:
+        while not self._stop.is_set():
             self._live.update(await self._table())
-            await asyncio.sleep(_REFRESH_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), _REFRESH_S)
 
     async def _table(self) -> Table:
         table = Table(title="wbsync demo", title_justify="left")
