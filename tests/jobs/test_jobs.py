@@ -244,3 +244,36 @@ async def test_close_cancels_runs_still_going_after_the_grace_and_puts_them_back
     assert job is not None and job.state in ("delayed", "waiting")
     assert job.attempts_made == 0
     assert job.data["cursor"] == 1
+
+
+async def test_a_run_that_lost_its_cancel_stops_at_its_next_cursor_save(
+    harness: Harness, redis_url: str, prefix: str
+) -> None:
+    """A run whose cancel was lost (on Python 3.11 redis-py's ``asyncio.wait_for`` drops one
+    that lands as a command's send completes) stops at its next cursor save once the close
+    cuts the runs short: put back with that cursor, no attempt spent, instead of running on."""
+    started = asyncio.Event()
+    lost = 0
+
+    async def losing(job: JobHandle) -> None:
+        nonlocal lost
+        await job.save_cursor(1)
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            lost += 1  # dropped, as such a library does: the run goes on
+        for page in range(2, 500):
+            await job.save_cursor(page)
+
+    queue = harness.queue("qlost")
+    worker = SyncWorker("qlost", losing, redis_url=redis_url, prefix=f"{prefix}:q")
+    await worker.start()
+    await queue.enqueue("cab-l")
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(worker.close(grace_s=0.2), 30)
+    job = await queue.job("cab-l")
+    assert lost == 1
+    assert job is not None and job.state in ("delayed", "waiting")
+    assert job.attempts_made == 0
+    assert job.data["cursor"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
@@ -36,12 +37,14 @@ class JobHandle:
         writer: JobDataWriter,
         move_to_delayed: MoveToDelayed,
         wake_at: Callable[[int], None],
+        cut: Callable[[], bool] = lambda: False,
     ) -> None:
         self._job = job
         self._token = token
         self._writer = writer
         self._move_to_delayed = move_to_delayed
         self._wake_at = wake_at
+        self._cut = cut
         self._progress: list[Callable[[], None]] = []
         self._carried: list[ProgressFields] = []
         self._lag: LagSample | None = None
@@ -95,11 +98,17 @@ class JobHandle:
         ``entry`` (the page's change-stream event) are written in the same round trip, and only
         with the cursor.
 
-        A saved cursor is progress: the ``on_progress`` callbacks run first.
+        A saved cursor is progress: the ``on_progress`` callbacks run first. Once the worker
+        cuts its runs short (a stop past its grace), the run ends here as cancelled, its cursor
+        saved: on Python 3.11 a task's cancel can be lost inside a library (redis-py sends
+        each command inside ``asyncio.wait_for``, which drops a cancel that lands as the send
+        completes), and the run would go on to its end.
         """
         for callback in self._progress:
             callback()
         await self.update_data({**(extra or {}), "cursor": cursor}, count=count, entry=entry)
+        if self._cut():
+            raise asyncio.CancelledError()
 
     async def update_data(
         self,

@@ -85,6 +85,7 @@ class SyncWorker:
         self._task: asyncio.Task[None] | None = None
         self._wakers: set[asyncio.TimerHandle] = set()
         self._cut = asyncio.Event()
+        self._cutting = False  # the runs still going are being cancelled
         self._closed = False
 
     async def start(self) -> None:
@@ -164,6 +165,8 @@ class SyncWorker:
             )
             # What close(force=True) does, on the close already under way: BullMQ writes no
             # completion or failure for the cancelled runs; each run puts its job back itself.
+            # A run whose cancel was lost stops at its next cursor save (``JobHandle``).
+            self._cutting = True
             worker.forceClosing = True
             worker.cancelProcessing()
         await closing
@@ -178,6 +181,7 @@ class SyncWorker:
             writer=self._writer,
             move_to_delayed=self._move_to_delayed,
             wake_at=self._wake_at,
+            cut=lambda: self._cutting,
         )
         info = JobInfo(queue=self.name, job_id=handle.id, cabinet=handle.cabinet)
         started = clock.monotonic()
