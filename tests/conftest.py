@@ -16,6 +16,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from sqlalchemy import delete
 
+from tests.support import hangs
 from tests.support.databases import (
     BACKENDS,
     POSTGRES_ENV,
@@ -135,4 +136,19 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
     """The suite's tests run on the loop wbsync's processes run on (``wbsync.eventloop``)."""
-    return {eventloop.NAME: eventloop.new_event_loop}
+    return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A test still running near the suite's bound fails with its loop's tasks in its report
+    (``tests.support.hangs``)."""
+    watch = hangs.watched(item)
+    if watch is None:
+        return (yield)
+    with watch:
+        try:
+            return (yield)
+        finally:
+            if watch.tasks is not None:
+                item.add_report_section("call", "asyncio tasks", watch.tasks)

@@ -61,3 +61,31 @@ def test_a_test_hung_in_the_loop_fails_past_the_suites_timeout(tmp_path: Path) -
     assert done.returncode != 0
     out = done.stdout + done.stderr
     assert "Timeout" in out and "test_waits_forever_in_the_loop" in out, out[-3000:]
+
+
+_STUCK = """
+import asyncio
+
+
+async def test_awaits_an_event_nobody_sets():
+    await asyncio.Event().wait()
+
+
+def test_after_it():
+    pass
+"""
+
+
+def test_an_async_test_near_the_suites_bound_fails_with_its_loops_tasks(tmp_path: Path) -> None:
+    """Before the bound (cut to 4 s here) kills its process, a stuck asyncio test is cancelled
+    with every task's stack in its report, and the run goes on (``tests.support.hangs``)."""
+    (tmp_path / "test_stuck.py").write_text(_STUCK, encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml")]
+    command += ["-p", "no:cacheprovider", "-p", "tests.conftest", "-o", "timeout=4"]
+    command += ["-rN", str(tmp_path / "test_stuck.py")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = done.stdout + done.stderr
+    assert "1 failed, 1 passed" in out, out[-3000:]
+    assert "asyncio tasks" in out and "still running after 4 s" in out, out[-3000:]
+    assert "await asyncio.Event().wait()" in out, out[-3000:]  # the stuck await, in its stack
+    assert "+ Timeout +" not in out, out[-3000:]
