@@ -26,6 +26,7 @@ from wbsync.demo.expected import expected_datasets
 from wbsync.demo.progress import Progress, Tally
 from wbsync.demo.run import run_demo
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.errors import WbSyncError
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.model import Outcome
 from wbsync.metrics import SLOT_SLEEP, queue_value, sample
@@ -297,6 +298,24 @@ async def test_the_demos_live_table_ends_with_the_summarys_stored_rows(
     stored = {name: row["rows_stored"] for name, row in summary["queues"].items()}
     assert stored["autobidder-sync"] > 0
     assert _last_live_rows(screen.getvalue(), list(stored)) == stored
+
+
+async def test_a_demo_past_its_time_says_which_queues_were_not_done(
+    tmp_path: Path, prefix: str, redis_url: str
+) -> None:
+    """The finance pull needs several of WB's one-a-minute windows (0.6 s each here): a demo
+    given 0.3 s stops, naming it with what its runs came to."""
+    with pytest.raises(WbSyncError, match=r"did not finish within 0\.3 s; not done: ") as caught:
+        await run_demo(
+            Settings(redis_url=redis_url, redis_prefix=prefix),
+            cabinets=1,
+            database=tmp_path / "demo.db",
+            progress=None,
+            timeout_s=0.3,
+        )
+    assert re.search(
+        r"rnp-finance-sync 0/1 completed \((deferred \d+|no run ended)\)", str(caught.value)
+    )
 
 
 class _CountsLosingACancel:

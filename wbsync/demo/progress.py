@@ -46,6 +46,19 @@ class Tally:
         """How many runs of ``queue`` ended with ``outcome``."""
         return self.outcomes[(queue, outcome)]
 
+    def unfinished(self) -> str:
+        """The queues whose jobs did not all complete, each with what its runs came to, e.g.
+        ``rnp-finance-sync 0/1 completed (deferred 3, failed 1)``."""
+        parts = []
+        for queue in self.queues:
+            done = self.count(queue, "completed")
+            if done >= self.cabinets:
+                continue
+            ends = sorted((o, n) for (q, o), n in self.outcomes.items() if q == queue)
+            seen = ", ".join(f"{o} {n}" for o, n in ends if o != "completed") or "no run ended"
+            parts.append(f"{queue} {done}/{self.cabinets} completed ({seen})")
+        return "; ".join(parts) or "none"
+
 
 async def stored_rows(store: Store, queue: str) -> int:
     """The rows of ``queue``'s datasets in the store (the demo's database has only its cabinets)."""

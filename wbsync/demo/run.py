@@ -193,7 +193,9 @@ async def _run(
         async with progress:
             await asyncio.wait_for(state.done.wait(), timeout=timeout_s)
     except TimeoutError:
-        raise WbSyncError(f"the demo did not finish within {timeout_s:.0f} s") from None
+        raise WbSyncError(
+            f"the demo did not finish within {timeout_s:g} s; not done: {state.unfinished()}"
+        ) from None
     finally:
         makespan = clock.monotonic() - started
         for worker in workers:
