@@ -37,7 +37,7 @@ class JobHandle:
         writer: JobDataWriter,
         move_to_delayed: MoveToDelayed,
         wake_at: Callable[[int], None],
-        cut: Callable[[], bool] = lambda: False,
+        cut: Callable[[], bool],
     ) -> None:
         self._job = job
         self._token = token
