@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import REGISTRY
@@ -14,7 +15,7 @@ from tests.support.waiting import wait_for
 from wbsync import clock
 from wbsync.context import correlation_id, current_job
 from wbsync.jobs.fanout import FanOut, FanOutReport
-from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit
@@ -222,6 +223,29 @@ async def test_promote_delayed_runs_deferred_jobs_now(
     assert sorted(c for c, _, _ in seen) == ["p1", "p2"]
 
 
+async def _cut_short_at_close(
+    harness: Harness,
+    redis_url: str,
+    prefix: str,
+    name: str,
+    process: Processor,
+    started: asyncio.Event,
+) -> Mapping[str, Any]:
+    """Run one job of ``process`` until it sets ``started``, then close the worker with a
+    0.2 s grace; the job's data once it is put back: due now for the next worker, not failed,
+    not left active, no attempt spent."""
+    queue = harness.queue(name)
+    worker = SyncWorker(name, process, redis_url=redis_url, prefix=f"{prefix}:q")
+    await worker.start()
+    await queue.enqueue("cab-s")
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(worker.close(grace_s=0.2), 30)
+    job = await queue.job("cab-s")
+    assert job is not None and job.state in ("delayed", "waiting")
+    assert job.attempts_made == 0
+    return job.data
+
+
 async def test_close_cancels_runs_still_going_after_the_grace_and_puts_them_back(
     harness: Harness, redis_url: str, prefix: str
 ) -> None:
@@ -230,20 +254,10 @@ async def test_close_cancels_runs_still_going_after_the_grace_and_puts_them_back
     async def endless(job: JobHandle) -> None:
         await job.save_cursor(1)
         started.set()
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # the run never ends by itself: close returns after the grace
 
-    queue = harness.queue("qstop")
-    worker = SyncWorker("qstop", endless, redis_url=redis_url, prefix=f"{prefix}:q")
-    await worker.start()
-    await queue.enqueue("cab-s")
-    await asyncio.wait_for(started.wait(), 10)
-    # The run never ends by itself: close returns once the grace is over.
-    await asyncio.wait_for(worker.close(grace_s=0.2), 30)
-    job = await queue.job("cab-s")
-    # Put back, due now, for the next worker: not failed, not left active, no attempt spent.
-    assert job is not None and job.state in ("delayed", "waiting")
-    assert job.attempts_made == 0
-    assert job.data["cursor"] == 1
+    data = await _cut_short_at_close(harness, redis_url, prefix, "qstop", endless, started)
+    assert data["cursor"] == 1
 
 
 async def test_a_run_that_lost_its_cancel_stops_at_its_next_cursor_save(
@@ -266,14 +280,6 @@ async def test_a_run_that_lost_its_cancel_stops_at_its_next_cursor_save(
         for page in range(2, 500):
             await job.save_cursor(page)
 
-    queue = harness.queue("qlost")
-    worker = SyncWorker("qlost", losing, redis_url=redis_url, prefix=f"{prefix}:q")
-    await worker.start()
-    await queue.enqueue("cab-l")
-    await asyncio.wait_for(started.wait(), 10)
-    await asyncio.wait_for(worker.close(grace_s=0.2), 30)
-    job = await queue.job("cab-l")
+    data = await _cut_short_at_close(harness, redis_url, prefix, "qlost", losing, started)
     assert lost == 1
-    assert job is not None and job.state in ("delayed", "waiting")
-    assert job.attempts_made == 0
-    assert job.data["cursor"] == 2
+    assert data["cursor"] == 2
