@@ -139,6 +139,11 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    hangs.setup_begins(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """A test still running near the suite's bound fails with its loop's tasks in its report

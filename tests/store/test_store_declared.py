@@ -320,3 +320,26 @@ async def test_names_at_postgresqls_limit_are_kept_whole_and_longer_ones_refused
         Dataset("n" * (NAME_MAX + 1), "GET", (KeyField("row_id", "id"),))
     with pytest.raises(StoreError, match=f"past PostgreSQL's {IDENTIFIER_MAX}"):
         Dataset("plugin_rows", "GET", (KeyField("k" * (IDENTIFIER_MAX + 1), "id"),))
+
+
+async def test_a_declared_snapshot_dataset_whose_name_needs_quoting_ends_its_runs(
+    empty_database: Database, declare: Registrar
+) -> None:
+    """A plugin's dataset named with capitals and a dash: its table's name is quoted in the
+    statements wbsync writes as SQL text (the page's and, on PostgreSQL, a run's end)."""
+    odd = Dataset("Plugin-Snap", "GET /api/v1/plugin", (KeyField("row_id", "id"),), "snapshot")
+    declare.declare(odd)
+    declare.commit()
+    db = empty_database
+    await db.migrate()
+    store = Store(db, secret_key="k" * 32)
+    cabinet = (await store.cabinets.add("shop", "t", "seller")).id
+    rows = [{"id": n} for n in range(5)]
+    await store.upsert(odd.name, cabinet, rows)
+    await store.snapshots.begin(odd.name, cabinet)
+    await store.write(odd.name, cabinet, rows, seen=True)
+    assert await store.snapshots.complete(odd.name, cabinet) == 0  # every row seen
+    await store.snapshots.begin(odd.name, cabinet)
+    await store.write(odd.name, cabinet, rows[1:], seen=True)
+    assert await store.snapshots.complete(odd.name, cabinet) == 1
+    assert await store.fetch(odd.name, cabinet) == rows[1:]

@@ -2,10 +2,11 @@
 
 The suite's per-test bound (pyproject.toml's ``timeout``, pytest-timeout's thread method) kills
 the test's process and prints every thread's stack; an asyncio test's await chain is in none of
-them (the loop's thread is in its poll). At ``WATCH_FRACTION`` of that bound this watch looks
-first: it records every task of the running loop with its stack as the report's "asyncio tasks"
-section, then cancels the test's own task, so the test fails with the await it was stuck on and
-the run goes on. A loop that is blocked, or a test that loses the cancel, still meets the bound.
+them (the loop's thread is in its poll). At ``WATCH_FRACTION`` of that bound, counted as the
+bound is from the test's setup, this watch looks first: it records every task of the running
+loop with its stack as the report's "asyncio tasks" section, then cancels the test's own task,
+so the test fails with the await it was stuck on and the run goes on. A loop that is blocked,
+or a test that loses the cancel, still meets the bound.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -38,11 +40,12 @@ def tracked(
 
 
 class Watch:
-    """One test's watch: a timer thread that, once due, has the running loop dump and cancel."""
+    """One test's watch: a timer thread that, once due (``after_s`` since the test's setup
+    began, ``delay_s`` from now), has the running loop dump and cancel."""
 
-    def __init__(self, item: pytest.Item, after_s: float) -> None:
+    def __init__(self, item: pytest.Item, after_s: float, delay_s: float) -> None:
         self._name = getattr(item, "originalname", item.name)
-        self._timer = threading.Timer(after_s, self._due)
+        self._timer = threading.Timer(delay_s, self._due)
         self._timer.daemon = True
         self._after_s = after_s
         self.tasks: str | None = None
@@ -73,7 +76,19 @@ class Watch:
             task.cancel(f"{self._name} still running after {self._after_s:.0f} s")
 
 
+_SETUP_BEGAN = pytest.StashKey[float]()
+
+
+def setup_begins(item: pytest.Item) -> None:
+    """Note when ``item``'s setup begins: the bound counts from there, and so does the watch."""
+    item.stash[_SETUP_BEGAN] = time.monotonic()
+
+
 def watched(item: pytest.Item) -> Watch | None:
-    """A watch for ``item`` when the suite bounds a test's time (else None)."""
+    """A watch for ``item``'s call when the suite bounds a test's time (else None)."""
     bound = float(item.config.getini("timeout") or 0)
-    return Watch(item, bound * WATCH_FRACTION) if bound > 0 else None
+    if bound <= 0:
+        return None
+    after_s = bound * WATCH_FRACTION
+    spent = time.monotonic() - item.stash.get(_SETUP_BEGAN, time.monotonic())
+    return Watch(item, after_s, max(0.0, after_s - spent))

@@ -8,6 +8,7 @@ sequence number (:mod:`wbsync.store.changes`) and ``changed_at``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    Dialect,
     Integer,
     LargeBinary,
     String,
@@ -31,7 +31,6 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wbsync import clock
@@ -40,7 +39,7 @@ from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, 
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.schema import UtcDateTime, dataset_table, utcnow
+from wbsync.store.schema import UtcDateTime, dataset_table, pg_quote, utcnow
 from wbsync.store.seen import record_seen, slot_chunks
 
 __all__ = ["BATCH_ROWS", "PageWrite", "RowRepository", "key_digest"]
@@ -187,9 +186,7 @@ class RowRepository:
         """The page in one PostgreSQL statement: (rows written, last number), or None when the
         dataset has no sequence row yet (nothing was written)."""
         ds, cursor = page.dataset, page.cursor
-        statement = _PG_PAGES.get(ds)
-        if statement is None:
-            statement = _PG_PAGES[ds] = _pg_page_statement(ds, dataset_table(ds))
+        statement = _pg_page_statement(ds)
         params: dict[str, Any] = {
             f"k{i}": [key[i] for key, _ in page.ordered] for i in range(len(ds.key))
         }
@@ -309,23 +306,20 @@ class RowRepository:
 # Without a sequence row (a plugin's dataset's first write) nothing is written and the caller
 # takes the general path, which creates it.
 
-#: Each dataset's statement, generated once (a dataset declared again gets its own).
-_PG_PAGES: dict[Dataset, TextClause] = {}
-
 _PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
 _PG_ARRAYS: dict[str, ARRAY[Any]] = {
     "int": ARRAY(BigInteger()),
     "str": ARRAY(Text()),
     "date": ARRAY(Text()),
 }
-_PG_DIALECT: Dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
-def _pg_page_statement(ds: Dataset, table: Table) -> TextClause:
-    quote = _PG_DIALECT.identifier_preparer.quote
-    keys = [quote(k.column) for k in ds.key]
+@functools.cache
+def _pg_page_statement(ds: Dataset) -> TextClause:
+    """The dataset's page statement, generated once (a dataset declared again gets its own)."""
+    keys = [pg_quote(k.column) for k in ds.key]
     params = [f"k{i}" for i in range(len(ds.key))]
-    name = quote(table.name)
+    name = pg_quote(dataset_table(ds).name)
     unnest = ", ".join(
         f"CAST(:{p} AS {_PG_KEY_TYPES[k.kind]})" for p, k in zip(params, ds.key, strict=True)
     )

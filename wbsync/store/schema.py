@@ -27,6 +27,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wbsync.clock import now_ms
@@ -44,6 +45,7 @@ __all__ = [
     "declared_metadata",
     "key_checks",
     "metadata",
+    "pg_quote",
     "price_targets",
     "sent_bids",
     "sent_price_uploads",
@@ -53,6 +55,15 @@ __all__ = [
     "sync_runs",
     "utcnow",
 ]
+
+_PG_DIALECT: Dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+def pg_quote(name: str) -> str:
+    """``name`` as a PostgreSQL identifier in SQL text, quoted where it must be (a plugin's
+    dataset may bring capitals or dashes to its table's name)."""
+    return str(_PG_DIALECT.identifier_preparer.quote(name))
+
 
 # Explicit constraint names, identical on SQLite and PostgreSQL, so migrations can refer to them.
 metadata = MetaData(

@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync.store.db import Database
-from wbsync.store.schema import snapshot_keys, snapshot_runs
+from wbsync.store.schema import pg_quote, snapshot_keys, snapshot_runs
 
 __all__ = [
     "DIGEST_BYTES",
@@ -125,7 +125,7 @@ def pg_finish_if_all_seen(table: Table) -> TextClause:
     when it saw as many distinct keys as the cabinet has live rows in ``table`` (then none is
     unseen: ``SnapshotRepository.complete``), counting the distinct digests in the database.
     Its row: ``runs`` (0: no run in progress) and ``finished`` (1: the run was finished)."""
-    name = table.name
+    name = pg_quote(table.name)
     return text(f"""
 WITH run AS (
   SELECT started_at, slots FROM {snapshot_runs.name}

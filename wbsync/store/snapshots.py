@@ -23,6 +23,7 @@ pruning: the tables stay the size of one run's keys (docs/data.md).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -41,10 +42,18 @@ __all__ = ["SnapshotRepository"]
 
 log = logging.getLogger(__name__)
 
-_PROGRESS: dict[Dataset, Select[Any]] = {}
-"""Each dataset's ``run_progress`` query, built once."""
-_PG_FINISH: dict[Dataset, TextClause] = {}
-"""Each dataset's ``pg_finish_if_all_seen`` statement, built once."""
+
+@functools.cache
+def _progress(ds: Dataset) -> Select[Any]:
+    """The dataset's ``run_progress`` query, built once."""
+    return run_progress(dataset_table(ds))
+
+
+@functools.cache
+def _pg_finish(ds: Dataset) -> TextClause:
+    """The dataset's ``pg_finish_if_all_seen`` statement, built once."""
+    return pg_finish_if_all_seen(dataset_table(ds))
+
 
 _LAST_SEQ = func.coalesce(
     select(change_sequences.c.last_seq)
@@ -115,18 +124,12 @@ class SnapshotRepository:
         ds = dataset(name)
         if self._db.dialect == "postgresql":
             # The common case in one statement: every live row seen, the run finished.
-            finish = _PG_FINISH.get(ds)
-            if finish is None:
-                finish = _PG_FINISH[ds] = pg_finish_if_all_seen(dataset_table(ds))
             params = {"cabinet_id": cabinet_id, "dataset": ds.name}
-            ended = (await self._db.execute(finish, params)).one()
+            ended = (await self._db.execute(_pg_finish(ds), params)).one()
             if not ended.runs or ended.finished:
                 return 0
-        query = _PROGRESS.get(ds)
-        if query is None:
-            query = _PROGRESS[ds] = run_progress(dataset_table(ds))
         slots = (
-            await self._db.execute(query, {"cabinet_id": cabinet_id, "dataset": ds.name})
+            await self._db.execute(_progress(ds), {"cabinet_id": cabinet_id, "dataset": ds.name})
         ).all()
         if not slots:
             return 0
