@@ -202,8 +202,9 @@ def test_scaleout_refuses_a_bad_process_list() -> None:
 
 
 def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
-    """The finance sync for one cabinet, one round, SQLite: wbsync's worker and every bare
-    variant measured on the same page, the ratio and the commands reported, the docs written."""
+    """The finance sync for one cabinet, one round, SQLite: wbsync's worker, every bare variant
+    and the floor (the fastest pair in a job; the run raises unless its job completed) measured
+    on the same page, the ratios and the commands reported, the docs written."""
     reply = CliRunner().invoke(
         app,
         [
@@ -220,10 +221,16 @@ def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert finance["pages_per_run"] == 1 and finance["rows_per_page"] == 40
     assert finance["requests_per_run"] == 2  # the page, then WB's 204 that ends the report
     cpu = finance["cpu_ms_per_page"]
-    assert set(cpu) == {page.WBSYNC, *bare.BARE_VARIANTS} and all(v > 0 for v in cpu.values())
-    fastest = min(cpu[v] for v in bare.BARE_VARIANTS)
+    assert set(cpu) == {page.WBSYNC, *bare.BARE_VARIANTS, bare.FLOOR}
+    assert all(v > 0 for v in cpu.values())
+    fastest = min(cpu[v] for v in bare.BARE_VARIANTS)  # the floor is not a bare variant
     assert cpu[finance["fastest_bare"]] == fastest
     assert finance["ratio_to_fastest_bare"] == pytest.approx(cpu[page.WBSYNC] / fastest, rel=0.01)
+    assert finance["ratio_to_floor"] == pytest.approx(cpu[page.WBSYNC] / cpu[bare.FLOOR], rel=0.01)
+    floor_ratio = cpu[bare.FLOOR] / fastest
+    assert finance["floor_ratio_to_fastest_bare"] == pytest.approx(floor_ratio, rel=0.01)
+    targets = result["targets"]["sqlite"]
+    assert targets["finance_floor_ratio_met"] == (targets["finance_floor_ratio"] <= 1.5)
     by_name = finance["redis_commands_per_page_by_name"]
     assert by_name["evalsha"] >= 1  # the bucket, at least, runs on the private Redis
     assert "info" not in by_name  # the benchmark's own reads are not the page's
@@ -240,6 +247,7 @@ def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert (
         "page: worker CPU" in doc
         and "BullMQ cmd/job" in doc
+        and "x floor" in doc
         and "--sync rnp-finance-sync" in doc
         and "wbsync bench page --cabinets 1" in doc
     )

@@ -8,10 +8,18 @@ asyncpg directly) or JSON-text (SQLite, aiosqlite) table keyed like wbsync's. Va
 httpx or aiohttp, JSON (the parse and the rows' encoding) by the standard ``json`` or orjson;
 each variant keeps one HTTP client, one database connection and one Redis client, as a lean
 service would. ``wbsync.bench.page`` measures wbsync against it.
+
+The floor (``FLOOR``) is the fastest pair (aiohttp, orjson) run the way the design runs every
+sync: one job per (cabinet, sync) run, taken and finished by wbsync's job layer (``SyncWorker``
+over BullMQ, as many jobs at once as wbsync's workers), the run's cursor saved in the job's data
+after each page. What wbsync costs above the floor is its own work (the sync runner, the store,
+the WB client and limiter, the run's bookkeeping); what the floor costs above the bare pipeline
+is the job per run that the design requires.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -30,6 +38,11 @@ from sqlalchemy.engine import make_url
 
 from wbsync import keys
 from wbsync.clock import today
+from wbsync.errors import ConfigError
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit
 from wbsync.runtime import Runtime
 from wbsync.store.cabinets import Cabinet
@@ -41,6 +54,12 @@ from wbsync.wb.http import HttpPool, SentRequest
 HTTP_LIBRARIES = ("httpx", "aiohttp")
 JSON_LIBRARIES = ("json", "orjson")
 BARE_VARIANTS = tuple(f"{h}+{j}" for h in HTTP_LIBRARIES for j in JSON_LIBRARIES)
+FLOOR = "floor"
+"""The fastest pair (aiohttp+orjson) in a job per run, its cursor saved after each page."""
+_FLOOR_PAIR = "aiohttp+orjson"
+_FLOOR_QUEUE = "bench-floor"
+_FLOOR_PREFIX = "wbsync-bench-floor"
+_FLOOR_TIMEOUT_S = 120.0
 _BARE_TABLE = "bench_page_rows"
 _BUCKET_LUA = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_text("utf-8")
 #: The bare pipeline's bucket: WB's most common limit shape; only the call's cost matters.
@@ -123,6 +142,7 @@ class Bare:
         self.upsert: Upsert | None = None
         self._redis: Redis | None = None
         self._sha = ""
+        self._db_lock = asyncio.Lock()
 
     async def __aenter__(self) -> Bare:
         http = await self._stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
@@ -167,9 +187,10 @@ class Bare:
         async def upsert(
             cabinet: int, dataset: str, rows: list[Mapping[str, Any]], dumps: Callable[[Any], str]
         ) -> None:
-            await conn.executemany(
-                sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
-            )
+            async with self._db_lock:  # the floor's runs share the one connection
+                await conn.executemany(
+                    sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
+                )
 
         return upsert
 
@@ -188,48 +209,105 @@ class Bare:
         async def upsert(
             cabinet: int, dataset: str, rows: list[Mapping[str, Any]], dumps: Callable[[Any], str]
         ) -> None:
-            await conn.executemany(
-                sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
-            )
-            await conn.commit()
+            async with self._db_lock:  # the floor's runs share the one connection
+                await conn.executemany(
+                    sql, [(cabinet, dataset, i, dumps(r)) for i, r in enumerate(rows)]
+                )
+                await conn.commit()
 
         return upsert
 
     async def run(self, variant: str, recording: Recording, repeats: int) -> float:
         """CPU seconds of this process for ``repeats`` bare runs of ``recording``."""
+        replay = self._replayer(variant, recording)
+        started = time.process_time()
+        for _ in range(repeats):
+            self._next_cabinet += 1
+            await replay(self._next_cabinet, None)
+        return time.process_time() - started
+
+    async def run_floor(self, recording: Recording, repeats: int, *, concurrency: int) -> float:
+        """CPU seconds of this process for ``repeats`` runs of ``recording`` by the floor: each
+        a job of a ``SyncWorker`` running ``concurrency`` at once, from the worker's start to
+        the last job's completion (the jobs are added before, as a producer elsewhere would)."""
+        replay = self._replayer(_FLOOR_PAIR, recording)
+        ended: list[Outcome] = []
+        all_done = asyncio.Event()
+
+        def on_outcome(outcome: Outcome) -> None:
+            ended.append(outcome)
+            if len(ended) == repeats:
+                all_done.set()
+
+        async def process(job: JobHandle) -> None:
+            await replay(int(job.cabinet), job)
+
+        first = self._next_cabinet + 1
+        self._next_cabinet += repeats
+        # One attempt: a run that fails is reported, not retried into the figure.
+        queue = SyncQueue(_FLOOR_QUEUE, redis_url=self._redis_url, prefix=_FLOOR_PREFIX, attempts=1)
+        worker = SyncWorker(
+            _FLOOR_QUEUE,
+            process,
+            redis_url=self._redis_url,
+            prefix=_FLOOR_PREFIX,
+            concurrency=concurrency,
+            on_outcome=on_outcome,
+        )
+        try:
+            await queue.enqueue_many([str(c) for c in range(first, first + repeats)])
+            started = time.process_time()
+            await worker.start()
+            await asyncio.wait_for(all_done.wait(), _FLOOR_TIMEOUT_S)
+            cpu = time.process_time() - started
+        finally:
+            await worker.close(grace_s=0)
+            await queue.close()
+        not_completed = [o for o in ended if o.outcome != "completed"]
+        if not_completed:
+            first_end = not_completed[0]
+            raise ConfigError(f"{len(not_completed)} floor jobs did not complete: {first_end}")
+        return cpu
+
+    def _replayer(
+        self, variant: str, recording: Recording
+    ) -> Callable[[int, JobHandle | None], Awaitable[None]]:
+        """One bare run of ``recording`` for a cabinet number by ``variant``; given a job, the
+        run saves its cursor (the page's number) in the job after each page."""
         http_name, json_name = variant.split("+")
         send = self.send[http_name]
         loads: Callable[[bytes], Any] = orjson.loads if json_name == "orjson" else json.loads
         dumps = _orjson_dumps if json_name == "orjson" else _json_dumps
         upsert, redis = self.upsert, self._redis
         assert upsert is not None and redis is not None  # entered
-        started = time.process_time()
-        for _ in range(repeats):
-            self._next_cabinet += 1
-            cabinet = self._next_cabinet
+        args: list[str | int] = [
+            repr(_BARE_LIMIT.interval_ms * self._time_scale),
+            _BARE_LIMIT.burst,
+            1,
+            "0.0",
+            "0.0",
+            -1,
+            repr(3_600_000.0 * self._time_scale),  # max_wait_ms: WB's longest period, scaled
+        ]
+
+        async def replay(cabinet: int, job: JobHandle | None) -> None:
             scope = BucketScope(cabinet=f"bare-{cabinet}", group="bench", limit=_BARE_LIMIT)
             bucket = [
                 keys.bucket_key("wbsync-bench", scope),
                 keys.learned_key("wbsync-bench", scope),
-            ]
-            args: list[str | int] = [
-                repr(_BARE_LIMIT.interval_ms * self._time_scale),
-                _BARE_LIMIT.burst,
-                1,
-                "0.0",
-                "0.0",
-                -1,
-                repr(3_600_000.0 * self._time_scale),  # max_wait_ms: WB's longest period, scaled
             ]
             for req in recording.requests:
                 await redis.evalsha(self._sha, 2, *bucket, *args)
                 body = await send(req)
                 if body:
                     loads(body)
-            for dataset, rows in recording.pages:
+            for number, (dataset, rows) in enumerate(recording.pages):
                 if rows:
                     await upsert(cabinet, dataset, rows, dumps)
-        return time.process_time() - started
+                if job is not None:
+                    await job.save_cursor(number)
+
+        return replay
 
 
 def _json_dumps(row: Any) -> str:
