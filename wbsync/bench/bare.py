@@ -60,6 +60,7 @@ _FLOOR_PAIR = "aiohttp+orjson"
 _FLOOR_QUEUE = "bench-floor"
 _FLOOR_PREFIX = "wbsync-bench-floor"
 _FLOOR_TIMEOUT_S = 120.0
+_FLOOR_CLOSE_GRACE_S = 5.0
 _BARE_TABLE = "bench_page_rows"
 _BUCKET_LUA = resources.files("wbsync.ratelimit").joinpath("bucket.lua").read_text("utf-8")
 #: The bare pipeline's bucket: WB's most common limit shape; only the call's cost matters.
@@ -261,7 +262,9 @@ class Bare:
             await asyncio.wait_for(all_done.wait(), _FLOOR_TIMEOUT_S)
             cpu = time.process_time() - started
         finally:
-            await worker.close(grace_s=0)
+            # Every job has ended by now, unless the wait timed out: a run still going is cut
+            # after the grace.
+            await worker.close(grace_s=_FLOOR_CLOSE_GRACE_S)
             await queue.close()
         not_completed = [o for o in ended if o.outcome != "completed"]
         if not_completed:
