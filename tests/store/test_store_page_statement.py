@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import text
 
+from tests.support.statements import sent_statements
 from tests.support.waiting import wait_for
 from wbsync.store import Database, Store
 from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
@@ -32,17 +32,11 @@ async def _cabinet(store: Store, name: str = "shop") -> int:
 
 @contextmanager
 def _statements() -> Iterator[list[str | None]]:
-    """The isolation level of every statement any engine of this process sends, meanwhile."""
-    sent: list[str | None] = []
-
-    def count(conn: Any, *_: Any) -> None:
-        sent.append(conn.get_execution_options().get("isolation_level"))
-
-    event.listen(Engine, "before_cursor_execute", count)
-    try:
-        yield sent
-    finally:
-        event.remove(Engine, "before_cursor_execute", count)
+    """The isolation level of every statement this process sends, meanwhile (by either way)."""
+    with sent_statements() as sent:
+        levels: list[str | None] = []
+        yield levels
+    levels.extend(s.isolation for s in sent)
 
 
 async def _sequence(database: Database, name: str) -> int:

@@ -7,9 +7,9 @@ from datetime import date
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import event, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import text
 
+from tests.support.statements import sent_statements
 from wbsync.errors import RateLimitDeferred
 from wbsync.registry import BUILTIN
 from wbsync.scope import BucketScope, Limit
@@ -181,16 +181,9 @@ async def test_a_run_begins_in_its_first_pages_statement_on_postgresql(
     cabinet = (await store.cabinets.add("shop", "token", "sid")).id
     upstream.items = list(range(1, PAGE + 1))
     await _run(store, upstream, cabinet)
-    sent: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        sent.append(statement.split(None, 1)[0].upper())
-
-    event.listen(Engine, "before_cursor_execute", count)
-    try:
+    with sent_statements() as statements:
         assert await _run(store, upstream, cabinet) == 0
-    finally:
-        event.remove(Engine, "before_cursor_execute", count)
+    sent = [s.word for s in statements]
     assert sent == ["WITH", "WITH"]  # before: the run's begin (INSERT) first, its end in two
     upstream.items = [1, 2]  # and the run it began compares as a run begun on its own does
     assert await _run(store, upstream, cabinet) == 1
@@ -255,16 +248,9 @@ async def test_a_run_that_missed_nothing_ends_in_one_statement_or_two(store: Sto
     await store.snapshots.begin("stocks", cabinet)
     await store.write("stocks", cabinet, rows[: SLOT_DIGESTS + 3], seen=True)
     await store.write("stocks", cabinet, rows[SLOT_DIGESTS:], seen=True)  # 3 seen again
-    sent: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        sent.append(statement.split(None, 1)[0].upper())
-
-    event.listen(Engine, "before_cursor_execute", count)
-    try:
+    with sent_statements() as statements:
         assert await store.snapshots.complete("stocks", cabinet) == 0
-    finally:
-        event.remove(Engine, "before_cursor_execute", count)
+    sent = [s.word for s in statements]
     assert sent == (["WITH"] if store.database.dialect == "postgresql" else ["SELECT", "UPDATE"])
     assert await store.count("stocks", cabinet) == len(rows)
     assert await store.snapshots.complete("stocks", cabinet) == 0  # finished: nothing to do

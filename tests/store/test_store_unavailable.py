@@ -15,9 +15,11 @@ import os
 import secrets
 import struct
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import make_url
 
 from tests.support.databases import POSTGRES_ENV, DatabaseFactory
@@ -151,12 +153,15 @@ async def test_a_database_not_accepting_connections_is_unavailable(
         with pytest.raises(StoreUnavailableError, match="not currently accepting connections"):
             async with database.connection() as conn:
                 await conn.execute(text("SELECT 1"))
+        # A statement straight through the driver meets the same refusal at its checkout.
+        with pytest.raises(StoreUnavailableError, match="not currently accepting connections"):
+            await database.fetch(text("SELECT 1"))
         # The probe's connection is pinged: it says why at once.
         with pytest.raises(StoreUnavailableError, match="not currently accepting connections"):
             await database.ping()
 
 
-@pytest.mark.parametrize("way", ["transaction", "connection", "execute"])
+@pytest.mark.parametrize("way", ["transaction", "connection", "execute", "fetch"])
 async def test_a_dead_pooled_connection_costs_one_unavailable_call_then_the_pool_recovers(
     throwaway: str, database_factory: DatabaseFactory, way: str
 ) -> None:
@@ -167,6 +172,8 @@ async def test_a_dead_pooled_connection_costs_one_unavailable_call_then_the_pool
         async def once() -> object:
             if way == "execute":
                 return (await database.execute(text("SELECT 1"))).scalar()
+            if way == "fetch":  # straight through the driver, on the pool's connection
+                return (await database.fetch(text("SELECT 1 AS one")))[0]["one"]
             opened = database.transaction() if way == "transaction" else database.connection()
             async with opened as conn:
                 return await conn.scalar(text("SELECT 1"))
@@ -183,17 +190,92 @@ async def test_a_connection_terminated_mid_statement_is_unavailable(
         with pytest.raises(StoreUnavailableError, match=r"administrator command|closed"):
             async with database.connection() as conn:
                 sleeping = asyncio.ensure_future(conn.execute(text("SELECT pg_sleep(30)")))
-                name = make_url(throwaway).database
+                await _terminated_mid_statement(database_factory, throwaway, sleeping)
 
-                async def terminated() -> bool:
-                    await database_factory.admin(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        f"WHERE datname = '{name}' AND query LIKE 'SELECT pg_sleep%'"
-                    )
-                    return sleeping.done()
 
-                await wait_for(terminated)  # until the statement has started and been cut
-                await sleeping
+async def test_a_connection_terminated_under_a_fetch_is_unavailable_and_left_out_of_the_pool(
+    throwaway: str, database_factory: DatabaseFactory
+) -> None:
+    async with Database(throwaway) as database:
+        first = await _backend(database)
+        sleeping = asyncio.ensure_future(database.fetch(text("SELECT pg_sleep(30)")))
+        with pytest.raises(StoreUnavailableError, match=r"administrator command|closed"):
+            await _terminated_mid_statement(database_factory, throwaway, sleeping)
+        assert await _backend(database) != first  # a new connection, at once
+
+
+async def test_a_cancelled_fetch_closes_its_connection_and_the_pool_serves_the_next(
+    throwaway: str,
+) -> None:
+    async with Database(throwaway) as database:
+        sleeping = asyncio.ensure_future(database.fetch(text("SELECT pg_sleep(30)")))
+        sleepers: list[int] = []
+
+        async def started() -> bool:
+            sleepers[:] = await _sleepers(database)
+            return bool(sleepers)
+
+        await wait_for(started)  # the statement runs on the server
+        sleeping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sleeping
+        # The connection a cancel cut short (its state unknown) is closed, not handed out
+        # again: the pool's next statements run on its other connection and on a new one.
+        backends = {await _backend(database) for _ in range(3)}
+        assert sleepers[0] not in backends and len(backends) == 2
+
+
+async def test_a_statement_refused_under_a_fetch_keeps_its_connection(throwaway: str) -> None:
+    async with Database(throwaway) as database:
+        first = await _backend(database)
+        with pytest.raises(StoreError, match="does not exist") as caught:
+            await database.fetch(text("SELECT * FROM no_such_table"))
+        assert not isinstance(caught.value, StoreUnavailableError)
+        assert await _backend(database) == first
+
+
+async def test_a_value_its_type_cannot_store_is_refused_before_the_fetch(throwaway: str) -> None:
+    async with Database(throwaway) as database:
+        statement = text("SELECT CAST(:doc AS jsonb) AS doc").bindparams(
+            bindparam("doc", type_=JSONB())
+        )
+        assert (await database.fetch(statement, {"doc": {"a": [1]}}))[0]["doc"] == {"a": [1]}
+        with pytest.raises(StoreError, match="not JSON serializable") as caught:
+            await database.fetch(statement, {"doc": {"a": object()}})
+        assert not isinstance(caught.value, StoreUnavailableError)
+
+
+async def _backend(database: Database) -> int:
+    """The backend serving the pool's next (driver) statement."""
+    return int((await database.fetch(text("SELECT pg_backend_pid() AS pid")))[0]["pid"])
+
+
+async def _sleepers(database: Database) -> list[int]:
+    """The backends running a ``pg_sleep`` on the database (asked on another connection)."""
+    rows = await database.execute(
+        text(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND state = 'active' AND query LIKE 'SELECT pg_sleep%'"
+        )
+    )
+    return [int(pid) for pid in rows.scalars()]
+
+
+async def _terminated_mid_statement(
+    database_factory: DatabaseFactory, url: str, sleeping: asyncio.Future[Any]
+) -> None:
+    """Terminate the backend running ``sleeping``'s ``pg_sleep`` once it runs; await it."""
+    name = make_url(url).database
+
+    async def terminated() -> bool:
+        await database_factory.admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND query LIKE 'SELECT pg_sleep%'"
+        )
+        return sleeping.done()
+
+    await wait_for(terminated)  # until the statement has started and been cut
+    await sleeping
 
 
 async def test_too_many_connections_is_unavailable(

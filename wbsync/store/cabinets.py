@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, false, func, insert, select, update
+from sqlalchemy import Row, bindparam, delete, false, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -95,19 +95,22 @@ class CabinetRepository:
         row = None
         if _possible_id(cabinet_id):  # else no cabinet has it: no query
             params = {"cabinet_id": cabinet_id, "sync": sync}
-            row = (await self._db.execute(_WITH_CURSOR, params)).one_or_none()
+            rows = await self._db.fetch(_WITH_CURSOR, params)
+            row = rows[0] if rows else None
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {cabinet_id!r}")
-        return self._record(row), row.cursor
+        return self._record(row), row["cursor"]
 
     def _record(self, row: Any) -> Cabinet:
+        """The cabinet of a row, SQLAlchemy's or ``Database.fetch``'s."""
+        values = row._mapping if isinstance(row, Row) else row
         return Cabinet(
-            id=row.id,
-            name=row.name,
-            seller_id=row.seller_id,
-            active=row.active,
-            created_at=row.created_at,
-            _sealed=row.token_encrypted,
+            id=values["id"],
+            name=values["name"],
+            seller_id=values["seller_id"],
+            active=values["active"],
+            created_at=values["created_at"],
+            _sealed=values["token_encrypted"],
             _cipher=self._cipher,
         )
 
@@ -254,11 +257,12 @@ class CabinetRepository:
 
     async def get(self, ref: CabinetRef) -> Cabinet:
         """The cabinet of that id or name; CabinetNotFoundError if there is none."""
-        if _possible_id(ref):
-            query, params = _BY_ID, {"cabinet_id": ref}  # a job's read: built once
+        row: Any = None
+        if _possible_id(ref):  # a job's read: a statement built once, through the driver
+            found = await self._db.fetch(_BY_ID, {"cabinet_id": ref})
+            row = found[0] if found else None
         else:
-            query, params = select(cabinets).where(_match(ref)), None
-        row = (await self._db.execute(query, params)).one_or_none()
+            row = (await self._db.execute(select(cabinets).where(_match(ref)))).one_or_none()
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         return self._record(row)

@@ -7,6 +7,7 @@ are caught.
 
 from __future__ import annotations
 
+import asyncpg
 from sqlalchemy.exc import (
     DBAPIError,
     DisconnectionError,
@@ -17,7 +18,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from wbsync.errors import StoreError, StoreUnavailableError
 
-__all__ = ["store_error"]
+__all__ = ["store_error", "unavailable"]
 
 
 def _describe(exc: BaseException) -> str:
@@ -50,15 +51,19 @@ def _sqlstate(exc: BaseException) -> str | None:
     return state if isinstance(state, str) else None
 
 
-def _unavailable(exc: BaseException) -> bool:
+def unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not be reached or is busy, not that it refused.
 
     Connection refused or reset, a dropped connection, a pool timeout, SQLite's "database is
     locked", and every SQLSTATE of ``_UNAVAILABLE_SQLSTATES`` (asyncpg reports most of them as a
     plain ``DBAPIError``): waiting and trying again can succeed. A refused statement (a
-    constraint, a missing table, a wrong password) is not retried.
+    constraint, a missing table, a wrong password) is not retried. asyncpg's own errors (a
+    statement sent to the driver directly) count as SQLAlchemy's wrapping of them would.
     """
-    if isinstance(exc, (OSError, TimeoutError, PoolTimeoutError, DisconnectionError)):
+    if isinstance(
+        exc,
+        (OSError, TimeoutError, PoolTimeoutError, DisconnectionError, asyncpg.InterfaceError),
+    ):
         return True
     state = _sqlstate(exc)
     if state is not None and {state, state[:2]} & _UNAVAILABLE_SQLSTATES:
@@ -73,5 +78,5 @@ def _unavailable(exc: BaseException) -> bool:
 
 def store_error(url: str, exc: BaseException) -> StoreError:
     """``exc`` as the store's error: ``StoreUnavailableError`` when waiting can help."""
-    kind = StoreUnavailableError if _unavailable(exc) else StoreError
+    kind = StoreUnavailableError if unavailable(exc) else StoreError
     return kind(f"database {url}: {_describe(exc)}")

@@ -205,10 +205,11 @@ class RowRepository:
             cursor=None if cursor is None else dict(cursor[1]),
             cursor_at=written_at,
         )
-        result = (await self._db.execute(statement, params)).one()
-        if not result.locked:
+        [result] = await self._db.fetch(statement, params)
+        if not result["locked"]:
             return None
-        return int(result.changed), None if result.last is None else int(result.last)
+        last = result["last"]
+        return int(result["changed"]), None if last is None else int(last)
 
     async def _write_transaction(self, page: _Page) -> tuple[int, int | None]:
         """The page in one transaction of statements: (rows written, last number)."""

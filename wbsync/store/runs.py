@@ -100,7 +100,7 @@ class RunRepository:
         statement = self._db.upsert_statement(
             sync_runs, conflict=("cabinet_id", "sync"), update=changed
         )
-        await self._db.execute(statement, values)
+        await self._db.fetch(statement, values)  # a run's record: through the driver
 
     async def of_cabinets(self, cabinet_ids: Sequence[int]) -> list[RunRecord]:
         """Every recorded (cabinet, sync) of these cabinets."""
