@@ -31,7 +31,7 @@ class CursorRepository:
 
     async def save(self, cabinet_id: int, sync: str, cursor: Mapping[str, Any]) -> None:
         """Replace the cabinet's cursor for ``sync`` (JSON-serialisable values only)."""
-        await self._db.execute(self._statement(), self._params(cabinet_id, sync, cursor))
+        await self._db.fetch(self._statement(), self._params(cabinet_id, sync, cursor))
 
     async def save_in(
         self, conn: AsyncConnection, cabinet_id: int, sync: str, cursor: Mapping[str, Any]

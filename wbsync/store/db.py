@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,12 +73,19 @@ class FetchedRow(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _DriverStatement:
-    """A statement as asyncpg runs it: its SQL, its parameters' names in order, and each
-    parameter's conversion by its SQLAlchemy type (None: passed as it is)."""
+    """A statement as asyncpg runs it: its SQL, its parameters' names in order, each
+    parameter's conversion by its SQLAlchemy type (None: passed as it is), and the values the
+    statement carries itself."""
 
     sql: str
     names: tuple[str, ...]
     converters: tuple[Callable[[Any], Any] | None, ...]
+    defaults: Mapping[str, Any]
+
+    def values(self, params: Mapping[str, Any]) -> Iterator[Any]:
+        """The parameters' values in order: given, else the statement's own (KeyError: none)."""
+        for name in self.names:
+            yield params[name] if name in params else self.defaults[name]
 
 
 class Database:
@@ -319,11 +326,9 @@ class Database:
         try:
             args = [
                 value if convert is None else convert(value)
-                for value, convert in zip(
-                    (values[name] for name in driver.names), driver.converters, strict=True
-                )
+                for value, convert in zip(driver.values(values), driver.converters, strict=True)
             ]
-        except (TypeError, ValueError) as exc:  # a value its type cannot store: refused
+        except (KeyError, TypeError, ValueError) as exc:  # a value missing, or not storable
             raise store_error(self._safe_url, exc) from exc
         try:
             pooled = await engine.raw_connection()
@@ -365,10 +370,17 @@ class Database:
             if compiled.literal_execute_params or compiled.post_compile_params:
                 raise StoreError("a statement with expanding parameters cannot be fetched")
             names = tuple(compiled.positiontup or ())
+            binds = [compiled.binds[n] for n in names]
             driver = _DriverStatement(
                 sql=compiled.string,
                 names=names,
-                converters=tuple(compiled.binds[n].type.bind_processor(dialect) for n in names),
+                converters=tuple(b.type.bind_processor(dialect) for b in binds),
+                # The statement's own values (a literal SQLAlchemy bound, e.g. coalesce's 0).
+                defaults={
+                    n: b.effective_value
+                    for n, b in zip(names, binds, strict=True)
+                    if not b.required
+                },
             )
             self._driver_statements[shape] = driver
         return driver

@@ -101,7 +101,7 @@ class SnapshotRepository:
             "slots": 0,  # the earlier run's slots are overwritten from 0
             "active": True,
         }
-        await self._db.execute(self._begin, params)  # one statement: autocommit on PostgreSQL
+        await self._db.fetch(self._begin, params)  # one statement: autocommit on PostgreSQL
 
     async def complete(
         self, name: str | Dataset, cabinet_id: int, *, batch: int = BATCH_ROWS
@@ -125,8 +125,8 @@ class SnapshotRepository:
         if self._db.dialect == "postgresql":
             # The common case in one statement: every live row seen, the run finished.
             params = {"cabinet_id": cabinet_id, "dataset": ds.name}
-            ended = (await self._db.execute(_pg_finish(ds), params)).one()
-            if not ended.runs or ended.finished:
+            [ended] = await self._db.fetch(_pg_finish(ds), params)
+            if not ended["runs"] or ended["finished"]:
                 return 0
         slots = (
             await self._db.execute(_progress(ds), {"cabinet_id": cabinet_id, "dataset": ds.name})
