@@ -308,9 +308,9 @@ class Database:
 
         On PostgreSQL the statement goes straight to the driver (asyncpg) on a connection of
         the pool: compiled once by SQLAlchemy, its values converted by their column types, its
-        rows as asyncpg decodes them. That costs a fifth of ``execute``'s CPU (0.06 against
-        0.29 ms for a one-row upsert, docs/scaling.md), which is why a run's own statements
-        (its cabinet, its pages, its record) take this way. Its rows are not passed through
+        rows as asyncpg decodes them. That costs half of ``execute``'s CPU (0.15 against 0.29
+        ms for a one-row upsert, docs/scaling.md), which is why a run's own statements (its
+        cabinet, its pages, its record) take this way. Its rows are not passed through
         SQLAlchemy's result types: for statements whose columns need no conversion beyond the
         driver's (integers, text, booleans, timestamps with their zone, JSON).
 
@@ -322,13 +322,13 @@ class Database:
             return [dict(row._mapping) for row in result] if result.returns_rows else []
         engine = self._require_engine()
         values = dict(params or {})
-        driver = self._driver_statement(engine, statement, tuple(values))
         try:
+            driver = self._driver_statement(engine, statement, tuple(values))
             args = [
                 value if convert is None else convert(value)
                 for value, convert in zip(driver.values(values), driver.converters, strict=True)
             ]
-        except (KeyError, TypeError, ValueError) as exc:  # a value missing, or not storable
+        except (SQLAlchemyError, KeyError, TypeError, ValueError) as exc:  # not sendable
             raise store_error(self._safe_url, exc) from exc
         try:
             pooled = await engine.raw_connection()
