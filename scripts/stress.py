@@ -5,7 +5,8 @@
 The hogs are `stress-ng --cpu K` when stress-ng is on PATH, else K Python busy-loop processes.
 The suite runs with this interpreter's pytest (``-q`` unless other arguments are given); the
 script stops at the first failing run, prints each run's wall time, and exits with the failing
-run's status (0 when every run passed). The hogs are stopped however the script ends.
+run's status (0 when every run passed). The hogs and a running suite are stopped however the
+script ends: at its end, at Ctrl-C, and at SIGTERM (``kill``), which ends it as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -94,6 +96,9 @@ def cpu_hogs(count: int) -> Iterator[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the passes; the exit status of the first failing one, else 0."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # SIGTERM's default ends the process at once, leaving the hogs spinning: exit instead, so
+    # the running suite is killed and the hogs are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     command = [sys.executable, "-m", "pytest", *(args.pytest_args or ["-q"])]
     times: list[float] = []
     with cpu_hogs(args.hogs) as hogs:
