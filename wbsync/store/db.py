@@ -321,7 +321,7 @@ class Database:
             result = await self.execute(statement, params)
             return [dict(row._mapping) for row in result] if result.returns_rows else []
         engine = self._require_engine()
-        values = dict(params or {})
+        values = params or {}
         try:
             driver = self._driver_statement(engine, statement, tuple(values))
             args = [
