@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -140,6 +141,16 @@ async def test_bad_rows_are_refused_before_anything_is_written(
         assert await store.count(name, cabinet) == 0
 
 
+async def test_a_row_that_is_not_json_is_a_store_error_and_nothing_is_written(
+    store: Store,
+) -> None:
+    cabinet = await _cabinet(store)
+    good = SAMPLE_ROWS["finance_report"]
+    with pytest.raises(StoreError, match="JSON"):
+        await store.upsert("finance_report", cabinet, [good, {"rrdId": 2, "tags": {1, 2}}])
+    assert await store.count("finance_report", cabinet) == 0
+
+
 async def test_rows_of_an_unknown_cabinet_are_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError):
         await store.upsert("orders", 999_999, [{"srid": "x"}])
@@ -206,6 +217,13 @@ async def test_equal_data_is_not_rewritten_whatever_its_key_order_or_integer_siz
     assert await store.upsert("finance_report", cabinet, [row]) == 1
     reordered = {"nested": {"a": [1, 2.5], "b": "в"}, "big": 2**70, "nmId": 5, "rrdId": 1}
     assert await store.upsert("finance_report", cabinet, [reordered]) == 0
+    assert await store.fetch("finance_report", cabinet) == [row]
+
+
+async def test_rows_given_as_any_mapping_are_stored_as_given(store: Store) -> None:
+    cabinet = await _cabinet(store)
+    row = {"rrdId": 1, "nmId": 5, "title": "Платье"}
+    assert await store.upsert("finance_report", cabinet, [MappingProxyType(row)]) == 1
     assert await store.fetch("finance_report", cabinet) == [row]
 
 

@@ -31,14 +31,13 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 
 from wbsync import clock
 from wbsync.errors import StoreError
 from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, lock_sequence
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue, dataset
-from wbsync.store.db import Database
+from wbsync.store.db import Database, json_bytes
 from wbsync.store.schema import UtcDateTime, dataset_table, pg_quote, utcnow
 from wbsync.store.seen import record_seen, slot_chunks
 
@@ -193,7 +192,10 @@ class RowRepository:
         chunks = slot_chunks(page.digests)
         written_at = utcnow()
         params.update(
-            data=[dict(row) for _, row in page.ordered],
+            # One JSON array of the rows, as bytes (see ``_pg_page_statement``).
+            data=json_bytes(
+                [row if isinstance(row, dict) else dict(row) for _, row in page.ordered]
+            ),
             dataset=ds.name,
             cabinet_id=page.cabinet_id,
             now=page.changed_at,
@@ -305,7 +307,10 @@ class RowRepository:
 # first (the upsert joins it, the others test it), so the sequence row is locked before any
 # row, slot or cursor, as in the general path; rows are inserted in key order (``ord``).
 # Without a sequence row (a plugin's dataset's first write) nothing is written and the caller
-# takes the general path, which creates it.
+# takes the general path, which creates it. The rows come as one JSON array in UTF-8 bytes
+# (``bytea``, decoded by the server): as a ``jsonb`` parameter they would be decoded to a
+# ``str`` and encoded back on the client, with their keys sorted (canonical text only SQLite's
+# change check needs), which cost more than writing the page's JSON (docs/scaling.md).
 
 _PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
 _PG_ARRAYS: dict[str, ARRAY[Any]] = {
@@ -331,7 +336,8 @@ WITH lock AS (
 ), page AS (
   SELECT {", ".join(f"k.{k}" for k in keys)}, d.data, k.ord
   FROM unnest({unnest}) WITH ORDINALITY AS k({", ".join(keys)}, ord)
-  JOIN jsonb_array_elements(CAST(:data AS jsonb)) WITH ORDINALITY AS d(data, ord)
+  JOIN jsonb_array_elements(CAST(convert_from(:data, 'UTF8') AS jsonb))
+    WITH ORDINALITY AS d(data, ord)
     ON d.ord = k.ord
 ), up AS (
   INSERT INTO {name} AS t (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at)
@@ -383,7 +389,7 @@ SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
 """
     return text(sql).bindparams(
         *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
-        bindparam("data", type_=JSONB()),
+        bindparam("data", type_=LargeBinary()),
         bindparam("dataset", type_=String()),
         bindparam("cabinet_id", type_=Integer()),
         bindparam("now", type_=UtcDateTime()),
