@@ -171,8 +171,11 @@ class Database:
             else {"pool_size": self._pool_size, "max_overflow": _OVERFLOW}
         )
         engine = self._create_engine(**pool)
-        if self._dialect == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        event.listen(
+            engine.sync_engine,
+            "connect",
+            _sqlite_on_connect if self._dialect == "sqlite" else _postgres_on_connect,
+        )
         # The dependency probe's own connection: never queued behind busy workers, in
         # autocommit, and pinged at checkout (one round trip there), so a probe after a
         # database restart answers for the database, not for a dead pooled connection. Opened
@@ -486,6 +489,22 @@ class Database:
                 statement = statement.returning(*(table.c[c] for c in returning))
             self._upserts[shape] = statement
         return statement
+
+
+#: lz4 for the values PostgreSQL compresses (rows past about 2 KB: a finance report row is one),
+#: where the server has it (PostgreSQL 14 and later, built with lz4); its own default (pglz)
+#: otherwise. A finance page cost the server 40 % less CPU, and its table took 25 % more space
+#: (docs/scaling.md, "Rows compressed with lz4"). Values keep the method they were written
+#: with, so tables written before (or by other clients) read as ever.
+_LZ4_IF_SUPPORTED = (
+    "SELECT set_config('default_toast_compression', 'lz4', false) FROM pg_settings "
+    "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
+)
+
+
+def _postgres_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # On asyncpg's own connection, outside any transaction (a rollback would undo it).
+    dbapi_conn.run_async(lambda conn: conn.execute(_LZ4_IF_SUPPORTED))
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
