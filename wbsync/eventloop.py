@@ -4,7 +4,7 @@ A page is a chain of round trips (WB, Redis, the database), and each one wakes t
 uvloop (the loop on libuv, in C) does that for less CPU than asyncio's loop in Python, with the
 same API. It is a dependency everywhere uvloop is built (Linux and macOS); elsewhere (Windows)
 the processes run on asyncio's loop, which behaves the same. The figures that decided it are in
-docs/scaling.md ("The event loop (uvloop, adopted) and the Redis parser").
+docs/scaling.md ("The event loop (uvloop) and the Redis parser (hiredis), both adopted").
 """
 
 from __future__ import annotations
