@@ -63,8 +63,8 @@ def _json_dumps(value: Any) -> str:
 
 def json_bytes(value: Any) -> bytes:
     """``value`` as JSON in UTF-8 bytes, its keys in the order given: for PostgreSQL's ``jsonb``,
-    which keeps no key order, so sorting them (3x the cost of writing a finance page's rows)
-    and a decode to ``str`` and encode back (as a ``jsonb`` parameter takes) buy nothing. An
+    which keeps no key order, so sorting them (it triples orjson's time on a finance page) and
+    a decode to ``str`` and encode back (what a ``jsonb`` parameter takes) buy nothing. An
     integer beyond 64 bits goes through the standard json, as in ``_json_dumps``; a value
     neither can write (a set, say) is a ``StoreError``."""
     try:
@@ -493,7 +493,7 @@ class Database:
 
 #: lz4 for the values PostgreSQL compresses (rows past about 2 KB: a finance report row is one),
 #: where the server has it (PostgreSQL 14 and later, built with lz4); its own default (pglz)
-#: otherwise. A finance page cost the server 40 % less CPU, and its table took 25 % more space
+#: otherwise. A finance page cost the server a third less CPU, its table a quarter more space
 #: (docs/scaling.md, "Rows compressed with lz4"). Values keep the method they were written
 #: with, so tables written before (or by other clients) read as ever.
 _LZ4_IF_SUPPORTED = (
