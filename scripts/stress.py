@@ -93,6 +93,33 @@ def cpu_hogs(count: int) -> Iterator[str]:
             loop.join(timeout=30)
 
 
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _hold(how: int) -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX only
+        signal.pthread_sigmask(how, _STOPS)
+
+
+def _run(command: Sequence[str]) -> int:
+    """Run ``command`` to its end; a Ctrl-C or SIGTERM kills it on the way out.
+
+    Both are held back while it starts (on POSIX): one landing inside ``Popen``, whose child
+    may have started already, would leave the suite running with no one to stop it.
+    """
+    _hold(signal.SIG_BLOCK)
+    proc = None
+    try:
+        proc = subprocess.Popen(command)
+        _hold(signal.SIG_UNBLOCK)  # one held back is handled here, with ``proc`` known
+        return proc.wait()
+    finally:
+        _hold(signal.SIG_UNBLOCK)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the passes; the exit status of the first failing one, else 0."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -105,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stress: {args.runs} run(s) of {' '.join(command[1:])} beside {hogs}", flush=True)
         for run in range(1, args.runs + 1):
             started = time.monotonic()
-            status = subprocess.call(command)
+            status = _run(command)
             times.append(time.monotonic() - started)
             print(f"stress: run {run}/{args.runs} took {times[-1]:.1f} s", flush=True)
             if status != 0:
