@@ -96,21 +96,32 @@ def cpu_hogs(count: int) -> Iterator[str]:
 _STOPS = {signal.SIGINT, signal.SIGTERM}
 
 
+_MASKS = hasattr(signal, "pthread_sigmask")  # POSIX only
+
+
 def _hold(how: int) -> None:
-    if hasattr(signal, "pthread_sigmask"):  # POSIX only
+    if _MASKS:
         signal.pthread_sigmask(how, _STOPS)
+
+
+def _release() -> None:
+    # In the child, before exec: a blocked signal stays blocked across exec, and the suite's
+    # own tests stop the processes they start with SIGTERM and SIGINT.
+    _hold(signal.SIG_UNBLOCK)
 
 
 def _run(command: Sequence[str]) -> int:
     """Run ``command`` to its end; a Ctrl-C or SIGTERM kills it on the way out.
 
-    Both are held back while it starts (on POSIX): one landing inside ``Popen``, whose child
-    may have started already, would leave the suite running with no one to stop it.
+    Both are held back here while it starts (on POSIX), not in it: one landing inside
+    ``Popen``, whose child may have started already, would leave the suite running with no one
+    to stop it.
     """
     _hold(signal.SIG_BLOCK)
     proc = None
     try:
-        proc = subprocess.Popen(command)
+        # The script has one thread, so the child may run Python before its exec.
+        proc = subprocess.Popen(command, preexec_fn=_release if _MASKS else None)
         _hold(signal.SIG_UNBLOCK)  # one held back is handled here, with ``proc`` known
         return proc.wait()
     finally:

@@ -66,6 +66,27 @@ def test_a_killed_stress_run_leaves_no_hog_or_suite_behind(tmp_path: Path) -> No
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_the_suite_it_runs_can_be_sent_sigint_and_sigterm(tmp_path: Path) -> None:
+    # The script holds both back while it starts the suite; the suite must not inherit that:
+    # its own tests stop the processes they start with these signals.
+    probe = tmp_path / "test_mask.py"
+    probe.write_text(
+        "import signal\n\n"
+        "def test_mask():\n"
+        "    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+        "    assert not {signal.SIGINT, signal.SIGTERM} & blocked\n"
+    )
+    run = subprocess.run(
+        [sys.executable, str(_SCRIPT), "--runs", "1", "--hogs", "0", "--", "-q", str(probe)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

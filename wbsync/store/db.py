@@ -334,6 +334,10 @@ class Database:
 
         A connection that failed under a statement, or was cut short by a cancel, is closed
         rather than given back to the pool; a statement the server refused leaves it in.
+
+        Pass a statement built once (a module's constant, ``upsert_statement``'s, a cached
+        builder's): the statement object itself keys its compiled form, so one built per call
+        would be compiled per call and kept.
         """
         if self._dialect != "postgresql":
             result = await self.execute(statement, params)
