@@ -33,11 +33,15 @@ class Upstream:
         self.fail_at: int | None = None
         self.defer_at: int | None = None
         self.empty_first = False  # a new run's first page holds no rows, then the run defers
+        self.whole = False  # every item in one page, said to be the whole snapshot
 
     async def pages(self, inp: SyncInput) -> AsyncIterator[SyncPage]:
         if self.empty_first and inp.cursor is None:
             yield SyncPage("stocks", [], {"offset": 0})
             raise RateLimitDeferred(60_000, _SCOPE)
+        if self.whole:
+            yield SyncPage("stocks", _stock_rows(self.items), {"offset": 0}, whole=True)
+            return
         offset = int((inp.cursor or {}).get("offset", 0))
         while offset < len(self.items):
             if offset == self.fail_at:
@@ -45,12 +49,13 @@ class Upstream:
             if offset == self.defer_at:
                 self.defer_at = None  # the resumed run gets past it
                 raise RateLimitDeferred(60_000, _SCOPE)
-            rows = [
-                {"nmId": nm, "chrtId": 1, "warehouseId": 7, "quantity": 1}
-                for nm in self.items[offset : offset + PAGE]
-            ]
+            rows = _stock_rows(self.items[offset : offset + PAGE])
             offset += len(rows)
             yield SyncPage("stocks", rows, {"offset": offset})
+
+
+def _stock_rows(items: list[int]) -> list[dict[str, Any]]:
+    return [{"nmId": nm, "chrtId": 1, "warehouseId": 7, "quantity": 1} for nm in items]
 
 
 class OffsetCursor(CursorShape):
@@ -188,6 +193,87 @@ async def test_a_run_begins_in_its_first_pages_statement_on_postgresql(
     upstream.items = [1, 2]  # and the run it began compares as a run begun on its own does
     assert await _run(store, upstream, cabinet) == 1
     assert await _live(store, cabinet) == [1, 2]
+
+
+async def _active_runs(store: Store) -> int:
+    async with store.database.connection() as conn:
+        found = await conn.scalar(text("SELECT count(*) FROM wb_snapshot_runs WHERE active"))
+        return int(found or 0)
+
+
+@pytest.mark.parametrize("path", ["statement", "transaction"])
+async def test_a_whole_page_tombstones_what_it_lacks_in_its_own_write(
+    store: Store, upstream: Upstream, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of one ``whole`` page (a snapshot in one reply) tombstones the cabinet's rows it
+    lacks in the page's write: the deletes are in the feed numbered after the page's own
+    writes, no snapshot run is kept, and on PostgreSQL the run is one statement. ``transaction``
+    forces the path a page past ``BATCH_ROWS`` takes on PostgreSQL (SQLite's always)."""
+    if path == "transaction":
+        monkeypatch.setattr("wbsync.store.rows.BATCH_ROWS", 1)
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    other = (await store.cabinets.add("other", "token2", "sid2")).id
+    upstream.whole = True
+    upstream.items = list(range(1, 8))
+    assert await _run(store, upstream, cabinet) == 0
+    assert await _run(store, upstream, other) == 0
+    before = (await store.changes("stocks")).next
+
+    upstream.items = [1, 2, 4, 5, 7, 8]  # 3 and 6 left the warehouse, 8 came
+    with sent_statements() as statements:
+        assert await _run(store, upstream, cabinet) == 2
+    if store.database.dialect == "postgresql" and path == "statement":
+        assert [s.word for s in statements] == ["WITH"]  # before: the page and the run's end
+    assert await _live(store, cabinet) == [1, 2, 4, 5, 7, 8]
+    assert await _live(store, other) == list(range(1, 8))  # another cabinet's rows stay
+    news = (await store.changes("stocks", after=before)).changes
+    assert [(c.key["nm_id"], c.deleted) for c in news] == [(8, False), (3, True), (6, True)]
+    assert {c.cabinet_id for c in news} == {cabinet}
+    assert await _active_runs(store) == 0
+
+    # Nothing changed: nothing written, nothing tombstoned, no entry in the feed.
+    assert await _run(store, upstream, cabinet) == 0
+    assert (await store.changes("stocks", after=news[-1].seq)).changes == []
+    # A tombstoned row WB lists again is live again; an empty whole page tombstones every row.
+    upstream.items = [1, 3]
+    assert await _run(store, upstream, cabinet) == 5  # 2, 4, 5, 7 and 8
+    assert await _live(store, cabinet) == [1, 3]
+    upstream.items = []
+    assert await _run(store, upstream, cabinet) == 2
+    assert await _live(store, cabinet) == []
+    assert await _live(store, other) == list(range(1, 8))
+
+
+async def test_a_whole_page_leaves_an_unfinished_run_alone(store: Store, upstream: Upstream) -> None:
+    """A snapshot run left unfinished (a crash) is not completed by a whole page's run: it saw
+    none of that page's keys, and completing it would tombstone rows the page just confirmed."""
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    upstream.whole = True
+    upstream.items = list(range(1, 8))
+    await _run(store, upstream, cabinet)
+    await store.snapshots.begin("stocks", cabinet)  # a run that never ended
+    upstream.items = list(range(1, 6))
+    assert await _run(store, upstream, cabinet) == 2
+    assert await _live(store, cabinet) == list(range(1, 6))
+
+
+async def test_a_whole_page_of_a_resumed_run_is_stored_as_any_page(
+    store: Store, upstream: Upstream
+) -> None:
+    """A run resumed from its cursor goes on with the snapshot run it began: its whole page is
+    recorded as seen, and the run's end tombstones what the run did not see."""
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+    upstream.items = list(range(1, 8))
+    await _run(store, upstream, cabinet)
+    upstream.empty_first = True  # the run begins, then defers
+    with pytest.raises(RateLimitDeferred):
+        await _run(store, upstream, cabinet)
+    assert await _active_runs(store) == 1
+    upstream.whole = True
+    upstream.items = [1, 2]
+    assert await _run(store, upstream, cabinet, cursor={"offset": 0}) == 5
+    assert await _live(store, cabinet) == [1, 2]
+    assert await _active_runs(store) == 0
 
 
 async def test_completing_without_a_begun_run_tombstones_nothing(store: Store) -> None:

@@ -30,7 +30,9 @@ from sqlalchemy import (
     func,
     select,
     text,
+    update,
 )
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync import clock
 from wbsync.errors import StoreError
@@ -60,12 +62,14 @@ def key_digest(key: tuple[KeyValue, ...]) -> bytes:
 @dataclass(frozen=True, slots=True)
 class PageWrite:
     """What storing one page did: distinct keys in it, rows written, the last sequence number,
-    and the change event listeners are told of (None when no row changed)."""
+    the change event listeners are told of (None when no row changed), and the rows a whole
+    page tombstoned (``RowRepository.write(whole=True)``)."""
 
     rows: int
     changed: int
     last_seq: int | None
     event: ChangeEvent | None = None
+    tombstoned: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,17 @@ class _Page:
     """A sync's name and cursor, saved with the rows."""
     begin: bool = False
     """The page begins the cabinet's snapshot run of its dataset (its first page)."""
+    whole: bool = False
+    """The page is every row the cabinet has in the dataset: the others are tombstoned."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """What a page's statement or transaction did: rows written, rows tombstoned, last number."""
+
+    changed: int
+    tombstoned: int
+    last: int | None
 
 
 def _changed(table: Table, excluded: Any) -> Any:
@@ -124,6 +139,7 @@ class RowRepository:
         cursor: tuple[str, Mapping[str, Any]] | None = None,
         announce: bool = True,
         begin: Callable[[], Awaitable[None]] | None = None,
+        whole: bool = False,
     ) -> PageWrite:
         """Store one page in one transaction: rows that changed get a sequence number each.
 
@@ -142,6 +158,11 @@ class RowRepository:
         ``begin`` begins the snapshot run the page is the first of: on PostgreSQL in the
         page's statement, otherwise by calling it before the page's transaction
         (``SnapshotRepository.begin``).
+
+        ``whole`` says the page is every row the cabinet has in the dataset (a snapshot that
+        comes in one reply): in the same statement or transaction, the cabinet's live rows not
+        in it are tombstoned, each a sequenced change numbered after the page's own, so no
+        snapshot run is needed (an empty whole page tombstones every live row).
         """
         ds = dataset(name)
         # PostgreSQL refuses to update one row twice in a statement; the last copy wins anyway.
@@ -151,7 +172,7 @@ class RowRepository:
                 by_key[ds.row_key(row)] = row
             except StoreError as exc:
                 raise StoreError(f"{ds.name} row {index}: {exc}") from None
-        if not by_key:
+        if not by_key and not whole:
             if begin is not None:
                 await begin()
             if cursor is not None:
@@ -167,6 +188,7 @@ class RowRepository:
             digests=b"".join(sorted(key_digest(key) for key, _ in ordered)) if seen else b"",
             cursor=cursor,
             begin=begin is not None,
+            whole=whole,
         )
         done = None
         if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS:
@@ -175,15 +197,23 @@ class RowRepository:
             if begin is not None:
                 await begin()
             done = await self._write_transaction(page)
-        changed, last = done
-        event = None if last is None else ChangeEvent(ds.name, cabinet_id, changed, last)
+        last = done.last
+        event = None
+        if last is not None:
+            event = ChangeEvent(ds.name, cabinet_id, done.changed + done.tombstoned, last)
         if event is not None and announce:
             await self.notify(event)
-        return PageWrite(rows=len(ordered), changed=changed, last_seq=last, event=event)
+        return PageWrite(
+            rows=len(ordered),
+            changed=done.changed,
+            last_seq=last,
+            event=event,
+            tombstoned=done.tombstoned,
+        )
 
-    async def _write_statement(self, page: _Page) -> tuple[int, int | None] | None:
-        """The page in one PostgreSQL statement: (rows written, last number), or None when the
-        dataset has no sequence row yet (nothing was written)."""
+    async def _write_statement(self, page: _Page) -> _Written | None:
+        """The page in one PostgreSQL statement, or None when the dataset has no sequence row
+        yet (nothing was written)."""
         ds, cursor = page.dataset, page.cursor
         statement = _pg_page_statement(ds)
         params: dict[str, Any] = {
@@ -206,15 +236,21 @@ class RowRepository:
             sync=None if cursor is None else cursor[0],
             cursor=None if cursor is None else dict(cursor[1]),
             cursor_at=written_at,
+            whole=page.whole,
+            page_rows=len(page.ordered),
         )
         [result] = await self._db.fetch(statement, params)
         if not result["locked"]:
             return None
         last = result["last"]
-        return int(result["changed"]), None if last is None else int(last)
+        return _Written(
+            changed=int(result["changed"]),
+            tombstoned=int(result["tombstoned"]),
+            last=None if last is None else int(last),
+        )
 
-    async def _write_transaction(self, page: _Page) -> tuple[int, int | None]:
-        """The page in one transaction of statements: (rows written, last number)."""
+    async def _write_transaction(self, page: _Page) -> _Written:
+        """The page in one transaction of statements."""
         ds, cabinet_id = page.dataset, page.cabinet_id
         table = dataset_table(ds)
         columns = [k.column for k in ds.key]
@@ -244,14 +280,17 @@ class RowRepository:
             for start in range(0, len(params), BATCH_ROWS):
                 result = await conn.execute(statement, params[start : start + BATCH_ROWS])
                 written.extend(result.scalars())
-            last = max(written, default=None)
+            gone = []
+            if page.whole:
+                gone = await _tombstone_absent(conn, page, base + len(params))
+            last = max([*written, *gone], default=None)
             if last is not None:
                 await advance_sequence(conn, ds.name, last)
             if page.digests:
                 await record_seen(conn, self._db, cabinet_id, ds.name, page.digests)
             if page.cursor is not None:
                 await self._cursors.save_in(conn, cabinet_id, *page.cursor)
-        return len(written), last
+        return _Written(changed=len(written), tombstoned=len(gone), last=last)
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
@@ -292,6 +331,40 @@ class RowRepository:
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [dict(data) for data in result.scalars()]
+
+
+async def _tombstone_absent(conn: AsyncConnection, page: _Page, after: int) -> list[int]:
+    """Tombstone the cabinet's live rows of the page's dataset whose keys are not in the page,
+    in key order, numbered from ``after`` + 1, in the caller's transaction (which holds the
+    dataset's sequence lock); their numbers."""
+    ds, table = page.dataset, dataset_table(page.dataset)
+    columns = [table.c[k.column] for k in ds.key]
+    kept = {key for key, _ in page.ordered}
+    live = await conn.execute(
+        select(*columns)
+        .where(table.c.cabinet_id == page.cabinet_id, table.c.deleted_at.is_(None))
+        .order_by(*columns)
+    )
+    gone = [tuple(row) for row in live if tuple(row) not in kept]
+    if not gone:
+        return []
+    statement = (
+        update(table)
+        .where(
+            table.c.cabinet_id == page.cabinet_id,
+            *(column == bindparam(f"k_{column.name}") for column in columns),
+        )
+        .values(deleted_at=page.changed_at, changed_at=page.changed_at, seq=bindparam("new_seq"))
+    )
+    numbers = [after + 1 + i for i in range(len(gone))]
+    await conn.execute(
+        statement,
+        [
+            {"new_seq": seq, **{f"k_{c.name}": v for c, v in zip(columns, key, strict=True)}}
+            for seq, key in zip(numbers, gone, strict=True)
+        ],
+    )
+    return numbers
 
 
 # -- PostgreSQL: a page in one statement ---------------------------------------------------------
@@ -350,11 +423,27 @@ WITH lock AS (
         deleted_at = excluded.deleted_at
     WHERE t.data IS DISTINCT FROM excluded.data OR t.deleted_at IS NOT NULL
   RETURNING t.seq
+), gone AS (
+  UPDATE {name} AS t
+  SET deleted_at = CAST(:now AS timestamptz), changed_at = CAST(:now AS timestamptz),
+      seq = lock.last_seq + CAST(:page_rows AS bigint) + absent.ord
+  FROM lock, (
+    SELECT {", ".join(f"o.{k}" for k in keys)},
+      row_number() OVER (ORDER BY {", ".join(f"o.{k}" for k in keys)}) AS ord
+    FROM {name} AS o
+    WHERE CAST(:whole AS boolean) AND o.cabinet_id = :cabinet_id AND o.deleted_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM page WHERE {" AND ".join(f"page.{k} = o.{k}" for k in keys)})
+  ) AS absent
+  WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = absent.{k}" for k in keys)}
+  RETURNING t.seq
 ), agg AS (
   SELECT count(*) AS changed, max(seq) AS last FROM up
+), ends AS (
+  SELECT (SELECT count(*) FROM gone) AS tombstoned,
+    (SELECT max(seq) FROM (SELECT seq FROM up UNION ALL SELECT seq FROM gone) AS w) AS last
 ), adv AS (
-  UPDATE wb_change_sequences AS s SET last_seq = agg.last FROM agg
-  WHERE s.dataset = :dataset AND agg.last IS NOT NULL
+  UPDATE wb_change_sequences AS s SET last_seq = ends.last FROM ends
+  WHERE s.dataset = :dataset AND ends.last IS NOT NULL
 ), began AS (
   INSERT INTO wb_snapshot_runs AS r (cabinet_id, dataset, started_seq, started_at, slots, active)
   SELECT CAST(:cabinet_id AS integer), CAST(:dataset AS text), lock.last_seq,
@@ -385,7 +474,8 @@ WITH lock AS (
   ON CONFLICT (cabinet_id, sync) DO UPDATE
     SET cursor = excluded.cursor, updated_at = excluded.updated_at
 )
-SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
+SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, ends.tombstoned, ends.last
+FROM agg, ends
 """
     return text(sql).bindparams(
         *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
@@ -400,4 +490,6 @@ SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, agg.last FROM agg
         bindparam("sync", type_=String()),
         bindparam("cursor", type_=JSON()),
         bindparam("cursor_at", type_=UtcDateTime()),
+        bindparam("whole", type_=Boolean()),
+        bindparam("page_rows", type_=Integer()),
     )

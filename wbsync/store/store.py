@@ -67,13 +67,15 @@ class Store:
         cursor: tuple[str, Mapping[str, Any]] | None = None,
         announce: bool = True,
         begin: bool = False,
+        whole: bool = False,
     ) -> PageWrite:
         """Store one page (``upsert``'s write) and say what it did; ``seen`` also records its
         keys in the cabinet's snapshot run (see :class:`SnapshotRepository`), and ``begin``
         begins that run first, in the page's statement on PostgreSQL; ``cursor``
         (a sync's name and cursor) saves the sync's cursor, in the page's transaction; with
         ``announce`` False the listeners are not told of the page's change event (the result
-        holds it, for the caller to send on)."""
+        holds it, for the caller to send on); ``whole`` says the page is every row the cabinet
+        has in ``dataset``, and tombstones the others in the same write (no snapshot run)."""
         return await self._rows.write(
             dataset,
             cabinet_id,
@@ -82,6 +84,7 @@ class Store:
             cursor=cursor,
             announce=announce,
             begin=(lambda: self.snapshots.begin(dataset, cabinet_id)) if begin else None,
+            whole=whole,
         )
 
     async def changes(

@@ -98,11 +98,19 @@ class SyncPage:
 
     A page with ``dataset=None`` is a checkpoint: it only moves the cursor (e.g. to the next
     phase) and is not counted as a fetched page.
+
+    ``whole``: the page is every row the cabinet has in its dataset, a snapshot WB returns in one
+    reply (the booking monitor's coefficients). When it is the first page of a run of a sync
+    storing that one snapshot dataset, the rows it lacks are tombstoned in the page's own write,
+    and the run keeps no snapshot run (no seen keys, no end of run to count them). Elsewhere (a
+    resumed run, a sync storing several datasets) it is stored as any page. Nothing of its
+    dataset should follow it in the run: a later page's rows would only be written live again.
     """
 
     dataset: str | None
     rows: Sequence[Mapping[str, Any]]
     cursor: Cursor
+    whole: bool = False
 
     @classmethod
     def checkpoint(cls, cursor: Cursor) -> SyncPage:

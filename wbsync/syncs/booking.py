@@ -19,9 +19,9 @@ class BookingCursor(CursorShape):
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
-    """All warehouses' coefficients for the coming days."""
+    """All warehouses' coefficients for the coming days: the whole snapshot in one reply."""
     rows = await methods.acceptance_coefficients(inp.client)
-    yield SyncPage("acceptance_coefficients", rows, {})
+    yield SyncPage("acceptance_coefficients", rows, {}, whole=True)
 
 
 SYNC = Sync(

@@ -46,7 +46,9 @@ async def run_sync(
     Datasets of kind ``"snapshot"``: a run starting from no cursor begins a snapshot run, each
     page's keys are recorded as seen, and a run that reaches the end tombstones the rows it did
     not see. A run that raises (a failure, or a deferral that a later run of the same job
-    resumes from its cursor) tombstones nothing.
+    resumes from its cursor) tombstones nothing. A sync storing one snapshot dataset whose run
+    (from no cursor) begins with a ``whole`` page needs none of that: the page's write
+    tombstones the rows it lacks, and no snapshot run is begun or completed.
     """
     sync.check_cursor(inp.cursor)
     totals = SyncTotals()
@@ -62,26 +64,32 @@ async def run_sync(
     elif inp.cursor is None:
         for ds in snapshots:
             await store.snapshots.begin(ds, cabinet)
+    replaced = set()  # snapshot datasets a whole page replaced: no snapshot run to complete
     async for page in sync.pages(inp):
         # An incremental sync's cursor is saved in the page's own transaction.
         cursor = (sync.name, page.cursor) if sync.incremental else None
         if page.dataset is not None:
             totals.pages += 1
         event: ChangeEvent | None = None
-        if page.dataset is not None and page.rows:
-            ds = dataset(page.dataset)
+        into = None if page.dataset is None else dataset(page.dataset)
+        whole = page.whole and into is not None and into == unbegun
+        if into is not None and (page.rows or whole):
             written = await store.write(
-                ds,
+                into,
                 cabinet,
                 page.rows,
-                seen=ds.kind == "snapshot",
+                seen=into.kind == "snapshot" and not whole,
                 cursor=cursor,
                 announce=announce,
-                begin=ds == unbegun,
+                begin=into == unbegun and not whole,
+                whole=whole,
             )
-            if ds == unbegun:
+            if into == unbegun:
                 unbegun = None
+            if whole:
+                replaced.add(into)
             totals.rows += written.changed
+            totals.tombstoned += written.tombstoned
             event = written.event
         elif cursor is not None:
             await store.cursors.save(cabinet, *cursor)
@@ -93,7 +101,8 @@ async def run_sync(
     if unbegun is not None:  # no page at all: the run saw nothing
         await store.snapshots.begin(unbegun, cabinet)
     for ds in snapshots:
-        totals.tombstoned += await store.snapshots.complete(ds, cabinet)
+        if ds not in replaced:
+            totals.tombstoned += await store.snapshots.complete(ds, cabinet)
     log.info(
         "%s done: %d pages, %d rows written, %d tombstoned",
         sync.name,
