@@ -166,3 +166,49 @@ async def test_a_dataset_without_its_sequence_row_gets_one_and_the_page(
         await store.write("orders", cabinet, [{"srid": "b"}])
     assert sent == ["AUTOCOMMIT"]
     assert await _seqs(postgres, "wb_orders") == [1, 2]
+
+
+async def test_a_page_sent_again_unchanged_takes_no_lock_and_writes_nothing(
+    store: Store, postgres: Database
+) -> None:
+    """An unchanged page (most of a steady state's polls) does not wait behind the dataset's
+    other writers: it takes no lock; a page with a changed row, or a whole page lacking a
+    stored row, waits for the sequence lock as before."""
+    cabinet = await _cabinet(store)
+    page = [{"srid": f"o{i}", "n": i} for i in range(10)]
+    await store.write("orders", cabinet, page)
+    await store.write("acceptance_coefficients", cabinet, _coefficients(3), whole=True)
+    async with postgres.transaction() as holder:
+        await lock_sequence(holder, postgres, "orders")
+        await lock_sequence(holder, postgres, "acceptance_coefficients")
+        # Not waiting on the holder: each returns while the lock is still held.
+        again = await asyncio.wait_for(store.write("orders", cabinet, page[::-1]), 60)
+        assert (again.changed, again.last_seq, again.event) == (0, None, None)
+        whole = store.write("acceptance_coefficients", cabinet, _coefficients(3), whole=True)
+        assert (await asyncio.wait_for(whole, 60)).last_seq is None
+
+        changed = [*page[:-1], {"srid": "o9", "n": -1}]
+        waiting = [
+            asyncio.create_task(store.write("orders", cabinet, changed)),
+            asyncio.create_task(
+                store.write("acceptance_coefficients", cabinet, _coefficients(2), whole=True)
+            ),
+        ]
+        blocked = text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE '%wb_change_sequences%'"
+        )
+
+        async def both_wait() -> bool:
+            return int((await postgres.execute(blocked)).scalar_one()) == len(waiting)
+
+        await wait_for(both_wait)
+    done = await asyncio.gather(*waiting)
+    assert (done[0].changed, done[1].tombstoned) == (1, 1)
+
+
+def _coefficients(days: int) -> list[dict[str, Any]]:
+    return [
+        {"warehouseID": 1, "date": f"2026-08-{d + 1:02d}T00:00:00Z", "boxTypeID": 2, "k": d}
+        for d in range(days)
+    ]

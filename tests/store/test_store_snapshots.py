@@ -244,7 +244,9 @@ async def test_a_whole_page_tombstones_what_it_lacks_in_its_own_write(
     assert await _live(store, other) == list(range(1, 8))
 
 
-async def test_a_whole_page_leaves_an_unfinished_run_alone(store: Store, upstream: Upstream) -> None:
+async def test_a_whole_page_leaves_an_unfinished_run_alone(
+    store: Store, upstream: Upstream
+) -> None:
     """A snapshot run left unfinished (a crash) is not completed by a whole page's run: it saw
     none of that page's keys, and completing it would tombstone rows the page just confirmed."""
     cabinet = (await store.cabinets.add("shop", "token", "sid")).id

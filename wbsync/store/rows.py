@@ -240,7 +240,7 @@ class RowRepository:
             page_rows=len(page.ordered),
         )
         [result] = await self._db.fetch(statement, params)
-        if not result["locked"]:
+        if not result["known"]:
             return None
         last = result["last"]
         return _Written(
@@ -379,11 +379,18 @@ async def _tombstone_absent(conn: AsyncConnection, page: _Page, after: int) -> l
 # computed from the newest ``last_seq``: nothing is lost. Every CTE that writes reads ``lock``
 # first (the upsert joins it, the others test it), so the sequence row is locked before any
 # row, slot or cursor, as in the general path; rows are inserted in key order (``ord``).
-# Without a sequence row (a plugin's dataset's first write) nothing is written and the caller
-# takes the general path, which creates it. The rows come as one JSON array in UTF-8 bytes
-# (``bytea``, decoded by the server): as a ``jsonb`` parameter they would be decoded to a
-# ``str`` and encoded back on the client, with their keys sorted (canonical text only SQLite's
-# change check needs), which cost more than writing the page's JSON (docs/scaling.md).
+# ``lock`` takes the row only when the statement has something to write: a row of the page that
+# is not stored live with the same data, a row a whole page tombstones (``absent``), or a
+# snapshot run's keys, its begin or a cursor. A page WB sent again unchanged (most of a steady
+# state's polls) then takes no lock and writes nothing: no transaction id, no WAL, no wait behind
+# the dataset's other writers. Its check reads the rows in the statement's snapshot; the only
+# writer of a cabinet's rows is its one live job, so nothing else can make a row differ in
+# between. Without a sequence row (a plugin's dataset's first write, ``known`` 0) nothing is
+# written and the caller takes the general path, which creates it. The rows come as one JSON
+# array in UTF-8 bytes (``bytea``, decoded by the server): as a ``jsonb`` parameter they would
+# be decoded to a ``str`` and encoded back on the client, with their keys sorted (canonical
+# text only SQLite's change check needs), which cost more than writing the page's JSON
+# (docs/scaling.md).
 
 _PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
 _PG_ARRAYS: dict[str, ARRAY[Any]] = {
@@ -404,14 +411,32 @@ def _pg_page_statement(ds: Dataset) -> TextClause:
     )
     conflict = ", ".join(["cabinet_id", *keys])
     sql = f"""
-WITH lock AS (
-  SELECT last_seq FROM wb_change_sequences WHERE dataset = :dataset FOR UPDATE
-), page AS (
+WITH page AS (
   SELECT {", ".join(f"k.{k}" for k in keys)}, d.data, k.ord
   FROM unnest({unnest}) WITH ORDINALITY AS k({", ".join(keys)}, ord)
   JOIN jsonb_array_elements(CAST(convert_from(:data, 'UTF8') AS jsonb))
     WITH ORDINALITY AS d(data, ord)
     ON d.ord = k.ord
+), absent AS (
+  SELECT {", ".join(f"o.{k}" for k in keys)},
+    row_number() OVER (ORDER BY {", ".join(f"o.{k}" for k in keys)}) AS ord
+  FROM {name} AS o
+  WHERE CAST(:whole AS boolean) AND o.cabinet_id = :cabinet_id AND o.deleted_at IS NULL
+    AND NOT EXISTS (SELECT 1 FROM page WHERE {" AND ".join(f"page.{k} = o.{k}" for k in keys)})
+), lock AS (
+  SELECT last_seq FROM wb_change_sequences
+  WHERE dataset = :dataset AND (
+    CAST(:begin AS boolean) OR CAST(:seen_slots AS integer) > 0 OR CAST(:sync AS text) IS NOT NULL
+    OR EXISTS (SELECT 1 FROM absent)
+    OR EXISTS (
+      SELECT 1 FROM page WHERE NOT EXISTS (
+        SELECT 1 FROM {name} AS t
+        WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = page.{k}" for k in keys)}
+          AND t.deleted_at IS NULL AND t.data = page.data
+      )
+    )
+  )
+  FOR UPDATE
 ), up AS (
   INSERT INTO {name} AS t (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at)
   SELECT CAST(:cabinet_id AS integer), {", ".join(f"page.{k}" for k in keys)}, page.data,
@@ -427,13 +452,7 @@ WITH lock AS (
   UPDATE {name} AS t
   SET deleted_at = CAST(:now AS timestamptz), changed_at = CAST(:now AS timestamptz),
       seq = lock.last_seq + CAST(:page_rows AS bigint) + absent.ord
-  FROM lock, (
-    SELECT {", ".join(f"o.{k}" for k in keys)},
-      row_number() OVER (ORDER BY {", ".join(f"o.{k}" for k in keys)}) AS ord
-    FROM {name} AS o
-    WHERE CAST(:whole AS boolean) AND o.cabinet_id = :cabinet_id AND o.deleted_at IS NULL
-      AND NOT EXISTS (SELECT 1 FROM page WHERE {" AND ".join(f"page.{k} = o.{k}" for k in keys)})
-  ) AS absent
+  FROM lock, absent
   WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = absent.{k}" for k in keys)}
   RETURNING t.seq
 ), agg AS (
@@ -474,7 +493,8 @@ WITH lock AS (
   ON CONFLICT (cabinet_id, sync) DO UPDATE
     SET cursor = excluded.cursor, updated_at = excluded.updated_at
 )
-SELECT (SELECT count(*) FROM lock) AS locked, agg.changed, ends.tombstoned, ends.last
+SELECT (SELECT count(*) FROM wb_change_sequences WHERE dataset = :dataset) AS known,
+  agg.changed, ends.tombstoned, ends.last
 FROM agg, ends
 """
     return text(sql).bindparams(
