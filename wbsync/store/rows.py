@@ -422,7 +422,8 @@ WITH page AS (
     row_number() OVER (ORDER BY {", ".join(f"o.{k}" for k in keys)}) AS ord
   FROM {name} AS o
   WHERE CAST(:whole AS boolean) AND o.cabinet_id = :cabinet_id AND o.deleted_at IS NULL
-    AND NOT EXISTS (SELECT 1 FROM page WHERE {" AND ".join(f"page.{k} = o.{k}" for k in keys)})
+    AND ({", ".join(f"o.{k}" for k in keys)}) NOT IN (
+      SELECT {", ".join(f"page.{k}" for k in keys)} FROM page)
 ), lock AS (
   SELECT last_seq FROM wb_change_sequences
   WHERE dataset = :dataset AND (
