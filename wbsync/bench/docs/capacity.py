@@ -73,8 +73,8 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"N cabinets, every sync fanned out on its default interval by the `wbsync run` "
-            f"processes' own leader ({p['processes']} processes, {p['concurrency']} jobs per "
-            f"queue each), time scale {p['time_scale']:g} (N cabinets ask for the pages of "
+            f"processes' own leader ({p['processes']} processes, {_slots(p)} each), time scale "
+            f"{p['time_scale']:g} (N cabinets ask for the pages of "
             f"N / {p['time_scale']:g} at WB's real intervals), {r['database']}, the emulator "
             f"answering after {p['latency_ms']:g} ms. Each N gets its own Redis and database; "
             "the first fan-out (every cabinet of every queue at once) is let drain, then a "
@@ -110,3 +110,10 @@ def render(r: dict[str, Any]) -> str:
             "![capacity](bench-capacity.png)",
         ]
     )
+
+
+def _slots(p: dict[str, Any]) -> str:
+    """The jobs each queue runs at once per process, the queues given their own figure named."""
+    own = ", ".join(f"{queue} {n}" for queue, n in sorted(p.get("queue_concurrency", {}).items()))
+    every = f"{p['concurrency']} jobs per queue"
+    return f"{every} ({own})" if own else every
