@@ -400,3 +400,34 @@ async def test_identical_runs_keep_the_bookkeeping_rows_in_place(store: Store) -
         await one_run()
         assert await _rows(store, "wb_snapshot_runs") == len(cabinets), run
         assert await _rows(store, "wb_snapshot_keys") == slots, run
+
+
+@pytest.mark.parametrize("path", ["statement", "transaction"])
+async def test_a_whole_page_compares_keys_of_every_kind(
+    store: Store, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The booking monitor's key (an int, a date, an int WB may omit): a whole page sent again
+    keeps every row live, and a day that left the reply is tombstoned, on either write path."""
+    if path == "transaction":
+        monkeypatch.setattr("wbsync.store.rows.BATCH_ROWS", 1)
+    cabinet = (await store.cabinets.add("shop", "token", "sid")).id
+
+    def coefficients(days: range) -> list[dict[str, Any]]:
+        return [
+            {"warehouseID": w, "date": f"2026-08-{d:02d}T00:00:00Z", "coefficient": d, **box}
+            for w in (1, 2)
+            for d in days
+            for box in ({"boxTypeID": 2}, {})  # no boxTypeID: stored as box type 0
+        ]
+
+    first = await store.write("acceptance_coefficients", cabinet, coefficients(range(1, 4)))
+    assert first.changed == 12
+    again = await store.write(
+        "acceptance_coefficients", cabinet, coefficients(range(1, 4)), whole=True
+    )
+    assert (again.changed, again.tombstoned) == (0, 0)
+    later = await store.write(
+        "acceptance_coefficients", cabinet, coefficients(range(2, 5)), whole=True
+    )
+    assert (later.changed, later.tombstoned) == (4, 4)  # day 4 came, day 1 went
+    assert await store.count("acceptance_coefficients", cabinet) == 12
