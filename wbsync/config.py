@@ -161,12 +161,16 @@ class Settings(BaseSettings):
         '{"personal": {...}, "base": {...}}}. WB seconds, unscaled.',
     )
     sync_queue_concurrency: int = Field(
-        default=5, ge=1, description="Jobs each sync queue's worker runs at once."
+        default=5,
+        ge=1,
+        description="Jobs each sync queue's worker runs at once, unless its sync has a figure of "
+        "its own (booking-slot-monitor: 10). Per process.",
     )
     queue_concurrency: dict[str, int] = Field(
         default_factory=dict,
         description='Jobs a queue\'s worker runs at once, per queue, JSON: {"rnp-finance-sync": '
-        "20}; unset queues run sync_queue_concurrency. Per process.",
+        "20}; a queue not named runs its sync's own figure, else sync_queue_concurrency. Per "
+        "process.",
     )
     leader_lease_ms: int = Field(
         default=15_000,

@@ -125,9 +125,14 @@ async def _record_failure(
 
 
 def queue_concurrency(settings: Settings, queue: str) -> int:
-    """Jobs ``queue``'s worker runs at once: its entry in WBSYNC_QUEUE_CONCURRENCY, else the
-    default for every queue."""
-    return settings.queue_concurrency.get(queue, settings.sync_queue_concurrency)
+    """Jobs ``queue``'s worker runs at once: its entry in WBSYNC_QUEUE_CONCURRENCY, else its
+    sync's own figure (``Sync.concurrency``), else WBSYNC_SYNC_QUEUE_CONCURRENCY."""
+    named = settings.queue_concurrency.get(queue)
+    if named is not None:
+        return named
+    sync = SYNCS.get(queue)
+    own = None if sync is None else sync.concurrency
+    return own if own is not None else settings.sync_queue_concurrency
 
 
 def build_workers(

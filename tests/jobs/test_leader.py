@@ -4,6 +4,7 @@ the shared fan-out schedule, and per-queue concurrency."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -28,7 +29,7 @@ from wbsync.metrics import sample
 from wbsync.runtime import Runtime
 from wbsync.startup import check
 from wbsync.store.datasets import DATASETS
-from wbsync.syncs import SyncOptions
+from wbsync.syncs import SYNCS, SyncOptions
 from wbsync.workers import queue_concurrency
 
 FINANCE = "rnp-finance-sync"
@@ -156,6 +157,16 @@ def test_queue_concurrency_per_queue_with_a_default_and_clear_errors() -> None:
     assert problem.startswith("WBSYNC_QUEUE_CONCURRENCY: unknown queue(s) ['finance']; queues: ")
     with pytest.raises(ValidationError, match=f"{FINANCE}: give each queue 1 job at once"):
         Settings(queue_concurrency={FINANCE: 0})
+
+
+def test_a_sync_with_a_figure_of_its_own_runs_that_many_unless_its_queue_is_named() -> None:
+    booking = "booking-slot-monitor"
+    assert SYNCS[booking].concurrency == 10
+    assert queue_concurrency(Settings(sync_queue_concurrency=3), booking) == 10
+    assert queue_concurrency(Settings(queue_concurrency={booking: 4}), booking) == 4
+    assert queue_concurrency(Settings(sync_queue_concurrency=3), FINANCE) == 3
+    with pytest.raises(ValueError, match="booking-slot-monitor: concurrency must be >= 1, got 0"):
+        dataclasses.replace(SYNCS[booking], concurrency=0)
 
 
 SCALE = 0.005  # WB's minute is 300 ms

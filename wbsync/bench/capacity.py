@@ -60,11 +60,13 @@ from wbsync.bench.common import fresh_database, syncs, table
 from wbsync.bench.processes import RedisUnderTest, WorkerProcesses, redis_under_test, seller_id
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.clock import today
+from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.errors import ConfigError
 from wbsync.runtime import Runtime
 from wbsync.service import fanout_intervals
 from wbsync.store.cabinets import NewCabinet
+from wbsync.workers import queue_concurrency
 
 #: A steady state holds when the pooled lag p95 is within this share of each queue's interval.
 LAG_TARGET = 0.10
@@ -295,7 +297,10 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     held = [r["cabinets"] for r in results if r["lag_share_p95"] <= LAG_TARGET and r["runs"]]
     largest = max(held, default=None)
     return {
-        "params": {k: v for k, v in asdict(params).items() if k != "postgres"},
+        "params": {
+            **{k: v for k, v in asdict(params).items() if k != "postgres"},
+            "slots": _slots(params),
+        },
         "database": "postgresql" if params.postgres else "sqlite",
         "lag_target": LAG_TARGET,
         "runs": results,
@@ -331,3 +336,12 @@ def tables(result: dict[str, Any]) -> list[Any]:
         f"capacity {result['capacity_cabinets']} cabinets"
     )
     return [table(title, columns, rows)]
+
+
+def _slots(params: Params) -> dict[str, int]:
+    """Jobs each queue ran at once per process: ``--queue-concurrency``'s, else the sync's own
+    figure, else ``--concurrency``."""
+    settings = Settings(
+        sync_queue_concurrency=params.concurrency, queue_concurrency=params.queue_concurrency
+    )
+    return {queue: queue_concurrency(settings, queue) for queue in syncs()}

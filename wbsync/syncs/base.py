@@ -188,6 +188,15 @@ class Sync:
     cursor: type[CursorShape]
     """The shape of the cursors the sync writes; any other cursor is refused."""
     incremental: bool = False
+    concurrency: int | None = None
+    """Jobs its queue runs at once per process unless ``WBSYNC_QUEUE_CONCURRENCY`` names the
+    queue; None: ``WBSYNC_SYNC_QUEUE_CONCURRENCY``. For a queue whose runs are many more than
+    the others' (the booking monitor's, every minute for every cabinet): its slots must hold its
+    runs in flight (docs/scaling.md, "Slots")."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"{self.name}: concurrency must be >= 1, got {self.concurrency}")
 
     @property
     def methods(self) -> tuple[str, ...]:

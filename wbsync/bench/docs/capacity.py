@@ -113,7 +113,8 @@ def render(r: dict[str, Any]) -> str:
 
 
 def _slots(p: dict[str, Any]) -> str:
-    """The jobs each queue runs at once per process, the queues given their own figure named."""
-    own = ", ".join(f"{queue} {n}" for queue, n in sorted(p.get("queue_concurrency", {}).items()))
+    """The jobs each queue runs at once per process, the queues with another figure named."""
+    slots = p.get("slots", p.get("queue_concurrency", {}))
+    own = ", ".join(f"{q} {n}" for q, n in sorted(slots.items()) if n != p["concurrency"])
     every = f"{p['concurrency']} jobs per queue"
     return f"{every} ({own})" if own else every
