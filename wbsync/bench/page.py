@@ -204,8 +204,13 @@ async def _stack(
         async with fresh_database(
             None if database == "sqlite" else database, tmp, name="page"
         ) as db_url:
+            # Every queue at ``concurrency`` (a sync's own figure too), as the floor runs.
             workers = WorkerProcesses(
-                emu, redis, time_scale=TIME_SCALE, concurrency=params.concurrency
+                emu,
+                redis,
+                time_scale=TIME_SCALE,
+                concurrency=params.concurrency,
+                queue_concurrency=dict.fromkeys(syncs(), params.concurrency),
             )
             settings = workers.settings(db_url)
             runtime = await Runtime(settings, redis_url=redis.url).start()
