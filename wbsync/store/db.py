@@ -48,32 +48,37 @@ _SUPPORTED_DRIVERS = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postg
 #: checkouts are not pinged (see ``Database._create_engine``).
 POOL_RECYCLE_S = 1800
 
-_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_ORJSON_OPTIONS = {
+    True: orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+    False: orjson.OPT_NON_STR_KEYS,
+}
+
+
+def _to_json(value: Any, *, sort_keys: bool) -> bytes:
+    """``value`` as compact JSON in UTF-8 by orjson (WB text, mostly Cyrillic, stays readable);
+    an integer beyond 64 bits, which orjson refuses, through the standard json, which writes the
+    same text. A value neither can write raises the standard json's ``TypeError``."""
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS[sort_keys])
+    except orjson.JSONEncodeError:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
+        return text.encode()
 
 
 def _json_dumps(value: Any) -> str:
-    # orjson: WB text (mostly Cyrillic) stays readable UTF-8, and sorted keys make equal data
-    # equal text, which SQLite's change check compares. An integer beyond 64 bits (which orjson
-    # refuses) goes through the standard json, which writes the same canonical form.
-    try:
-        return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
-    except orjson.JSONEncodeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    # Sorted keys make equal data equal text, which SQLite's change check compares.
+    return _to_json(value, sort_keys=True).decode()
 
 
 def json_bytes(value: Any) -> bytes:
     """``value`` as JSON in UTF-8 bytes, its keys in the order given: for PostgreSQL's ``jsonb``,
     which keeps no key order, so sorting them (it triples orjson's time on a finance page) and
-    a decode to ``str`` and encode back (what a ``jsonb`` parameter takes) buy nothing. An
-    integer beyond 64 bits goes through the standard json, as in ``_json_dumps``; a value
-    neither can write (a set, say) is a ``StoreError``."""
+    a decode to ``str`` and encode back (what a ``jsonb`` parameter takes) buy nothing. A value
+    that cannot be written as JSON (a set, say) is a ``StoreError``."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except orjson.JSONEncodeError:
-        try:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"a value cannot be stored as JSON: {exc}") from None
+        return _to_json(value, sort_keys=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"a value cannot be stored as JSON: {exc}") from None
 
 
 _OVERFLOW = 10

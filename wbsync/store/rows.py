@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     TextClause,
+    Update,
     bindparam,
     func,
     select,
@@ -282,7 +283,7 @@ class RowRepository:
                 written.extend(result.scalars())
             gone = []
             if page.whole:
-                gone = await _tombstone_absent(conn, page, base + len(params))
+                gone = await _tombstone_absent(conn, page, base)
             last = max([*written, *gone], default=None)
             if last is not None:
                 await advance_sequence(conn, ds.name, last)
@@ -333,10 +334,54 @@ class RowRepository:
             return [dict(data) for data in result.scalars()]
 
 
-async def _tombstone_absent(conn: AsyncConnection, page: _Page, after: int) -> list[int]:
+@functools.cache
+def tombstone_statement(ds: Dataset) -> Update:
+    """Tombstone one live row of the dataset by its key (``k_<column>``) and cabinet
+    (``tomb_cabinet``) unless it was written after number ``tomb_started``: ``deleted_at`` and
+    ``changed_at`` set to ``tomb_now``, ``seq`` to ``new_seq``. Built once per dataset."""
+    table = dataset_table(ds)
+    return (
+        update(table)
+        .where(
+            table.c.cabinet_id == bindparam("tomb_cabinet"),
+            *(table.c[k.column] == bindparam(f"k_{k.column}") for k in ds.key),
+            table.c.deleted_at.is_(None),
+            table.c.seq <= bindparam("tomb_started"),
+        )
+        .values(
+            deleted_at=bindparam("tomb_now"),
+            changed_at=bindparam("tomb_now"),
+            seq=bindparam("new_seq"),
+        )
+    )
+
+
+def tombstone_params(
+    ds: Dataset,
+    cabinet_id: int,
+    started: int,
+    now: datetime,
+    first: int,
+    keys: Sequence[tuple[KeyValue, ...]],
+) -> list[dict[str, Any]]:
+    """``tombstone_statement``'s parameters for ``keys``, numbered from ``first``."""
+    columns = [k.column for k in ds.key]
+    return [
+        {
+            "tomb_cabinet": cabinet_id,
+            "tomb_started": started,
+            "tomb_now": now,
+            "new_seq": first + i,
+            **{f"k_{c}": v for c, v in zip(columns, key, strict=True)},
+        }
+        for i, key in enumerate(keys)
+    ]
+
+
+async def _tombstone_absent(conn: AsyncConnection, page: _Page, base: int) -> list[int]:
     """Tombstone the cabinet's live rows of the page's dataset whose keys are not in the page,
-    in key order, numbered from ``after`` + 1, in the caller's transaction (which holds the
-    dataset's sequence lock); their numbers."""
+    in key order, numbered after the page's own (from ``base`` + its rows + 1), in the caller's
+    transaction (which holds the dataset's sequence lock, at ``base``); their numbers."""
     ds, table = page.dataset, dataset_table(page.dataset)
     columns = [table.c[k.column] for k in ds.key]
     kept = {key for key, _ in page.ordered}
@@ -348,23 +393,10 @@ async def _tombstone_absent(conn: AsyncConnection, page: _Page, after: int) -> l
     gone = [tuple(row) for row in live if tuple(row) not in kept]
     if not gone:
         return []
-    statement = (
-        update(table)
-        .where(
-            table.c.cabinet_id == page.cabinet_id,
-            *(column == bindparam(f"k_{column.name}") for column in columns),
-        )
-        .values(deleted_at=page.changed_at, changed_at=page.changed_at, seq=bindparam("new_seq"))
-    )
-    numbers = [after + 1 + i for i in range(len(gone))]
-    await conn.execute(
-        statement,
-        [
-            {"new_seq": seq, **{f"k_{c.name}": v for c, v in zip(columns, key, strict=True)}}
-            for seq, key in zip(numbers, gone, strict=True)
-        ],
-    )
-    return numbers
+    first = base + len(page.ordered) + 1
+    params = tombstone_params(ds, page.cabinet_id, base, page.changed_at, first, gone)
+    await conn.execute(tombstone_statement(ds), params)
+    return [p["new_seq"] for p in params]
 
 
 # -- PostgreSQL: a page in one statement ---------------------------------------------------------
@@ -456,10 +488,8 @@ WITH page AS (
   FROM lock, absent
   WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = absent.{k}" for k in keys)}
   RETURNING t.seq
-), agg AS (
-  SELECT count(*) AS changed, max(seq) AS last FROM up
 ), ends AS (
-  SELECT (SELECT count(*) FROM gone) AS tombstoned,
+  SELECT (SELECT count(*) FROM up) AS changed, (SELECT count(*) FROM gone) AS tombstoned,
     (SELECT max(seq) FROM (SELECT seq FROM up UNION ALL SELECT seq FROM gone) AS w) AS last
 ), adv AS (
   UPDATE wb_change_sequences AS s SET last_seq = ends.last FROM ends
@@ -495,8 +525,8 @@ WITH page AS (
     SET cursor = excluded.cursor, updated_at = excluded.updated_at
 )
 SELECT (SELECT count(*) FROM wb_change_sequences WHERE dataset = :dataset) AS known,
-  agg.changed, ends.tombstoned, ends.last
-FROM agg, ends
+  ends.changed, ends.tombstoned, ends.last
+FROM ends
 """
     return text(sql).bindparams(
         *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),

@@ -27,14 +27,20 @@ import functools
 import logging
 from typing import Any
 
-from sqlalchemy import Select, TextClause, and_, bindparam, func, select, update
+from sqlalchemy import Select, TextClause, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from wbsync import clock
 from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.rows import BATCH_ROWS, RowRepository, key_digest
+from wbsync.store.rows import (
+    BATCH_ROWS,
+    RowRepository,
+    key_digest,
+    tombstone_params,
+    tombstone_statement,
+)
 from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, utcnow
 from wbsync.store.seen import pg_finish_if_all_seen, run_progress, seen_digests
 
@@ -177,29 +183,11 @@ class SnapshotRepository:
         self, ds: Dataset, cabinet_id: int, started: int, keys: list[tuple[KeyValue, ...]]
     ) -> int:
         table = dataset_table(ds)
-        columns = [k.column for k in ds.key]
         now = clock.calendar_now()  # a tombstone's grace runs on the calendar (retention's)
-        statement = (
-            update(table)
-            .where(
-                and_(
-                    table.c.cabinet_id == cabinet_id,
-                    *(table.c[c] == bindparam(f"k_{c}") for c in columns),
-                    table.c.deleted_at.is_(None),
-                    table.c.seq <= started,
-                )
-            )
-            .values(deleted_at=now, changed_at=now, seq=bindparam("new_seq"))
-        )
         async with self._db.transaction() as conn:
             base = await lock_sequence(conn, self._db, ds.name)
-            params = [
-                {
-                    "new_seq": base + 1 + i,
-                    **{f"k_{c}": v for c, v in zip(columns, key, strict=True)},
-                }
-                for i, key in enumerate(keys)
-            ]
+            statement = tombstone_statement(ds)
+            params = tombstone_params(ds, cabinet_id, started, now, base + 1, keys)
             await conn.execute(statement, params)
             result = await conn.execute(
                 select(func.count(), func.max(table.c.seq)).where(table.c.seq > base)

@@ -73,8 +73,8 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"N cabinets, every sync fanned out on its default interval by the `wbsync run` "
-            f"processes' own leader ({p['processes']} processes, {_slots(p)} each), time scale "
-            f"{p['time_scale']:g} (N cabinets ask for the pages of "
+            f"processes' own leader ({p['processes']} processes, {_slots_text(p)} each), time "
+            f"scale {p['time_scale']:g} (N cabinets ask for the pages of "
             f"N / {p['time_scale']:g} at WB's real intervals), {r['database']}, the emulator "
             f"answering after {p['latency_ms']:g} ms. Each N gets its own Redis and database; "
             "the first fan-out (every cabinet of every queue at once) is let drain, then a "
@@ -112,7 +112,7 @@ def render(r: dict[str, Any]) -> str:
     )
 
 
-def _slots(p: dict[str, Any]) -> str:
+def _slots_text(p: dict[str, Any]) -> str:
     """The jobs each queue runs at once per process, the queues with another figure named."""
     slots = p.get("slots", p.get("queue_concurrency", {}))
     own = ", ".join(f"{q} {n}" for q, n in sorted(slots.items()) if n != p["concurrency"])
