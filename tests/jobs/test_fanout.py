@@ -3,12 +3,13 @@ and a new leader continues the schedule kept in Redis."""
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import json
 import math
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from wbsync import clock, keys
+from wbsync.errors import QueueError
 from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, Schedule, offset_ms
 from wbsync.jobs.lag import (
     DUE_FIELD,
@@ -184,6 +186,58 @@ async def test_a_pass_over_more_cabinets_than_a_batch_enqueues_each_once_with_it
     assert {r.state for r in again} == {"waiting"}
     await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
     assert await _waiting(queue) == seen  # nothing replaced, nothing added twice
+
+
+async def test_a_pass_enqueues_its_queues_at_once(
+    redis_url: str, redis: Redis, prefix: str
+) -> None:
+    """A pass does not wait for one queue's enqueue before the next one's: on a busy process
+    each of them waits for the event loop, and in turn they made the pass late by the sum.
+    Every queue's enqueue is held until all of them have begun; in turn, the first would
+    wait for ever."""
+    names = ["qa", "qb", "qc"]
+    queues = {n: SyncQueue(n, redis_url=redis_url, prefix=f"{prefix}:q") for n in names}
+    begun = asyncio.Barrier(len(names))
+
+    class Together(FanOut):
+        async def _enqueue_due(self, name: str, due: Mapping[str, int], *, at_once: bool) -> None:
+            await begun.wait()
+            await super()._enqueue_due(name, due, at_once=at_once)
+
+    fanout = Together(queues, _cabinets, dict.fromkeys(names, INTERVAL_S))
+    lease = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    now = 1_800_000_000_000
+    try:
+        await asyncio.wait_for(
+            fanout.fan_out_due(Held(now_ms=now, queues=tuple(names)), lease), timeout=30
+        )
+        for queue in queues.values():
+            assert await _waiting(queue) == dict.fromkeys(CABINETS, now)
+        assert await lease.through_ms(names) == dict.fromkeys(names, now)
+    finally:
+        for queue in queues.values():
+            await queue.obliterate()
+            await queue.close()
+
+
+async def test_a_queue_whose_enqueue_fails_leaves_the_others_enqueued_and_the_schedule_kept(
+    redis_url: str, redis: Redis, prefix: str, queue: SyncQueue
+) -> None:
+    """One queue's Redis does not answer: the pass still enqueues the other queue, then raises
+    the failure and keeps the schedule where it was, so the next pass enqueues the failed
+    queue's cabinets (and finds the others live)."""
+    dead = SyncQueue("qdead", redis_url="redis://127.0.0.1:1/0", prefix=f"{prefix}:q")
+    names = ("qdead", QUEUE)  # the failing one first: the other is still enqueued
+    fanout = FanOut({QUEUE: queue, "qdead": dead}, _cabinets, dict.fromkeys(names, INTERVAL_S))
+    lease = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    now = 1_800_000_000_000
+    try:
+        with pytest.raises(QueueError):
+            await fanout.fan_out_due(Held(now_ms=now, queues=names), lease)
+        assert await _waiting(queue) == dict.fromkeys(CABINETS, now)
+        assert await lease.through_ms(names) == dict.fromkeys(names)
+    finally:
+        await dead.close()
 
 
 async def test_an_enqueue_batch_below_one_is_refused(queue: SyncQueue) -> None:

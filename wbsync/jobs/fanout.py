@@ -179,19 +179,28 @@ class FanOut:
         through = await leases.through_ms(held.queues)
         cabinets = await self._cabinets(leases.poll_s)
         now = held.now_ms
-        waits, done = [], {}
+        waits, done, enqueues = [], {}, []
         for name in held.queues:
             schedule = self._schedule(name, cabinets)
             since = through[name]
             due = schedule.due(since, now)
             if due:
                 at_once = since is None or now - since >= schedule.interval_ms
-                await self._enqueue_due(name, due, at_once=at_once)
+                enqueues.append(self._enqueue_due(name, due, at_once=at_once))
             # Never backwards: a schedule set ahead (a benchmark's "not before") holds.
             done[name] = now if since is None else max(since, now)
             next_at = schedule.next_at(done[name])
             step_ms = schedule.interval_ms / SPREAD_STEPS
             waits.append(max(next_at - now, step_ms) / 1000.0)
+        # The queues at once (each has its own connections): a pass takes the round trips of
+        # one queue, not of every queue in turn, which on a busy process made it late by the
+        # sum of their waits for the event loop (docs/scaling.md, "The fan-out's pass"). Every
+        # queue is tried; the first failure is raised after, and the schedule is not advanced.
+        failures = [
+            r for r in await asyncio.gather(*enqueues, return_exceptions=True) if r is not None
+        ]
+        if failures:
+            raise failures[0]
         await leases.set_through_ms(done)
         return min(waits)
 
