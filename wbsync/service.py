@@ -17,6 +17,7 @@ import signal
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from wbsync import heap
 from wbsync.config import Settings
 from wbsync.errors import ConfigError, TokenError, WbSyncError
 from wbsync.health import monitor
@@ -163,6 +164,7 @@ async def _serve(
     extras = [asyncio.create_task(watch_health(runtime, stop), name="health")]
     if extra is not None:
         extras.append(asyncio.create_task(extra(runtime, stop), name="extra"))
+    heap.settle()  # started: what it holds now lives as long as the process
     log.info("running %d queues; SIGINT or SIGTERM stops", len(workers))
     await stop.wait()
     grace = runtime.settings.shutdown_grace_s
