@@ -27,6 +27,7 @@ from wbsync.ratelimit import LimiterOptions, RateLimiter
 from wbsync.redis_client import is_redis_failure
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
+from wbsync.store.runs import RunLog
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
 from wbsync.throughput import Throughput
 from wbsync.wb.client import WbClient
@@ -95,6 +96,7 @@ class Runtime:
             self.redis, prefix=settings.redis_prefix, maxlen=settings.change_stream_maxlen
         )
         self.store.add_listener(self.change_stream.publish)
+        self.run_log = RunLog(self.store.runs)
         self.http = HttpPool()
         self.client_options = client_options(settings)
         self.sync_options = SyncOptions(
@@ -153,6 +155,7 @@ class Runtime:
         for queue in self._queues.values():
             await queue.close()
         await self.http.aclose()
+        await self.run_log.aclose()  # the successes still waiting, before the database goes
         await self.database.aclose()
         await self.redis.aclose()
 

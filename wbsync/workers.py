@@ -97,7 +97,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         except Exception as exc:
             await _record_failure(runtime, cabinet.id, sync.name, exc, job.attempts_made + 1)
             raise
-        await store.runs.succeeded(cabinet.id, sync.name, **done)
+        runtime.run_log.succeeded(cabinet.id, sync.name, **done)  # written behind
         return {"pages": totals.pages, "rows": totals.rows, "job_pages": done["pages"]}
 
     return process

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,14 +12,27 @@ from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select
 
-from wbsync.errors import WbMethodDisabledError
+from wbsync.errors import StoreError, WbMethodDisabledError
 from wbsync.store.db import Database
 from wbsync.store.schema import cabinets, sync_runs, utcnow
 
-__all__ = ["REASON_MAX_CHARS", "CabinetOverview", "RunRecord", "RunRepository", "failure_reason"]
+__all__ = [
+    "REASON_MAX_CHARS",
+    "RUN_LOG_FLUSH_S",
+    "CabinetOverview",
+    "RunLog",
+    "RunRecord",
+    "RunRepository",
+    "RunSuccess",
+    "failure_reason",
+]
+
+log = logging.getLogger(__name__)
 
 REASON_MAX_CHARS = 1000
 """A failure reason is cut to this many characters (an exception message can be a whole body)."""
+RUN_LOG_FLUSH_S = 1.0
+"""A success is written at most this long (real seconds) after its run ended (``RunLog``)."""
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -43,6 +59,17 @@ class RunRecord:
     failure_at: datetime | None
     failure_reason: str | None
     failure_attempts: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSuccess:
+    """One run's success: when it ended, and what its job stored."""
+
+    cabinet_id: int
+    sync: str
+    at: datetime
+    pages: int
+    rows: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +109,34 @@ class RunRepository:
                 "success_rows": rows,
             }
         )
+
+    async def succeeded_many(self, successes: Sequence[RunSuccess]) -> int:
+        """Record many successes in one transaction: one read of their cabinets (locked
+        against a delete until the end; a cabinet deleted already is left out, with its
+        successes) and one upsert of the rest; how many were written."""
+        if not successes:
+            return 0
+        ids = sorted({s.cabinet_id for s in successes})
+        statement = self._db.upsert_statement(
+            sync_runs, conflict=("cabinet_id", "sync"), update=_SUCCESS_COLUMNS
+        )
+        alive = select(cabinets.c.id).where(cabinets.c.id.in_(ids)).with_for_update(key_share=True)
+        async with self._db.transaction() as conn:
+            kept = set((await conn.scalars(alive)).all())
+            values = [
+                {
+                    "cabinet_id": s.cabinet_id,
+                    "sync": s.sync,
+                    "success_at": s.at,
+                    "success_pages": s.pages,
+                    "success_rows": s.rows,
+                }
+                for s in successes
+                if s.cabinet_id in kept
+            ]
+            if values:
+                await conn.execute(statement, values)
+        return len(values)
 
     async def failed(self, cabinet_id: int, sync: str, *, reason: str, attempts: int) -> None:
         """An attempt of ``sync`` for the cabinet failed: when, why, and attempts spent so far."""
@@ -145,3 +200,79 @@ class RunRepository:
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [CabinetOverview(*row) for row in result.all()]  # columns in field order
+
+
+_SUCCESS_COLUMNS = ("success_at", "success_pages", "success_rows")
+
+
+class RunLog:
+    """Runs' successes, written behind: each (cabinet, sync)'s last success waits in memory
+    and the ones of up to ``flush_s`` are written together (``succeeded_many``), in place of
+    a statement (a round trip, a commit) at the end of every run.
+
+    ``success_at`` is the run's end either way; the record shows up at most ``flush_s`` later.
+    A flush that fails keeps its successes for the next one (a later success of the same pair
+    replaces its earlier one, so what waits is bounded by the pairs, not by the runs); a
+    process that dies loses what waits, at most ``flush_s`` of successes, which the pairs'
+    next runs record again. ``aclose`` writes what waits, once. Failures are not written
+    behind (``RunRepository.failed``): they are rare, and what an operator looks for first.
+    """
+
+    def __init__(self, runs: RunRepository, *, flush_s: float = RUN_LOG_FLUSH_S) -> None:
+        if flush_s <= 0:
+            raise ValueError(f"flush_s must be > 0, got {flush_s}")
+        self._runs = runs
+        self._flush_s = flush_s
+        self._waiting: dict[tuple[int, str], RunSuccess] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def waiting(self) -> int:
+        """Successes not written yet."""
+        return len(self._waiting)
+
+    def succeeded(self, cabinet_id: int, sync: str, *, pages: int, rows: int) -> None:
+        """A run of ``sync`` for the cabinet finished now: recorded within ``flush_s``."""
+        if self._closed:
+            raise StoreError("the run log is closed: a success after the stop is not recorded")
+        self._waiting[(cabinet_id, sync)] = RunSuccess(cabinet_id, sync, utcnow(), pages, rows)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_every(), name="run-log")
+
+    async def _flush_every(self) -> None:
+        while self._waiting:
+            await asyncio.sleep(self._flush_s)
+            try:
+                await self.flush()
+            except StoreError as exc:
+                log.warning(
+                    "run records not written (%d kept for the next try): %s", self.waiting, exc
+                )
+
+    async def flush(self) -> int:
+        """Write what waits now; how many were written. ``StoreError`` when the database
+        refused them: they wait for the next flush."""
+        batch, self._waiting = self._waiting, {}
+        try:
+            return await self._runs.succeeded_many(list(batch.values()))
+        except BaseException:  # a failure or a cancel: nothing lost, newer successes first
+            for pair, success in batch.items():
+                self._waiting.setdefault(pair, success)
+            raise
+
+    async def aclose(self) -> None:
+        """Stop flushing and write what waits, once (a failure is logged: those are lost)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        if not self._waiting:
+            return
+        try:
+            await self.flush()
+        except StoreError as exc:
+            log.warning("%d run records lost at the stop: %s", self.waiting, exc)

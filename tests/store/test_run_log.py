@@ -1,0 +1,125 @@
+"""Runs' successes written behind: together, within the flush time, the last of each (cabinet,
+sync) kept; a deleted cabinet's left out; a refused flush loses nothing; the stop writes what
+waits."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.support.databases import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFactory
+from tests.support.waiting import wait_for
+from wbsync.errors import StoreError, StoreUnavailableError
+from wbsync.store import Database, Store
+from wbsync.store.runs import RunLog, RunRecord
+
+
+async def _records(store: Store, ids: list[int]) -> dict[tuple[int, str], RunRecord]:
+    return {(r.cabinet_id, r.sync): r for r in await store.runs.of_cabinets(ids)}
+
+
+async def test_successes_are_written_together_within_the_flush_time(store: Store) -> None:
+    ids = [(await store.cabinets.add(f"shop-{i}", f"token-{i}", f"sid-{i}")).id for i in range(3)]
+    log = RunLog(store.runs, flush_s=0.05)
+    try:
+        for i, cabinet in enumerate(ids):
+            log.succeeded(cabinet, "booking", pages=1, rows=i)
+        log.succeeded(ids[0], "booking", pages=2, rows=9)  # a later run of the same pair
+        log.succeeded(ids[0], "finance", pages=3, rows=4)
+        assert log.waiting == 4  # the pair's later success replaced its earlier one
+
+        async def written() -> bool:
+            return len(await _records(store, ids)) == 4
+
+        await wait_for(written)
+        records = await _records(store, ids)
+        assert (
+            records[ids[0], "booking"].success_pages,
+            records[ids[0], "booking"].success_rows,
+        ) == (
+            2,
+            9,
+        )
+        assert records[ids[2], "booking"].success_rows == 2
+        assert records[ids[0], "finance"].success_pages == 3
+        assert all(r.success_at is not None and r.failure_at is None for r in records.values())
+        assert log.waiting == 0
+    finally:
+        await log.aclose()
+
+
+async def test_a_deleted_cabinets_success_is_left_out(store: Store) -> None:
+    kept = await store.cabinets.add("kept", "token-k", "sid-k")
+    gone = await store.cabinets.add("gone", "token-g", "sid-g")
+    log = RunLog(store.runs, flush_s=3600)
+    try:
+        log.succeeded(kept.id, "booking", pages=1, rows=1)
+        log.succeeded(gone.id, "booking", pages=1, rows=1)
+        await store.cabinets.remove(gone.id)
+        assert await log.flush() == 1
+        assert list(await _records(store, [kept.id, gone.id])) == [(kept.id, "booking")]
+        assert log.waiting == 0  # left out, not kept for ever
+    finally:
+        await log.aclose()
+
+
+async def test_the_stop_writes_what_waits_and_refuses_later_successes(store: Store) -> None:
+    cabinet = await store.cabinets.add("shop", "token", "sid")
+    log = RunLog(store.runs, flush_s=3600)  # no flush before the stop
+    log.succeeded(cabinet.id, "booking", pages=1, rows=5)
+    await log.aclose()
+    [record] = (await _records(store, [cabinet.id])).values()
+    assert record.success_rows == 5
+    with pytest.raises(StoreError, match="closed"):
+        log.succeeded(cabinet.id, "booking", pages=1, rows=5)
+    await log.aclose()  # again: nothing to do
+
+
+async def test_a_flush_time_below_zero_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="flush_s"):
+        RunLog(store.runs, flush_s=0)
+
+
+@pytest.fixture
+async def throwaway(database_factory: DatabaseFactory) -> AsyncIterator[str]:
+    """A migrated database of its own on the real PostgreSQL server (the test locks it out)."""
+    if not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"set {POSTGRES_ENV} to make a real PostgreSQL refuse connections")
+    url = await database_factory.new_url("postgresql")
+    async with Database(url) as database:
+        await database.migrate()
+    yield url
+    name = make_url(url).database
+    await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+
+async def test_a_flush_the_database_refuses_keeps_its_successes_for_the_next(
+    throwaway: str, database_factory: DatabaseFactory
+) -> None:
+    name = make_url(throwaway).database
+    async with Database(throwaway) as database:
+        store = Store(database, secret_key=TEST_SECRET_KEY)
+        ids = [(await store.cabinets.add(f"s{i}", f"t{i}", f"sid{i}")).id for i in range(2)]
+        log = RunLog(store.runs, flush_s=3600)
+        for cabinet in ids:
+            log.succeeded(cabinet, "booking", pages=1, rows=cabinet)
+        await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        await database_factory.admin(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
+        with pytest.raises(StoreUnavailableError):
+            await log.flush()
+        with pytest.raises(StoreUnavailableError):
+            await log.flush()  # the pool's fresh connection is refused too
+        assert log.waiting == 2  # nothing lost
+        log.succeeded(ids[0], "booking", pages=7, rows=7)  # newer than the kept one: it wins
+        await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        assert await log.flush() == 2
+        records = await _records(store, ids)
+        assert records[ids[0], "booking"].success_pages == 7
+        assert records[ids[1], "booking"].success_rows == ids[1]
+        await log.aclose()
