@@ -3,11 +3,13 @@ tests/conftest.py)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 
-from tests.support.databases import DatabaseFactory
+from tests.support.databases import POSTGRES_ENV, DatabaseFactory
 from wbsync.store import Database
 
 
@@ -18,3 +20,13 @@ async def empty_database(
     """A started Database on a brand new database with no tables at all."""
     async with Database(await database_factory.new_url(db_backend)) as db:
         yield db
+
+
+@pytest.fixture
+async def throwaway(database_factory: DatabaseFactory) -> AsyncIterator[str]:
+    """The URL of a new database on the real PostgreSQL server (the test may lock it out)."""
+    if not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"set {POSTGRES_ENV} to make a real PostgreSQL refuse connections")
+    url = await database_factory.new_url("postgresql")
+    yield url
+    await database_factory.let_in(url)  # the session's cleanup drops it

@@ -4,13 +4,9 @@ waits."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
-
 import pytest
-from sqlalchemy.engine import make_url
 
-from tests.support.databases import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFactory
+from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
 from tests.support.waiting import wait_for
 from wbsync.errors import StoreError, StoreUnavailableError
 from wbsync.store import Database, Store
@@ -78,46 +74,29 @@ async def test_the_stop_writes_what_waits_and_refuses_later_successes(store: Sto
     await log.aclose()  # again: nothing to do
 
 
-async def test_a_flush_time_below_zero_is_refused(store: Store) -> None:
+async def test_a_flush_time_not_above_zero_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="flush_s"):
         RunLog(store.runs, flush_s=0)
-
-
-@pytest.fixture
-async def throwaway(database_factory: DatabaseFactory) -> AsyncIterator[str]:
-    """A migrated database of its own on the real PostgreSQL server (the test locks it out)."""
-    if not os.environ.get(POSTGRES_ENV):
-        pytest.skip(f"set {POSTGRES_ENV} to make a real PostgreSQL refuse connections")
-    url = await database_factory.new_url("postgresql")
-    async with Database(url) as database:
-        await database.migrate()
-    yield url
-    name = make_url(url).database
-    await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
 
 
 async def test_a_flush_the_database_refuses_keeps_its_successes_for_the_next(
     throwaway: str, database_factory: DatabaseFactory
 ) -> None:
-    name = make_url(throwaway).database
     async with Database(throwaway) as database:
+        await database.migrate()
         store = Store(database, secret_key=TEST_SECRET_KEY)
         ids = [(await store.cabinets.add(f"s{i}", f"t{i}", f"sid{i}")).id for i in range(2)]
         log = RunLog(store.runs, flush_s=3600)
         for cabinet in ids:
             log.succeeded(cabinet, "booking", pages=1, rows=cabinet)
-        await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        await database_factory.admin(
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
-            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-        )
+        await database_factory.lock_out(throwaway)
         with pytest.raises(StoreUnavailableError):
             await log.flush()
         with pytest.raises(StoreUnavailableError):
             await log.flush()  # the pool's fresh connection is refused too
         assert log.waiting == 2  # nothing lost
         log.succeeded(ids[0], "booking", pages=7, rows=7)  # newer than the kept one: it wins
-        await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        await database_factory.let_in(throwaway)
         assert await log.flush() == 2
         records = await _records(store, ids)
         assert records[ids[0], "booking"].success_pages == 7

@@ -11,10 +11,8 @@ the very bytes such a server sends.
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import struct
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,7 +20,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import make_url
 
-from tests.support.databases import POSTGRES_ENV, DatabaseFactory
+from tests.support.databases import DatabaseFactory
 from tests.support.waiting import wait_for
 from wbsync.errors import StoreError, StoreUnavailableError
 from wbsync.store import db as db_module
@@ -112,40 +110,11 @@ async def test_a_server_that_refuses_for_good_is_a_store_error_not_unavailable(
         await database.aclose()
 
 
-@pytest.fixture
-async def throwaway(database_factory: DatabaseFactory) -> AsyncIterator[str]:
-    """The URL of a new database on the real PostgreSQL server (the test may lock it out)."""
-    if not os.environ.get(POSTGRES_ENV):
-        pytest.skip(f"set {POSTGRES_ENV} to make a real PostgreSQL refuse connections")
-    url = await database_factory.new_url("postgresql")
-    yield url
-    # The session's cleanup drops it.
-    name = make_url(url).database
-    await database_factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-
-
-async def _lock_out(factory: DatabaseFactory, url: str) -> None:
-    """ALLOW_CONNECTIONS false, and every open connection to the database terminated."""
-    name = make_url(url).database
-    await factory.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-    await _terminate(factory, url)
-
-
-async def _terminate(factory: DatabaseFactory, url: str) -> None:
-    """Every open connection to the database terminated by the server (waiting until each
-    backend has exited, so the next use of a pooled connection meets a closed one)."""
-    name = make_url(url).database
-    await factory.admin(
-        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
-        f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-    )
-
-
 async def test_a_database_not_accepting_connections_is_unavailable(
     throwaway: str, database_factory: DatabaseFactory
 ) -> None:
     async with Database(throwaway) as database:
-        await _lock_out(database_factory, throwaway)
+        await database_factory.lock_out(throwaway)
         # The pooled connection is gone: its first statement fails (checkouts are not pinged),
         # which discards the pool's connections; a new one is refused with 55000.
         with pytest.raises(StoreUnavailableError, match=r"closed|administrator command"):
@@ -167,7 +136,7 @@ async def test_a_dead_pooled_connection_costs_one_unavailable_call_then_the_pool
 ) -> None:
     async with Database(throwaway) as database:
         await database.execute(text("SELECT 1"))  # a connection in the pool
-        await _terminate(database_factory, throwaway)
+        await database_factory.terminate(throwaway)
 
         async def once() -> object:
             if way == "execute":

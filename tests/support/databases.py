@@ -6,7 +6,7 @@ to run every storage test on PostgreSQL too: :class:`DatabaseFactory` creates fr
 so parallel runs do not collide. Without it the PostgreSQL variants are skipped.
 
 The fixtures on it are in tests/conftest.py (``database_factory``, ``db_backend``, ``database``,
-``store``) and tests/store/conftest.py (``empty_database``).
+``store``) and tests/store/conftest.py (``empty_database``, ``throwaway``).
 """
 
 from __future__ import annotations
@@ -86,3 +86,22 @@ class DatabaseFactory:
                 await conn.execute(text(sql))
         finally:
             await engine.dispose()
+
+    async def lock_out(self, url: str) -> None:
+        """The database at ``url`` refuses new connections (ALLOW_CONNECTIONS false) and every
+        open one is terminated."""
+        await self.admin(f'ALTER DATABASE "{make_url(url).database}" ALLOW_CONNECTIONS false')
+        await self.terminate(url)
+
+    async def let_in(self, url: str) -> None:
+        """The database at ``url`` accepts connections again."""
+        await self.admin(f'ALTER DATABASE "{make_url(url).database}" ALLOW_CONNECTIONS true')
+
+    async def terminate(self, url: str) -> None:
+        """Every open connection to the database at ``url`` terminated by the server (waiting
+        until each backend has exited, so the next use of a pooled connection meets a closed
+        one)."""
+        await self.admin(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            f"WHERE datname = '{make_url(url).database}' AND pid <> pg_backend_pid()"
+        )

@@ -92,6 +92,32 @@ class CabinetOverview:
     disabled_methods: int
 
 
+_SUCCESS_COLUMNS = ("success_at", "success_pages", "success_rows")
+_PG_SUCCESSES = text(
+    """
+WITH written AS (
+  INSERT INTO sync_runs AS r (cabinet_id, sync, success_at, success_pages, success_rows)
+  SELECT v.cabinet_id, v.sync, v.success_at, v.success_pages, v.success_rows
+  FROM unnest(:cabinet_ids, :syncs, :ats, :pages, :rows)
+    AS v(cabinet_id, sync, success_at, success_pages, success_rows)
+  JOIN cabinets AS c ON c.id = v.cabinet_id
+  ON CONFLICT (cabinet_id, sync) DO UPDATE
+    SET success_at = excluded.success_at, success_pages = excluded.success_pages,
+        success_rows = excluded.success_rows
+  RETURNING 1
+)
+SELECT count(*) AS written FROM written
+"""
+).bindparams(
+    bindparam("cabinet_ids", type_=ARRAY(Integer())),
+    bindparam("syncs", type_=ARRAY(Text())),
+    bindparam("ats", type_=ARRAY(UtcDateTime())),
+    bindparam("pages", type_=ARRAY(Integer())),
+    bindparam("rows", type_=ARRAY(Integer())),
+)
+"""Successes as arrays, joined to their cabinets, upserted: one round trip (PostgreSQL)."""
+
+
 class RunRepository:
     """Record runs and read them back, per cabinet or for every cabinet at once."""
 
@@ -99,23 +125,16 @@ class RunRepository:
         self._db = database
 
     async def succeeded(self, cabinet_id: int, sync: str, *, pages: int, rows: int) -> None:
-        """A run of ``sync`` for the cabinet finished: when, and what it stored."""
-        await self._upsert(
-            {
-                "cabinet_id": cabinet_id,
-                "sync": sync,
-                "success_at": utcnow(),
-                "success_pages": pages,
-                "success_rows": rows,
-            }
-        )
+        """A run of ``sync`` for the cabinet finished now, recorded at once (a worker's runs
+        go through ``RunLog``, which writes them behind)."""
+        await self.succeeded_many([RunSuccess(cabinet_id, sync, utcnow(), pages, rows)])
 
     async def succeeded_many(self, successes: Sequence[RunSuccess]) -> int:
         """Record many successes at once, leaving out those of cabinets deleted already; how
         many were written. On PostgreSQL one statement (the successes as arrays, joined to
-        their cabinets; a cabinet deleted while it runs fails it, and the next flush leaves
-        that one out); elsewhere one transaction of a read of their cabinets (locked against
-        a delete until the end) and one upsert of the rest."""
+        their cabinets), elsewhere one transaction of a read of their cabinets and an upsert
+        of the rest. A cabinet deleted meanwhile fails it (``StoreError``); written again, the
+        successes leave that one out."""
         if not successes:
             return 0
         if self._db.dialect == "postgresql":
@@ -134,7 +153,7 @@ class RunRepository:
         statement = self._db.upsert_statement(
             sync_runs, conflict=("cabinet_id", "sync"), update=_SUCCESS_COLUMNS
         )
-        alive = select(cabinets.c.id).where(cabinets.c.id.in_(ids)).with_for_update(key_share=True)
+        alive = select(cabinets.c.id).where(cabinets.c.id.in_(ids))
         async with self._db.transaction() as conn:
             kept = set((await conn.scalars(alive)).all())
             values = [
@@ -214,32 +233,6 @@ class RunRepository:
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [CabinetOverview(*row) for row in result.all()]  # columns in field order
-
-
-_SUCCESS_COLUMNS = ("success_at", "success_pages", "success_rows")
-_PG_SUCCESSES = text(
-    """
-WITH written AS (
-  INSERT INTO sync_runs AS r (cabinet_id, sync, success_at, success_pages, success_rows)
-  SELECT v.cabinet_id, v.sync, v.success_at, v.success_pages, v.success_rows
-  FROM unnest(:cabinet_ids, :syncs, :ats, :pages, :rows)
-    AS v(cabinet_id, sync, success_at, success_pages, success_rows)
-  JOIN cabinets AS c ON c.id = v.cabinet_id
-  ON CONFLICT (cabinet_id, sync) DO UPDATE
-    SET success_at = excluded.success_at, success_pages = excluded.success_pages,
-        success_rows = excluded.success_rows
-  RETURNING 1
-)
-SELECT count(*) AS written FROM written
-"""
-).bindparams(
-    bindparam("cabinet_ids", type_=ARRAY(Integer())),
-    bindparam("syncs", type_=ARRAY(Text())),
-    bindparam("ats", type_=ARRAY(UtcDateTime())),
-    bindparam("pages", type_=ARRAY(Integer())),
-    bindparam("rows", type_=ARRAY(Integer())),
-)
-"""Successes as arrays, joined to their cabinets, upserted: one round trip (PostgreSQL)."""
 
 
 class RunLog:
