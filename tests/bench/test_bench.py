@@ -10,10 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from typer.testing import CliRunner
 
+from tests.support.databases import DatabaseFactory
+from tests.support.runtimes import runtime_starter
 from wbsync.bench import (
     bare,
     capacity,
@@ -34,6 +37,7 @@ from wbsync.bench import (
 )
 from wbsync.bench.cli import app
 from wbsync.bench.docs.markdown import table as bench_docs_table
+from wbsync.config import Settings
 from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import offset_ms
 from wbsync.procs import free_port
@@ -334,6 +338,7 @@ def test_capacity_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert run["workers_runqueue"] >= 0 and run["workers_wait_per_cpu_s"] >= 0
     assert run["database_connections_opened"] is None  # SQLite: no server backends
     assert run["pages_per_s"] > 0
+    assert run["settled"] and 0 <= run["settle_s"] < result["params"]["settle_limit_s"]
     cores = run["cpu_cores"]
     assert cores["workers"] > 0 and cores["redis"] > 0 and cores["database"] is None  # SQLite
     doc = (tmp_path / "benchmarks.md").read_text("utf-8")
@@ -373,6 +378,40 @@ def test_capacity_stops_past_a_whole_interval_late_and_bounds_the_warm_up() -> N
     assert limit == capacity.WARMUP_BASE_S + 1000 * capacity.WARMUP_S_PER_CABINET == 620.0
     with pytest.raises(ConfigError, match="warmup"):
         capacity.Params(warmup_s_per_cabinet=-0.5)
+
+
+async def test_capacity_settles_once_no_queue_has_more_jobs_waiting_than_its_slots(
+    redis_url: str, prefix: str, database_factory: DatabaseFactory
+) -> None:
+    """The window waits for the first pass's backlog: a queue with one job waiting past its
+    slots over the processes keeps it unsettled until the limit; queues at their slots settle
+    it after ``SETTLE_POLLS`` polls."""
+    settings = Settings(
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        secret_key=SecretStr("capacity-settle-secret"),
+        database_url=await database_factory.new_url("sqlite"),
+    )
+    params = capacity.Params(cabinets=(1,), processes=2, concurrency=2, settle_limit_s=0.5)
+    polls = 0
+
+    async def poll() -> None:
+        nonlocal polls
+        polls += 1
+
+    async with runtime_starter(redis_url, prefix) as start:
+        runtime = await start(settings)
+        await runtime.queue("pricing-bulk").enqueue_many([str(i) for i in range(5)])  # slots 4
+        await runtime.queue("inventory-sync").enqueue_many([str(i) for i in range(4)])
+        waited, settled = await capacity._settle(
+            params, runtime, {"pricing-bulk": 90.0, "inventory-sync": 180.0}, poll
+        )
+        assert not settled and waited >= params.settle_limit_s and polls >= 1
+        polls = 0
+        waited, settled = await capacity._settle(params, runtime, {"inventory-sync": 180.0}, poll)
+        assert settled and polls == capacity.SETTLE_POLLS
+    with pytest.raises(ConfigError, match="settle_limit_s"):
+        capacity.Params(settle_limit_s=-1.0)
 
 
 _POSTGRES = os.environ.get("WBSYNC_TEST_POSTGRES_URL")

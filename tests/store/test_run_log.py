@@ -4,13 +4,15 @@ waits."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
 from tests.support.waiting import wait_for
 from wbsync.errors import StoreError, StoreUnavailableError
 from wbsync.store import Database, Store
-from wbsync.store.runs import RunLog, RunRecord
+from wbsync.store.runs import RunLog, RunRecord, RunSuccess
 
 
 async def _records(store: Store, ids: list[int]) -> dict[tuple[int, str], RunRecord]:
@@ -102,3 +104,40 @@ async def test_a_flush_the_database_refuses_keeps_its_successes_for_the_next(
         assert records[ids[0], "booking"].success_pages == 7
         assert records[ids[1], "booking"].success_rows == ids[1]
         await log.aclose()
+
+
+async def test_an_outage_is_warned_of_once_and_its_end_once(
+    throwaway: str,
+    database_factory: DatabaseFactory,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="wbsync.store.runs")
+    async with Database(throwaway) as database:
+        await database.migrate()
+        store = Store(database, secret_key=TEST_SECRET_KEY)
+        cabinet = await store.cabinets.add("shop", "token", "sid")
+        tries = 0
+        write = store.runs.succeeded_many
+
+        async def counted(successes: list[RunSuccess]) -> int:
+            nonlocal tries
+            tries += 1
+            return await write(successes)
+
+        monkeypatch.setattr(store.runs, "succeeded_many", counted)
+        log = RunLog(store.runs, flush_s=0.05)
+        try:
+            await database_factory.lock_out(throwaway)
+            log.succeeded(cabinet.id, "booking", pages=1, rows=1)
+            await wait_for(lambda: tries >= 4)  # refused again and again
+            await database_factory.let_in(throwaway)
+            await wait_for(lambda: "written again" in caplog.text)
+        finally:
+            await log.aclose()
+        said = [r.getMessage() for r in caplog.records if r.name == "wbsync.store.runs"]
+        assert len(said) == 2, said
+        assert said[0].startswith("run records not written (1 kept, tried again every 0.05 s)")
+        assert said[1] == "run records written again (1)"
+        [record] = (await _records(store, [cabinet.id])).values()
+        assert record.success_rows == 1

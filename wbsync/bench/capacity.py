@@ -9,16 +9,21 @@ N) answers after ``latency_ms`` (0 by default: the lag measured is the stack's w
 reply time, which the slots cover).
 
 The first fan-out enqueues every queue at once (a new deployment's burst, no steady state has
-it). The measured window starts once that pass has drained and lasts ``window_s``. From then on
-the leader enqueues each (cabinet, queue) at its own offset in every interval
-(``wbsync.jobs.fanout.offset_ms``, the function the leader uses), so the window sees the spread,
-not the burst. The freshness lag of a due time in the window is the completion that served it
-(``sync_runs.success_at``: the pair's first completion after it that served no earlier one)
-minus the due time: it counts waiting for the leader's step, in the queue and for a slot (the
-start lag, which the workers record in Redis, reported apart) and the run itself, WB's windows
-between the pages of a multi-page sync included (WB's, not wbsync's: the per-queue start lag
-tells the two apart). A due time still unserved ``drain_s`` after the window counts as missed,
-with the lag it had then (a lower bound). ``capacity_lag`` holds the accounting.
+it). While it drains, the leader goes on enqueueing each (cabinet, queue) at its own offset in
+every interval (``wbsync.jobs.fanout.offset_ms``, the function the leader uses), and near the
+capacity those runs queue up behind the burst: a backlog that takes a while to work off after
+the first pass itself has drained. The measured window starts once both have: every (cabinet,
+queue) has completed once, and no queue has more jobs waiting than its slots (the jobs it runs
+at once over the processes) at ``SETTLE_POLLS`` polls in a row, or ``settle_limit_s`` after the
+first pass at the latest (then the window measures the backlog too, and the run says it was not
+settled). The window lasts ``window_s`` and sees the spread, not the burst. The freshness lag of
+a due time in the window is the completion that served it (``sync_runs.success_at``: the pair's
+first completion after it that served no earlier one) minus the due time: it counts waiting for
+the leader's step, in the queue and for a slot (the start lag, which the workers record in
+Redis, reported apart) and the run itself, WB's windows between the pages of a multi-page sync
+included (WB's, not wbsync's: the per-queue start lag tells the two apart). A due time still
+unserved ``drain_s`` after the window counts as missed, with the lag it had then (a lower
+bound). ``capacity_lag`` holds the accounting.
 
 Reported per N: the lag (p50, p95, max) and the start lag (p50, p95) in seconds per queue and,
 pooled over the queues, as a share of each queue's interval; pages per second in the window;
@@ -43,6 +48,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,6 +84,11 @@ STOP_SHARE = 1.0
 #: that the stack cannot keep up with N, and larger N are not run.
 WARMUP_BASE_S = 120.0
 WARMUP_S_PER_CABINET = 0.5
+#: The backlog left by the first pass is gone once no queue has more jobs waiting than its slots
+#: at this many polls in a row (``_POLL_S`` apart): a leader's step adds a few at once.
+SETTLE_POLLS = 3
+#: How long after the first pass the backlog may take to drain before the window starts anyway.
+SETTLE_LIMIT_S = 60.0
 _POLL_S = 0.2
 _LOOKBACK_S = 60.0
 """Completions are re-read this far back: a run's `success_at` is stamped before its write waits
@@ -101,6 +112,8 @@ class Params:
     warmup_base_s: float = WARMUP_BASE_S
     warmup_s_per_cabinet: float = WARMUP_S_PER_CABINET
     """How long the first pass may take to drain: ``warmup_base_s`` plus this per cabinet."""
+    settle_limit_s: float = SETTLE_LIMIT_S
+    """How long after the first pass its backlog may take to drain before the window starts."""
     postgres: str | None = None
 
     def __post_init__(self) -> None:
@@ -108,8 +121,8 @@ class Params:
             raise ConfigError("cabinets, processes and concurrency must be >= 1")
         if self.time_scale <= 0 or self.window_s <= 0 or self.drain_s < 0:
             raise ConfigError("time_scale and window_s must be > 0, drain_s >= 0")
-        if self.warmup_base_s < 0 or self.warmup_s_per_cabinet < 0:
-            raise ConfigError("warmup_base_s and warmup_s_per_cabinet must be >= 0")
+        if min(self.warmup_base_s, self.warmup_s_per_cabinet, self.settle_limit_s) < 0:
+            raise ConfigError("warmup_base_s, warmup_s_per_cabinet and settle_limit_s must be >= 0")
 
     def warmup_limit_s(self, cabinets: int) -> float:
         """How long the first pass of ``cabinets`` may take to drain."""
@@ -203,6 +216,7 @@ async def _steady(
         await poll()
         await asyncio.sleep(_POLL_S)
     warmup_s = (datetime.now(UTC) - since).total_seconds()
+    settle_s, settled = await _settle(params, runtime, intervals, poll)
     backends = Backends()
     backends.sample(await backend_pids(database, database_url, backends.own), started=False)
     cpu0 = _cpu(workers)
@@ -236,6 +250,8 @@ async def _steady(
     }
     return {
         "warmup_s": warmup_s,
+        "settle_s": settle_s,
+        "settled": settled,
         "window_s": window_s,
         "load_average_1min": load,
         "pages_per_s": ledger.pages(start_ms, end_ms) / window_s,
@@ -249,6 +265,29 @@ async def _steady(
         "worker_warnings": warnings,
         **lag_figures(lags, ledger.start_lags(start_ms, end_ms), intervals),
     }
+
+
+async def _settle(
+    params: Params,
+    runtime: Runtime,
+    intervals: dict[str, float],
+    poll: Callable[[], Awaitable[None]],
+) -> tuple[float, bool]:
+    """Wait, after the first pass, for the backlog it left: until no queue has more jobs
+    waiting than its slots over the processes at ``SETTLE_POLLS`` polls in a row, at most
+    ``settle_limit_s``. How long it took, and whether it drained."""
+    slots = {q: n * params.processes for q, n in _slots(params).items()}
+    queues = {q: runtime.queue(q) for q in intervals}
+    started = time.monotonic()
+    calm = 0
+    while calm < SETTLE_POLLS and time.monotonic() - started < params.settle_limit_s:
+        await poll()
+        counts = {q: await queue.counts() for q, queue in queues.items()}
+        waiting = {q: c["waiting"] + c["prioritized"] for q, c in counts.items()}
+        calm = calm + 1 if all(waiting[q] <= slots[q] for q in queues) else 0
+        if calm < SETTLE_POLLS:
+            await asyncio.sleep(_POLL_S)
+    return time.monotonic() - started, calm >= SETTLE_POLLS
 
 
 def _warnings(workers: WorkerProcesses) -> dict[str, int]:
@@ -300,6 +339,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         "params": {
             **{k: v for k, v in asdict(params).items() if k != "postgres"},
             "slots": _slots(params),
+            "settle_polls": SETTLE_POLLS,
         },
         "database": "postgresql" if params.postgres else "sqlite",
         "lag_target": LAG_TARGET,

@@ -320,6 +320,13 @@ def capacity_cmd(
     drain_s: Annotated[
         float, typer.Option(help="Seconds after the window for its last runs to complete.")
     ] = 10.0,
+    settle_limit_s: Annotated[
+        float,
+        typer.Option(
+            help="Seconds after the first pass its backlog may take to drain before the window "
+            "starts anyway."
+        ),
+    ] = 60.0,
     postgres: PostgresOpt = None,
 ) -> None:
     """Steady state of N cabinets on every sync's interval: freshness lag and CPU against N."""

@@ -244,8 +244,9 @@ class RunLog:
     A flush that fails keeps its successes for the next one (a later success of the same pair
     replaces its earlier one, so what waits is bounded by the pairs, not by the runs); a
     process that dies loses what waits, at most ``flush_s`` of successes, which the pairs'
-    next runs record again. ``aclose`` writes what waits, once. Failures are not written
-    behind (``RunRepository.failed``): they are rare, and what an operator looks for first.
+    next runs record again. An outage is warned of once, and its end once. ``aclose`` writes
+    what waits, once. Failures are not written behind (``RunRepository.failed``): they are
+    rare, and what an operator looks for first.
     """
 
     def __init__(self, runs: RunRepository, *, flush_s: float = RUN_LOG_FLUSH_S) -> None:
@@ -256,6 +257,7 @@ class RunLog:
         self._waiting: dict[tuple[int, str], RunSuccess] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
+        self._failing = False  # the last flush was refused: warned of already
 
     @property
     def waiting(self) -> int:
@@ -274,11 +276,20 @@ class RunLog:
         while self._waiting:
             await asyncio.sleep(self._flush_s)
             try:
-                await self.flush()
+                written = await self.flush()
             except StoreError as exc:
-                log.warning(
-                    "run records not written (%d kept for the next try): %s", self.waiting, exc
-                )
+                if not self._failing:  # once an outage, not once a flush
+                    log.warning(
+                        "run records not written (%d kept, tried again every %g s): %s",
+                        self.waiting,
+                        self._flush_s,
+                        exc,
+                    )
+                self._failing = True
+            else:
+                if self._failing:
+                    log.warning("run records written again (%d)", written)
+                self._failing = False
 
     async def flush(self) -> int:
         """Write what waits now; how many were written. ``StoreError`` when the database

@@ -17,7 +17,8 @@ def _share(value: float | None) -> str:
 
 def render(r: dict[str, Any]) -> str:
     p = r["params"]
-    columns = ["N", "load", "pages/s", "runs", "missed", "lag p50", "lag p95", "lag max"]
+    columns = ["N", "load", "settle s", "pages/s", "runs", "missed", "lag p50", "lag p95"]
+    columns += ["lag max"]
     columns += ["start lag p95", "workers", "Redis", "database", "emulator", "run-queue wait"]
     columns += ["db connects", "worst queue (p95 s / start p95 s / interval s)"]
     rows = []
@@ -32,6 +33,7 @@ def render(r: dict[str, Any]) -> str:
             [
                 run["cabinets"],
                 run.get("load_average_1min", "-"),
+                _settle(run),
                 run["pages_per_s"],
                 run["runs"],
                 run["missed"],
@@ -77,7 +79,11 @@ def render(r: dict[str, Any]) -> str:
             f"scale {p['time_scale']:g} (N cabinets ask for the pages of "
             f"N / {p['time_scale']:g} at WB's real intervals), {r['database']}, the emulator "
             f"answering after {p['latency_ms']:g} ms. Each N gets its own Redis and database; "
-            "the first fan-out (every cabinet of every queue at once) is let drain, then a "
+            "the first fan-out (every cabinet of every queue at once) is let drain, then the "
+            "backlog of the runs enqueued on schedule while it ran (settle: until no queue has "
+            "more jobs waiting than its slots over the processes at "
+            f"{p.get('settle_polls')} polls in a row, at most {fmt(p.get('settle_limit_s'))} s; "
+            "marked * where it did not drain and the window measured it too), then a "
             f"{p['window_s']:g} s window is measured, in which the leader enqueues each "
             "(cabinet, queue) at its own offset in the interval. Lag (freshness): when the "
             "run that served a due time completed (`sync_runs`) minus the time it was due "
@@ -110,6 +116,13 @@ def render(r: dict[str, Any]) -> str:
             "![capacity](bench-capacity.png)",
         ]
     )
+
+
+def _settle(run: dict[str, Any]) -> str:
+    """How long the backlog took to drain; * where it had not drained by the limit."""
+    if "settle_s" not in run:
+        return "-"
+    return fmt(run["settle_s"]) + ("" if run["settled"] else "*")
 
 
 def _slots_text(p: dict[str, Any]) -> str:
