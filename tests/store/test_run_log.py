@@ -106,13 +106,13 @@ async def test_a_flush_the_database_refuses_keeps_its_successes_for_the_next(
         await log.aclose()
 
 
-async def test_an_outage_is_warned_of_once_and_its_end_once(
+async def test_an_outage_is_warned_of_once_and_its_end_told_once(
     throwaway: str,
     database_factory: DatabaseFactory,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="wbsync.store.runs")
+    caplog.set_level(logging.INFO, logger="wbsync.store.runs")
     async with Database(throwaway) as database:
         await database.migrate()
         store = Store(database, secret_key=TEST_SECRET_KEY)
