@@ -1,7 +1,7 @@
 """Start-up misconfigurations, each run as the real command in a clean environment: exit status
 2 and one ``error:`` line on stderr that says what to do; never a traceback.
 
-The commands run in parallel (module fixture); each case is then one assertion.
+Each case is its own test (one process each): the suite's workers share them out.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -230,31 +228,23 @@ async def _store_a_cabinet(url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def outcomes(
-    redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Outcome]]:
-    root = tmp_path_factory.mktemp("misconfig")
-    keyed_db = f"sqlite+aiosqlite:///{root / 'keyed.db'}"
+def places(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The real values of the cases' marks: once a worker."""
+    keyed_db = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('misconfig') / 'keyed.db'}"
     asyncio.run(_store_a_cabinet(keyed_db))
     server = urlsplit(redis_url)
-    places = {
+    return {
         REDIS: f"{server.scheme}://{server.netloc}",
         CLOSED: str(free_port()),
         KEYED_DB: keyed_db,
     }
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        futures = {
-            case.name: pool.submit(_run, case, root / f"case-{i}", places)
-            for i, case in enumerate(CASES)
-        }
-        yield {name: future.result() for name, future in futures.items()}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_misconfigured_start_is_one_line_saying_what_to_do(
-    case: Case, outcomes: dict[str, Outcome]
+    case: Case, places: dict[str, str], tmp_path: Path
 ) -> None:
-    outcome = outcomes[case.name]
+    outcome = _run(case, tmp_path / "case", places)
     assert outcome.returncode == 2, outcome.stderr
     assert "Traceback" not in outcome.stderr
     assert outcome.stderr.startswith("error: ") and outcome.stderr.count("\n") == 1, outcome.stderr
