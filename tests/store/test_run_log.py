@@ -34,13 +34,8 @@ async def test_successes_are_written_together_within_the_flush_time(store: Store
 
         await wait_for(written)
         records = await _records(store, ids)
-        assert (
-            records[ids[0], "booking"].success_pages,
-            records[ids[0], "booking"].success_rows,
-        ) == (
-            2,
-            9,
-        )
+        later = records[ids[0], "booking"]
+        assert (later.success_pages, later.success_rows) == (2, 9)
         assert records[ids[2], "booking"].success_rows == 2
         assert records[ids[0], "finance"].success_pages == 3
         assert all(r.success_at is not None and r.failure_at is None for r in records.values())

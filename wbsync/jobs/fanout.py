@@ -196,9 +196,8 @@ class FanOut:
         # one queue, not of every queue in turn, which on a busy process made it late by the
         # sum of their waits for the event loop (docs/scaling.md, "The fan-out's pass"). Every
         # queue is tried; the first failure is raised after, and the schedule is not advanced.
-        failures = [
-            r for r in await asyncio.gather(*enqueues, return_exceptions=True) if r is not None
-        ]
+        results = await asyncio.gather(*enqueues, return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             raise failures[0]
         await leases.set_through_ms(done)

@@ -244,9 +244,9 @@ class RunLog:
     A flush that fails keeps its successes for the next one (a later success of the same pair
     replaces its earlier one, so what waits is bounded by the pairs, not by the runs); a
     process that dies loses what waits, at most ``flush_s`` of successes, which the pairs'
-    next runs record again. An outage is warned of once, and its end told once. ``aclose`` writes
-    what waits, once. Failures are not written behind (``RunRepository.failed``): they are
-    rare, and what an operator looks for first.
+    next runs record again. An outage is warned of once, and its end told once. ``aclose``
+    writes what waits, once. Failures are not written behind (``RunRepository.failed``): they
+    are rare, and what an operator looks for first.
     """
 
     def __init__(self, runs: RunRepository, *, flush_s: float = RUN_LOG_FLUSH_S) -> None:

@@ -17,10 +17,10 @@ def _share(value: float | None) -> str:
 
 def render(r: dict[str, Any]) -> str:
     p = r["params"]
-    columns = ["N", "load", "settle s", "pages/s", "runs", "missed", "lag p50", "lag p95"]
-    columns += ["lag max"]
-    columns += ["start lag p95", "workers", "Redis", "database", "emulator", "run-queue wait"]
-    columns += ["db connects", "worst queue (p95 s / start p95 s / interval s)"]
+    columns = ["N", "load", "settle s", "pages/s", "runs", "missed"]
+    columns += ["lag p50", "lag p95", "lag max", "start lag p95", "workers", "Redis", "database"]
+    columns += ["emulator", "run-queue wait", "db connects"]
+    columns += ["worst queue (p95 s / start p95 s / interval s)"]
     rows = []
     for run in r["runs"]:
         cores = run["cpu_cores"]
