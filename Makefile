@@ -26,10 +26,11 @@ TEST_WORKERS ?= 4
 test: $(STAMP)
 	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
-# The suite N times in a row (default 3) beside one CPU busy loop per core; stops at a failure.
+# The suite as `make test` runs it, N times in a row (default 3) beside one CPU busy loop per
+# core; stops at a failure.
 N ?= 3
 test-stress: $(STAMP)
-	$(BIN)/python scripts/stress.py --runs $(N)
+	$(BIN)/python scripts/stress.py --runs $(N) -- -q -n $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check wbsync tests examples
