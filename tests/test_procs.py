@@ -6,12 +6,19 @@ import asyncio
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
+import tempfile
+from collections import deque
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from tests.support.waiting import wait_for
+from wbsync import procs
+from wbsync.bench.status import _served
 
 # What `wbsync bench scaleout` starts, started the way it starts them: its private Redis, the
 # emulator process and a `wbsync run` worker process (on a SQLite file), all up and listening.
@@ -82,3 +89,85 @@ async def test_a_killed_benchmark_takes_its_children_with_it(tmp_path: Path) -> 
         for pid in children:  # what survived (the fault under test) is ours to stop
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+class _Picks:
+    """A stand-in for ``free_port``'s random source that picks the given ports in turn."""
+
+    def __init__(self, *ports: int) -> None:
+        self._ports = list(ports)
+        self.calls = 0
+
+    def randrange(self, start: int, stop: int) -> int:
+        self.calls += 1
+        port = self._ports.pop(0) if len(self._ports) > 1 else self._ports[0]
+        assert start <= port < stop, f"{port} is not in [{start}, {stop})"
+        return port
+
+
+def _ephemeral_low() -> int:
+    return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+
+
+@pytest.fixture
+def clean_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procs, "_GIVEN", deque(maxlen=procs._GIVEN.maxlen))
+
+
+@pytest.mark.skipif(not Path("/proc/sys/net/ipv4").is_dir(), reason="Linux's port ranges")
+def test_a_free_port_is_below_the_ephemeral_range_bindable_and_not_given_twice(
+    clean_picks: None,
+) -> None:
+    """Outgoing connections take their local ports from the ephemeral range: a port picked
+    there could be taken before the server binds it."""
+    ports = [procs.free_port() for _ in range(300)]
+    assert all(procs._PORTS_FROM <= p < _ephemeral_low() for p in ports)
+    assert len(set(ports[-256:])) == 256  # none of its last 256 picks given again
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", ports[-1]))  # nothing took it
+
+
+def test_a_bound_port_or_one_already_given_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, clean_picks: None
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        bound = taken.getsockname()[1]
+        low = procs._ephemeral_low()
+        unbound = (p for p in range(low - 1, procs._PORTS_FROM, -1) if procs._bindable(p))
+        given, free = next(unbound), next(unbound)
+        monkeypatch.setattr(procs, "_ephemeral_low", lambda: max(low, bound + 1))
+        monkeypatch.setattr(procs, "_RNG", _Picks(given))
+        assert procs.free_port() == given
+        monkeypatch.setattr(procs, "_RNG", _Picks(bound, given, free))
+        assert procs.free_port() == free
+
+
+def test_with_every_pick_bound_the_kernel_picks(
+    monkeypatch: pytest.MonkeyPatch, clean_picks: None
+) -> None:
+    """After ``_PORT_TRIES`` bound picks: a bind to port 0, which still gives a free port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        bound = taken.getsockname()[1]
+        monkeypatch.setattr(procs, "_ephemeral_low", lambda: bound + 1)
+        picks = _Picks(bound)
+        monkeypatch.setattr(procs, "_RNG", picks)
+        port = procs.free_port()
+        assert picks.calls == procs._PORT_TRIES
+        assert port != bound
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def _exits_saying(message: str, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    code = f"import sys; sys.stderr.write({message!r}); sys.exit(3)"
+    return subprocess.Popen([sys.executable, "-c", code], stderr=stderr)
+
+
+async def test_an_api_that_exits_before_it_serves_says_why() -> None:
+    """The benchmarks' wait for their API process ends with what it wrote, not just its status."""
+    with tempfile.TemporaryFile() as log:
+        child = _exits_saying("address already in use", log)
+        with pytest.raises(RuntimeError, match="exited with 3: address already in use"):
+            await _served(procs.free_port(), child, log)

@@ -17,15 +17,26 @@ import contextlib
 import ctypes
 import functools
 import os
+import random
 import signal
 import socket
 import subprocess
+from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 __all__ = ["dies_with_parent", "free_port", "stop_child"]
 
 _PR_SET_PDEATHSIG = 1
 _ORPHANED_EXIT = 70  # the child's exit status when its parent was already gone
+
+_PORTS_FROM = 10_000
+"""``free_port`` picks from here up to the kernel's ephemeral range (below it: common services)."""
+_PORT_TRIES = 50
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_EPHEMERAL_LOW = 32_768  # Linux's default, taken where /proc cannot be read
+_RNG = random.Random()
+_GIVEN: deque[int] = deque(maxlen=256)  # this process's last picks, none given twice in a row
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,10 +66,43 @@ def dies_with_parent() -> Callable[[], None]:
 
 
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
+    """A TCP port on loopback that nothing is bound to right now, below the kernel's ephemeral
+    range, for a server about to be started on it.
+
+    The kernel's own pick (a bind to port 0) comes from the ephemeral range, where it also takes
+    the local port of every outgoing connection: between this call and the server's bind, any
+    connection opened on the machine could take the port (a test suite in four processes opens
+    thousands). Below that range no connection takes it; a random pick out of thousands keeps
+    processes racing each other apart, and one process is not given a port of its last 256
+    picks (several ports taken before any server binds). After ``_PORT_TRIES`` ports that are
+    bound or given, or where the range leaves no room below it, the kernel's pick.
+    """
+    low = _ephemeral_low()
+    for _ in range(_PORT_TRIES if low > _PORTS_FROM else 0):
+        port = _RNG.randrange(_PORTS_FROM, low)
+        if port not in _GIVEN and _bindable(port):
+            _GIVEN.append(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _EPHEMERAL_LOW
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def stop_child(proc: subprocess.Popen[bytes], *, timeout_s: float = 5.0) -> None:

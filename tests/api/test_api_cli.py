@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.api import API_KEY, AUTH
+from wbsync.procs import free_port
 
 WBSYNC = [sys.executable, "-m", "wbsync"]
 
@@ -38,17 +39,10 @@ def test_api_and_run_with_api_refuse_to_start_without_api_keys(tmp_path: Path) -
     assert not (tmp_path / "wbsync.db").exists()  # nothing was opened
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_run_with_api_serves_beside_the_workers_and_stops_on_sigterm(
     tmp_path: Path, redis_url: str, prefix: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "WBSYNC_REDIS_URL": redis_url,

@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 from sqlalchemy import bindparam, text
@@ -115,7 +115,9 @@ def _hwm_mb(pid: int) -> float:
     raise RuntimeError(f"no VmHWM for process {pid}")
 
 
-def _spawn(args: list[str], env: dict[str, str], *, stderr: int) -> subprocess.Popen[bytes]:
+def _spawn(
+    args: list[str], env: dict[str, str], *, stderr: int | IO[bytes]
+) -> subprocess.Popen[bytes]:
     """``python -m wbsync <args>``, dying with this process (a killed bench leaves none)."""
     return subprocess.Popen(
         [sys.executable, "-m", "wbsync", *args],
@@ -127,10 +129,15 @@ def _spawn(args: list[str], env: dict[str, str], *, stderr: int) -> subprocess.P
 
 
 async def _via_api(env: dict[str, str], key: str) -> dict[str, Any]:
+    with tempfile.TemporaryFile() as log:
+        return await _read_api(env, key, log)
+
+
+async def _read_api(env: dict[str, str], key: str, log: IO[bytes]) -> dict[str, Any]:
     port = free_port()
-    child = _spawn(["api", "--port", str(port)], env, stderr=subprocess.DEVNULL)
+    child = _spawn(["api", "--port", str(port)], env, stderr=log)
     try:
-        await _served(port, child)
+        await _served(port, child, log)
         rows, after, pages = 0, 0, 0
         cpu0, began = process_cpu_s(child.pid), time.perf_counter()
         async with httpx.AsyncClient(

@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -86,22 +86,26 @@ async def _populate(url: str, prefix: str, database_url: str, params: Params) ->
 _SECRET = secrets.token_hex(32)
 
 
-def _start_api(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _start_api(port: int, env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "wbsync", "api", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         preexec_fn=dies_with_parent(),  # a killed bench leaves no API behind
     )
 
 
-async def _served(port: int, child: subprocess.Popen[bytes]) -> None:
+async def _served(port: int, child: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
+    """Wait until the API ``child`` answers on ``port``; if it exits first, say what it wrote
+    to ``stderr`` (a file: a pipe nobody reads could fill and stall it)."""
     deadline = time.monotonic() + 60
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
         while time.monotonic() < deadline:
             if child.poll() is not None:
-                raise RuntimeError(f"wbsync api exited with {child.returncode}")
+                stderr.seek(0)
+                said = stderr.read().decode(errors="replace").strip()
+                raise RuntimeError(f"wbsync api exited with {child.returncode}: {said[-800:]}")
             try:
                 if (await client.get("/healthz")).status_code == 200:
                     return
@@ -153,14 +157,15 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
                 "WBSYNC_API_KEYS": f'["{key}"]',
                 "WBSYNC_LOG_LEVEL": "WARNING",
             }
-            child = _start_api(port, env)
-            try:
-                await _served(port, child)
-                load_before = os.getloadavg()[0]
-                seen = await _read(port, key, params)
-                load_after = os.getloadavg()[0]
-            finally:
-                stop_child(child)
+            with tempfile.TemporaryFile() as log:
+                child = _start_api(port, env, log)
+                try:
+                    await _served(port, child, log)
+                    load_before = os.getloadavg()[0]
+                    seen = await _read(port, key, params)
+                    load_after = os.getloadavg()[0]
+                finally:
+                    stop_child(child)
         finally:
             async with redis_client(url) as client:
                 await delete_prefix(client, prefix)
