@@ -36,7 +36,7 @@ _PORT_TRIES = 50
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _EPHEMERAL_LOW = 32_768  # Linux's default, taken where /proc cannot be read
 _RNG = random.Random()
-_GIVEN: deque[int] = deque(maxlen=256)  # this process's last picks, none given twice in a row
+_GIVEN: deque[int] = deque(maxlen=256)  # this process's last picks: not given again
 
 
 @functools.lru_cache(maxsize=1)
