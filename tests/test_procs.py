@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -127,37 +128,40 @@ def test_a_free_port_is_below_the_ephemeral_range_bindable_and_not_given_twice(
         sock.bind(("127.0.0.1", ports[-1]))  # nothing took it
 
 
-def test_a_bound_port_or_one_already_given_is_passed_over(
-    monkeypatch: pytest.MonkeyPatch, clean_picks: None
-) -> None:
+@pytest.fixture
+def bound_port() -> Iterator[int]:
+    """A port of the kernel's ephemeral range, bound for the test's length."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
-        bound = taken.getsockname()[1]
-        low = procs._ephemeral_low()
-        unbound = (p for p in range(low - 1, procs._PORTS_FROM, -1) if procs._bindable(p))
-        given, free = next(unbound), next(unbound)
-        monkeypatch.setattr(procs, "_ephemeral_low", lambda: max(low, bound + 1))
-        monkeypatch.setattr(procs, "_RNG", _Picks(given))
-        assert procs.free_port() == given
-        monkeypatch.setattr(procs, "_RNG", _Picks(bound, given, free))
-        assert procs.free_port() == free
+        yield taken.getsockname()[1]
 
 
+def test_a_bound_port_or_one_already_given_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, clean_picks: None, bound_port: int
+) -> None:
+    low = procs._ephemeral_low()
+    unbound = (p for p in range(low - 1, procs._PORTS_FROM, -1) if procs._bindable(p))
+    given, free = next(unbound), next(unbound)
+    monkeypatch.setattr(procs, "_ephemeral_low", lambda: bound_port + 1)
+    monkeypatch.setattr(procs, "_RNG", _Picks(given))
+    assert procs.free_port() == given
+    monkeypatch.setattr(procs, "_RNG", _Picks(bound_port, given, free))
+    assert procs.free_port() == free
+
+
+@pytest.mark.skipif(not Path("/proc/sys/net/ipv4").is_dir(), reason="Linux's port ranges")
 def test_with_every_pick_bound_the_kernel_picks(
-    monkeypatch: pytest.MonkeyPatch, clean_picks: None
+    monkeypatch: pytest.MonkeyPatch, clean_picks: None, bound_port: int
 ) -> None:
     """After ``_PORT_TRIES`` bound picks: a bind to port 0, which still gives a free port."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        bound = taken.getsockname()[1]
-        monkeypatch.setattr(procs, "_ephemeral_low", lambda: bound + 1)
-        picks = _Picks(bound)
-        monkeypatch.setattr(procs, "_RNG", picks)
-        port = procs.free_port()
-        assert picks.calls == procs._PORT_TRIES
-        assert port != bound
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))
+    monkeypatch.setattr(procs, "_ephemeral_low", lambda: bound_port + 1)
+    picks = _Picks(bound_port)
+    monkeypatch.setattr(procs, "_RNG", picks)
+    port = procs.free_port()
+    assert picks.calls == procs._PORT_TRIES
+    assert port != bound_port and port >= _ephemeral_low()  # the kernel's pick
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
 
 
 def _exits_saying(message: str, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
