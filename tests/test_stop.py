@@ -266,8 +266,11 @@ async def test_ctrl_c_ends_the_demo_promptly_and_stops_its_private_redis(tmp_pat
         "wbsync",
         "demo",
         "--json",
+        # The most cabinets the demo takes: its one slot a queue leaves ~10 s of runs after the
+        # first ends (4 s with 2 cabinets, which a loaded machine's test noticed too late), and
+        # the more the machine is loaded, the longer they last.
         "--cabinets",
-        "2",
+        "50",
         cwd=tmp_path,
         env=env,
         stdout=asyncio.subprocess.PIPE,
