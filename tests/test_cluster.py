@@ -346,7 +346,7 @@ async def emulator() -> AsyncIterator[Emulator]:
         serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=FLOW_SCALE,
         grace_ms=100,  # a loaded machine delays a request after its token was taken
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(report_rows=24, products=12),
         page_size={"finance.detailed_report": 6},
     )
@@ -392,7 +392,7 @@ async def _finance_exact(runtime: Runtime, emulator: Emulator, cabinets: list[Ca
     spec = DATASETS["finance_report"]
     for cabinet in cabinets:
         rows = expected_datasets(
-            emulator, cabinet.seller_id, today=clock.today(), options=SyncOptions()
+            emulator, cabinet.seller_id, today=clock.wb_today(), options=SyncOptions()
         )
         want = {spec.row_key(r) for r in rows["finance_report"]}
         got = {spec.row_key(r) for r in await runtime.store.fetch("finance_report", cabinet.id)}

@@ -45,7 +45,7 @@ async def _sync(emu: Emulator, store: Store, limiters: LimiterFactory, cabinet_i
     async with WbClient(
         "shop", emu.token(SELLER), limiters(time_scale=SCALE), options=client_options(settings)
     ) as client:
-        inp = SyncInput(client, store, cabinet_id, None, clock.today(), SyncOptions())
+        inp = SyncInput(client, store, cabinet_id, None, clock.wb_today(), SyncOptions())
         return (await run_sync(SYNCS[SYNC], inp)).tombstoned
 
 

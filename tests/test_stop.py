@@ -41,7 +41,7 @@ STOP_BOUND_S = 30.0  # generous for a loaded machine; before, a stop took 84-120
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
-        time_scale=SCALE, anchor_date=clock.today(), sizes=SellerSizes(report_rows=20)
+        time_scale=SCALE, anchor_date=clock.wb_today(), sizes=SellerSizes(report_rows=20)
     )
     async with running_emulator(config) as emu:
         yield emu

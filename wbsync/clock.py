@@ -4,12 +4,18 @@ The rate limiter never uses this clock for bucket arithmetic (Redis ``TIME`` is 
 clock); ``now_ms`` and ``monotonic`` are for deadlines, durations and BullMQ timestamps, which are
 local by nature and always real.
 
-The calendar (``today``, ``calendar_now``: the dates the syncs ask WB for, the emulator's "today",
-the stamps of row changes and tombstones, the retention pass's "now") is real too, unless a
-process is given a scaled calendar (``set_calendar``): from an origin instant, shared by every
-process of a deployment, calendar time runs ``1 / time_scale`` as fast as real time, so a
-compressed-time run (a soak at time scale 0.0005) sees days go by and age out. It is opt-in,
-set where a process is composed: without an origin, a time scale compresses durations only.
+The calendar (``calendar_now``, ``today``: the stamps of row changes and tombstones, the
+retention pass's "now"; ``wb_now``, ``wb_today``: the dates and times the syncs ask WB for) is
+real too, unless a process is given a scaled calendar (``set_calendar``): from an origin instant,
+shared by every process of a deployment, calendar time runs ``1 / time_scale`` as fast as real
+time, so a compressed-time run (a soak at time scale 0.0005) sees days go by and age out. It is
+opt-in, set where a process is composed: without an origin, a time scale compresses durations
+only.
+
+WB's calendar is Moscow's (UTC+3, no daylight saving): every date or time WB reads (a report's
+``dateFrom``, a stats window, the sales-funnel period) is Moscow wall time, and between 21:00 and
+24:00 UTC it is already tomorrow there. ``wb_now`` and ``wb_today`` are the one place that says
+what time and day it is at WB; what is ours (change stamps, retention) stays UTC.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 
 __all__ = [
+    "WB_ZONE",
     "Calendar",
     "calendar",
     "calendar_now",
@@ -28,7 +35,12 @@ __all__ = [
     "set_calendar",
     "sleep_ms",
     "today",
+    "wb_now",
+    "wb_today",
 ]
+
+#: WB's zone: Moscow, UTC+3 all year (Russia keeps no daylight saving since 2014).
+WB_ZONE = timezone(timedelta(hours=3), "MSK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +101,16 @@ def calendar_now() -> datetime:
 def today() -> date:
     """Today's date in UTC, on the calendar."""
     return calendar_now().date()
+
+
+def wb_now() -> datetime:
+    """Now at WB: the calendar's instant in Moscow time (timezone-aware, UTC+3)."""
+    return calendar_now().astimezone(WB_ZONE)
+
+
+def wb_today() -> date:
+    """Today at WB: Moscow's date on the calendar (a day ahead of UTC's from 21:00 UTC)."""
+    return wb_now().date()
 
 
 def monotonic() -> float:

@@ -87,7 +87,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             store=store,
             cabinet_id=cabinet.id,
             cursor=cursor,
-            today=clock.today(),
+            today=clock.wb_today(),  # WB reads every date as Moscow's
             options=runtime.sync_options,
         )
         try:

@@ -30,7 +30,7 @@ async def api_emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=SCALE,
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(products=12, campaigns=3, report_rows=8, orders=6, sales=6),
         page_size={"finance.detailed_report": 4},
     )

@@ -103,7 +103,7 @@ def _emulator() -> EmulatorConfig:
     # The default signing key: a token minted by one emulator is good at the next.
     return EmulatorConfig(
         time_scale=0.01,
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(products=5),
         serve_disabled_in_docs=True,  # it reads acceptance coefficients
     )

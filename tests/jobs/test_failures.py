@@ -66,7 +66,7 @@ async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=SCALE,
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(report_rows=12, products=40, campaigns=200),
         page_size={"finance.detailed_report": 6},
     )
@@ -587,7 +587,9 @@ async def test_a_database_outage_delays_jobs_without_spending_budget_or_attempts
         spec = DATASETS["finance_report"]
         for cabinet_id, seller in zip(ids, sellers, strict=True):
             stored = await runtime.store.fetch("finance_report", cabinet_id)
-            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            rows = expected_datasets(
+                emulator, seller, today=clock.wb_today(), options=SyncOptions()
+            )
             expected = rows["finance_report"]
             assert {spec.row_key(r): r for r in stored} == {spec.row_key(r): r for r in expected}
     finally:
@@ -643,7 +645,9 @@ async def test_a_database_refusing_connections_costs_the_jobs_no_attempt(
         spec = DATASETS["finance_report"]
         for cabinet_id, seller in zip(ids, sellers, strict=True):
             stored = await runtime.store.fetch("finance_report", cabinet_id)
-            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            rows = expected_datasets(
+                emulator, seller, today=clock.wb_today(), options=SyncOptions()
+            )
             expected = rows["finance_report"]
             assert {spec.row_key(r): r for r in stored} == {spec.row_key(r): r for r in expected}
     # One attempt a job: a refusal that spent it would have failed the job.
@@ -692,7 +696,9 @@ async def test_redis_restarted_empty_mid_run_the_fan_out_brings_the_lost_jobs_ba
         spec = DATASETS["finance_report"]
         for cabinet_id, seller in zip(ids, sellers, strict=True):
             stored = await runtime.store.fetch("finance_report", cabinet_id)
-            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            rows = expected_datasets(
+                emulator, seller, today=clock.wb_today(), options=SyncOptions()
+            )
             assert {spec.row_key(r): r for r in stored} == {
                 spec.row_key(r): r for r in rows["finance_report"]
             }
@@ -762,7 +768,9 @@ async def test_redis_restarted_with_its_aof_mid_run_the_jobs_resume_without_fail
         spec = DATASETS["finance_report"]
         for cabinet_id, seller in zip(ids, sellers, strict=True):
             stored = await runtime.store.fetch("finance_report", cabinet_id)
-            rows = expected_datasets(emulator, seller, today=clock.today(), options=SyncOptions())
+            rows = expected_datasets(
+                emulator, seller, today=clock.wb_today(), options=SyncOptions()
+            )
             assert {spec.row_key(r): r for r in stored} == {
                 spec.row_key(r): r for r in rows["finance_report"]
             }

@@ -48,7 +48,7 @@ async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         serve_disabled_in_docs=True,  # the booking monitor polls acceptance coefficients
         time_scale=SCALE,
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(report_rows=60),
         page_size={"finance.detailed_report": 6},
         # A request may reach WB up to 100 ms after its token was taken (a busy machine) and
@@ -80,7 +80,7 @@ async def runtime_factory(
 
 
 def finance_rows(emu: Emulator, seller: str) -> dict[Any, Any]:
-    rows = expected_datasets(emu, seller, today=clock.today(), options=SyncOptions())
+    rows = expected_datasets(emu, seller, today=clock.wb_today(), options=SyncOptions())
     spec = DATASETS["finance_report"]
     return {spec.row_key(r): r for r in rows["finance_report"]}
 

@@ -180,7 +180,7 @@ async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         time_scale=SCALE,
         grace_ms=100,  # a loaded machine delays a request after its token was taken
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(report_rows=36),
         page_size={"finance.detailed_report": 6},
     )
@@ -189,7 +189,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 
 
 def _finance_rows(emu: Emulator, seller: str) -> int:
-    rows = expected_datasets(emu, seller, today=clock.today(), options=SyncOptions())
+    rows = expected_datasets(emu, seller, today=clock.wb_today(), options=SyncOptions())
     return len({DATASETS["finance_report"].row_key(r) for r in rows["finance_report"]})
 
 

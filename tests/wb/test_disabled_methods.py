@@ -39,7 +39,7 @@ RETRY_S = 80.0  # 0.4 s at SCALE
 
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
-    config = EmulatorConfig(time_scale=SCALE, anchor_date=clock.today(), disabled=[METHOD])
+    config = EmulatorConfig(time_scale=SCALE, anchor_date=clock.wb_today(), disabled=[METHOD])
     async with running_emulator(config) as emu:
         yield emu
 

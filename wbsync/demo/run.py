@@ -114,7 +114,7 @@ async def _summary(
 ) -> dict[str, Any]:
     options = runtime.sync_options
     expected = {
-        cid: expected_datasets(emu, seller, today=clock.today(), options=options)
+        cid: expected_datasets(emu, seller, today=clock.wb_today(), options=options)
         for cid, seller in sellers.items()
     }
     queues = {}
@@ -161,7 +161,7 @@ async def run_demo(
         time_scale=DEMO_SCALE,
         sizes=DEMO_SIZES,
         page_size=DEMO_PAGES,
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         grace_ms=DEMO_GRACE_MS,
         serve_disabled_in_docs=True,  # the demo shows every sync, the booking monitor's too
     )

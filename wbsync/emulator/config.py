@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -28,17 +28,33 @@ from wbsync.errors import ConfigError
 
 __all__ = [
     "DEFAULT_SIGNING_KEY",
+    "MOSCOW",
     "EmulatorConfig",
     "FaultRule",
     "LimitOverride",
     "LimitSpec",
     "ReplyLatency",
     "SellerSizes",
+    "moscow_date",
 ]
 
 #: The emulator is a local development tool: a fixed default key lets ``wbsync emulator token``
 #: and a separately started emulator agree without sharing a file. Override it for anything else.
 DEFAULT_SIGNING_KEY = "wbsync-emulator-development-signing-key-v1"
+
+#: WB's calendar: every date WB reads or writes is Moscow's (UTC+3, no daylight saving), so a
+#: day at WB begins at 21:00 UTC. The emulator says so itself, as WB's documents do.
+MOSCOW = timezone(timedelta(hours=3), "MSK")
+
+
+def moscow_date(moment: datetime) -> date:
+    """The date at WB (in Moscow) at the aware instant ``moment``."""
+    return moment.astimezone(MOSCOW).date()
+
+
+def _moscow_today() -> date:
+    return moscow_date(clock.calendar_now())
+
 
 #: Every limit group (one budget); overrides are keyed by these.
 
@@ -168,10 +184,10 @@ class EmulatorConfig(BaseModel):
     time_scale: float = Field(default=1.0, gt=0, description="Multiplies every WB period.")
     signing_key: str = Field(default=DEFAULT_SIGNING_KEY, min_length=16)
     anchor_date: date = Field(
-        default_factory=clock.today,
-        description="'Today' of the generated data (the reports end on it): today's UTC date by "
-        "default, so the syncs' windows, which end today, cover the data; fix it in a config "
-        "file for data that never moves.",
+        default_factory=_moscow_today,
+        description="'Today' of the generated data (the reports end on it): today's date at WB "
+        "(Moscow's) by default, so the syncs' windows, which end today, cover the data; fix it "
+        "in a config file for data that never moves.",
     )
     calendar_origin: AwareDatetime | None = Field(
         default=None,
@@ -255,10 +271,11 @@ class EmulatorConfig(BaseModel):
         return set(self.disabled) | documented
 
     def today(self) -> date:
-        """The dated data's last day: ``anchor_date``, or today on the scaled calendar."""
+        """WB's today, the dated data's last day: ``anchor_date``, or Moscow's date on the
+        scaled calendar."""
         if self.calendar_origin is None:
             return self.anchor_date
-        return clock.Calendar(self.calendar_origin, self.time_scale).today()
+        return moscow_date(clock.Calendar(self.calendar_origin, self.time_scale).now())
 
     def sizes_for(self, seller_id: str) -> SellerSizes:
         """The data sizes of ``seller_id``."""

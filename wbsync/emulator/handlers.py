@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -255,14 +255,32 @@ async def set_bids(call: Call) -> Response:
     return Response(status_code=200)
 
 
+#: WB serves the sales-funnel history of "a maximum of the last week": today and the 6 days
+#: before it, today being Moscow's date (``EmulatorConfig.today``).
+FUNNEL_DAYS = 7
+
+
+def _funnel_period(call: Call, period: dict[str, Any]) -> tuple[date, date]:
+    begin, end = _date(period.get("start"), "start"), _date(period.get("end"), "end")
+    oldest = call.config.today() - timedelta(days=FUNNEL_DAYS - 1)
+    if begin < oldest:
+        raise BadRequest(
+            f"invalid start day: {begin.isoformat()} is before {oldest.isoformat()}, the "
+            "first day of the last week (Moscow time)",
+            "Invalid request body",
+        )
+    if end < begin:
+        raise BadRequest("invalid end day: before the start day", "Invalid request body")
+    return begin, end
+
+
 async def funnel_history(call: Call) -> Response:
-    """Sales-funnel history of up to 20 items, by day or week."""
+    """Sales-funnel history of up to 20 items, by day or week, within the last week."""
     body = await call.body()
     nm_ids = body.get("nmIds")
     if not isinstance(nm_ids, list) or not 1 <= len(nm_ids) <= 20:
         raise BadRequest("nmIds: 1 to 20 items required")
-    period = body.get("selectedPeriod") or {}
-    begin, end = _date(period.get("start"), "start"), _date(period.get("end"), "end")
+    begin, end = _funnel_period(call, body.get("selectedPeriod") or {})
     week = body.get("aggregationLevel", "day") == "week"
     rows = []
     for nm in nm_ids:

@@ -11,7 +11,7 @@ from typing import Any
 
 from wbsync.emulator import adverts, reports
 from wbsync.emulator.buckets import Buckets
-from wbsync.emulator.config import EmulatorConfig, LimitOverride, limit_groups
+from wbsync.emulator.config import MOSCOW, EmulatorConfig, LimitOverride, limit_groups
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
 from wbsync.emulator.tokens import Kind
@@ -295,9 +295,10 @@ def _expected(
 
 
 def parse_moscow(text: str) -> datetime:
-    """A statistics ``dateFrom``: a date or an RFC 3339 date-time, read as Moscow wall time."""
+    """A statistics ``dateFrom``: a date or an RFC 3339 date-time, as Moscow wall time (WB's
+    rows' ``lastChangeDate`` are); a time with an offset is moved to Moscow's first."""
     moment = datetime.fromisoformat(text.strip().replace(" ", "T"))
-    return moment.replace(tzinfo=None) if moment.tzinfo else moment
+    return moment.astimezone(MOSCOW).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def rows_after(rows: list[Row], since: datetime, *, inclusive: bool) -> list[Row]:

@@ -159,6 +159,7 @@ class SyncInput:
     cabinet_id: int
     cursor: Cursor | None
     today: date
+    """Today at WB (``clock.wb_today()``: Moscow's date); every window a sync sends ends on it."""
     options: SyncOptions = SyncOptions()
 
 
