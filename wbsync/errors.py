@@ -9,14 +9,17 @@
     ├── RateLimitExceeded            local rate limit on a path with no "later" (HTTP): retry_after
     ├── TokenError                   a WB token is malformed, expired or lacks a category;
     │                                raised before any request is sent
-    ├── WbApiError                   a call to WB failed (carries method, status, request_id)
+    ├── WbApiError                   a call to WB failed (carries method, status, request_id,
+    │                                and WB's words: what WB said, bounded and sanitised)
     │   ├── WbAuthError              401
     │   ├── WbPaymentRequiredError   402
     │   ├── WbPermissionError        403
     │   ├── WbRateLimitedError       429 (after the client's own handling gave up)
     │   ├── WbRequestError           any other 4xx: WB rejected the request itself
-    │   │   └── WbMethodDisabledError  404 on a method's path, or a method configured as off:
-    │   │                            WB has switched it off; try again much later
+    │   │   ├── WbMethodDisabledError  404 "method is disabled" / "deprecated", or a method
+    │   │   │                        configured as off: WB has switched it off; try again much later
+    │   │   └── WbPathNotFoundError  404 "path not found": a wrong host or path on our side (a base
+    │   │                            URL setting); the section stops for the process, no retries
     │   ├── WbServerError            5xx
     │   ├── WbTransportError         timeout, reset, refused
     │   ├── WbBadResponseError       unparseable or schema-violating body, unexpected status
@@ -67,6 +70,7 @@ __all__ = [
     "WbBadResponseError",
     "WbBodyTooLargeError",
     "WbMethodDisabledError",
+    "WbPathNotFoundError",
     "WbPaymentRequiredError",
     "WbPermissionError",
     "WbRateLimitedError",
@@ -120,7 +124,11 @@ class TokenError(WbSyncError):
 
 
 class WbApiError(WbSyncError):
-    """A call to the WB API failed."""
+    """A call to the WB API failed.
+
+    ``words`` is what WB said in its reply, already cleaned and bounded by the client
+    (``wbsync.wb.words``), or None when WB said nothing; the message says it too.
+    """
 
     def __init__(
         self,
@@ -129,16 +137,19 @@ class WbApiError(WbSyncError):
         method: str,
         status: int | None = None,
         request_id: str | None = None,
+        words: str | None = None,
     ) -> None:
         details = [f"method={method}"]
         if status is not None:
             details.append(f"status={status}")
         if request_id:
             details.append(f"request_id={request_id}")
-        super().__init__(f"{message} ({', '.join(details)})")
+        said = f'; WB said: "{words}"' if words else ""
+        super().__init__(f"{message}{said} ({', '.join(details)})")
         self.method = method
         self.status = status
         self.request_id = request_id
+        self.words = words
 
 
 class WbAuthError(WbApiError):
@@ -167,11 +178,29 @@ class WbRequestError(WbApiError):
 
 
 class WbMethodDisabledError(WbRequestError):
-    """WB has switched the method off (WB answers 404 on its path; WB's documents mark some
-    methods "temporarily disabled"), or ``WBSYNC_WB_DISABLED_METHODS`` lists it (nothing sent).
+    """WB has switched the method off (WB answers 404 on its path with "method is disabled" or
+    "This method is deprecated"; WB's documents mark some methods "temporarily disabled"), or
+    ``WBSYNC_WB_DISABLED_METHODS`` lists it (nothing sent). ``words`` says which WB gave.
 
     Not a failure of the job: the job layer tries again after ``WBSYNC_DISABLED_RETRY_S``.
     """
+
+
+class WbPathNotFoundError(WbRequestError):
+    """WB answered 404 "path not found": no such path on that host, so the URL is wrong on our
+    side (a base URL setting sends the section to another section's host, or elsewhere).
+
+    A configuration error, not WB switching a method off: the first one stops the section's
+    requests in the process (later calls raise it again without sending), and a job that meets
+    it fails at once, without retries. ``url`` is the URL not found, ``section`` its section
+    and ``setting`` the setting to fix.
+    """
+
+    def __init__(self, message: str, *, url: str, section: str, setting: str, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.url = url
+        self.section = section
+        self.setting = setting
 
 
 class WbServerError(WbApiError):
@@ -209,6 +238,8 @@ class FailureBudgetExhausted(WbApiError):
             status=last.status,
             request_id=last.request_id,
         )
+        # Not passed on as words: the last failure's message above already says them.
+        self.words = last.words
         self.budget = budget
         self.last = last
 

@@ -34,6 +34,7 @@ from wbsync.wb.client import WbClient
 from wbsync.wb.http import HttpPool
 from wbsync.wb.options import ClientOptions, Hosts
 from wbsync.wb.retry import RetryPolicy
+from wbsync.wb.stops import SectionStops
 
 
 def limiter_options(settings: Settings) -> LimiterOptions:
@@ -98,6 +99,8 @@ class Runtime:
         self.store.add_listener(self.change_stream.publish)
         self.run_log = RunLog(self.store.runs)
         self.http = HttpPool()
+        # A section whose base URL answered "path not found" stops for every client here.
+        self.section_stops = SectionStops()
         self.client_options = client_options(settings)
         self.sync_options = SyncOptions(
             lookback_days=settings.sync_lookback_days,
@@ -186,6 +189,7 @@ class Runtime:
             options=self.client_options,
             http=self.http,
             throughput=self.throughput,
+            stops=self.section_stops,
         )
 
 

@@ -21,7 +21,7 @@ from wbsync.emulator import control
 from wbsync.emulator.buckets import BucketDecision, format_seconds
 from wbsync.emulator.config import FaultRule
 from wbsync.emulator.handlers import HANDLERS, Call
-from wbsync.emulator.replies import BadRequest, json_reply, problem
+from wbsync.emulator.replies import BadRequest, json_reply, problem, shaped
 from wbsync.emulator.state import EmulatorState
 from wbsync.emulator.tokens import CATEGORY_BITS, EmuToken, Kind, TokenRefused, verify
 from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS, Method, Rate
@@ -175,7 +175,11 @@ async def _after_bucket(
     state: EmulatorState, call: Call, rule: FaultRule | None, rid: str
 ) -> Response:
     if rule is not None and rule.kind == "error":
-        return problem(rule.status, "internal server error", "emulated fault", rid)
+        title = rule.title or "internal server error"
+        return shaped(rule.status, rule.shape or "problem", rule.words, rid, title=title)
+    if rule is not None and rule.kind == "refuse":
+        status = rule.refusal_status()
+        return shaped(status, rule.shape or "problem", rule.words, rid, title=rule.title)
     if rule is not None and rule.kind == "drop":
         return _Dropped()
     if rule is not None and rule.kind == "malformed":
@@ -184,9 +188,8 @@ async def _after_bucket(
         status = rule.status if 300 <= rule.status < 400 else 307
         return Response(status_code=status, headers={"Location": REDIRECT_TO})
     if rule is not None and rule.kind == "error_body":
-        # The shape WB's content and prices APIs answer errors in, here with a 200.
-        error = {"data": None, "error": True, "errorText": "emulated fault", "requestId": rid}
-        return json_reply(error)
+        # By default the shape WB's content and prices APIs answer errors in, here with a 200.
+        return shaped(200, rule.shape or "error_text", rule.words, rid, title=rule.title)
     if rule is not None and rule.kind == "slow":
         await asyncio.sleep(rule.delay_ms / 1000.0)
     try:
@@ -262,9 +265,28 @@ def _method_route(state: EmulatorState, ep: Method) -> Route:
 
 
 async def _not_found(request: Request) -> Response:
+    request.app.state.emulator.counters.unserved[request.url.path] += 1
     rid = uuid.uuid4().hex
     detail = "Please consult the https://dev.wildberries.ru/openapi/api-information"
     resp = problem(404, "path not found", detail, rid)
+    resp.headers["X-Request-Id"] = rid
+    return resp
+
+
+#: Paths WB has shut, and what it says on them: the old finance report (``reportDetailByPeriod``,
+#: statistics-api) since 2026-07-15, in favour of finance-api's detailed report.
+DEPRECATED = {
+    "/api/v5/supplier/reportDetailByPeriod": (
+        "use POST /api/finance/v1/sales-reports/detailed on finance-api.wildberries.ru, see "
+        "https://dev.wildberries.ru/en/release-notes"
+    ),
+}
+
+
+async def _deprecated(request: Request) -> Response:
+    request.app.state.emulator.counters.unserved[request.url.path] += 1
+    rid = uuid.uuid4().hex
+    resp = problem(404, "This method is deprecated", DEPRECATED[request.url.path], rid)
     resp.headers["X-Request-Id"] = rid
     return resp
 
@@ -274,5 +296,8 @@ def build_app(state: EmulatorState) -> Starlette:
     routes = [_method_route(state, ep) for ep in METHODS.values()]
     routes += control.routes(state)
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes += [Route(path, _deprecated, methods=methods) for path in DEPRECATED]
     routes.append(Route("/{path:path}", _not_found, methods=methods))
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    app.state.emulator = state
+    return app

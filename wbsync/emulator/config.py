@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from wbsync import clock
@@ -29,6 +30,7 @@ from wbsync.errors import ConfigError
 __all__ = [
     "DEFAULT_SIGNING_KEY",
     "MOSCOW",
+    "BodyShape",
     "EmulatorConfig",
     "FaultRule",
     "LimitOverride",
@@ -104,8 +106,20 @@ class LimitSpec(BaseModel):
 LimitOverride = LimitSpec | dict[Kind, LimitSpec]
 
 FaultKind = Literal[
-    "error", "slow", "drop", "malformed", "rate_limit", "redirect", "error_body", "trickle"
+    "error",
+    "refuse",
+    "slow",
+    "drop",
+    "malformed",
+    "rate_limit",
+    "redirect",
+    "error_body",
+    "trickle",
 ]
+#: The shapes WB writes its errors in: problem+json (``title``, ``detail``), ``{"error":
+#: str}``, ``{"errors": [str]}``, ``{"error": true, "errorText": str}``, ``{"message": str}``,
+#: plain text, an HTML page.
+BodyShape = Literal["problem", "error", "errors", "error_text", "message", "text", "html"]
 
 
 class FaultRule(BaseModel):
@@ -113,11 +127,14 @@ class FaultRule(BaseModel):
 
     ``count`` makes it hit the next N matching requests (then it is spent); otherwise ``share``
     is the probability per matching request, drawn from the emulator's seeded RNG. Kinds:
-    ``error`` (a 5xx), ``slow`` (the reply waits ``delay_ms``), ``drop`` (a body cut short),
+    ``error`` (a 5xx), ``refuse`` (a 4xx), ``slow`` (the reply waits ``delay_ms``), ``drop`` (a
+    body cut short),
     ``malformed`` (a body that is not JSON), ``rate_limit`` (a 429 before the bucket),
     ``redirect`` (a 3xx with a Location, nothing applied), ``error_body`` (a 200 whose body is
     an error object, nothing applied), ``trickle`` (the real reply, one byte every
     ``delay_ms``). ``headers`` replace the fault reply's headers (a hostile gateway).
+    ``error``, ``refuse`` and ``error_body`` answer in ``shape`` (problem+json, ``error_text``
+    for ``error_body``, by default) saying ``words`` (and ``title``, a problem's).
     """
 
     model_config = _STRICT
@@ -131,7 +148,17 @@ class FaultRule(BaseModel):
         default=500,
         ge=300,
         le=599,
-        description="Status of an error fault (5xx) or a redirect (3xx; 500 = 307).",
+        description="Status of an error fault (5xx), a refusal (4xx; 500 = 400) or a redirect "
+        "(3xx; 500 = 307).",
+    )
+    shape: BodyShape | None = Field(
+        default=None,
+        description="The body of an error, refuse or error_body fault: one of WB's error shapes; "
+        "None = problem+json (error_text for error_body).",
+    )
+    words: str = Field(default="emulated fault", description="What the fault's body says.")
+    title: str | None = Field(
+        default=None, description="A problem+json body's title; None = the status's own."
     )
     delay_ms: float = Field(
         default=1000.0, ge=0, description="Real ms a slow reply waits, or between trickled bytes."
@@ -144,12 +171,18 @@ class FaultRule(BaseModel):
         description='Headers set on the fault\'s reply, as given; one given as "" is removed.',
     )
 
-    @field_validator("status")
-    @classmethod
-    def _error_or_redirect(cls, status: int) -> int:
-        if 400 <= status < 500:
-            raise ValueError("status: 3xx for a redirect, 5xx for an error")
-        return status
+    @model_validator(mode="after")
+    def _status_fits_kind(self) -> FaultRule:
+        status = self.status
+        if self.kind == "refuse" and status != 500 and not (400 <= status < 500 and status != 429):
+            raise ValueError("status: a refusal is a 4xx other than 429 (a rate_limit fault)")
+        if self.kind != "refuse" and 400 <= status < 500:
+            raise ValueError("status: 3xx for a redirect, 4xx for a refusal, 5xx for an error")
+        return self
+
+    def refusal_status(self) -> int:
+        """The status a ``refuse`` fault answers (400 unless one is given)."""
+        return 400 if self.status == 500 else self.status
 
 
 class ReplyLatency(BaseModel):

@@ -1,7 +1,9 @@
-"""Replies in WB's shapes: JSON bodies and application/problem+json errors."""
+"""Replies in WB's shapes: JSON bodies, application/problem+json errors, and the other shapes
+WB's errors come in (``shaped``)."""
 
 from __future__ import annotations
 
+import html
 import json
 import uuid
 from datetime import UTC, datetime
@@ -10,7 +12,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-__all__ = ["BadRequest", "json_reply", "problem"]
+__all__ = ["BadRequest", "json_reply", "problem", "shaped"]
 
 _STATUS_TEXT = {
     400: "Bad Request",
@@ -18,6 +20,8 @@ _STATUS_TEXT = {
     402: "Payment Required",
     403: "Forbidden",
     404: "Not Found",
+    409: "Conflict",
+    422: "Unprocessable Entity",
     429: "Too Many Requests",
     500: "Internal Server Error",
     502: "Bad Gateway",
@@ -66,3 +70,39 @@ def problem(
     }
     data = json.dumps(body, ensure_ascii=False).encode()
     return Response(data, status_code=status, media_type="application/problem+json")
+
+
+def shaped(
+    status: int, shape: str, words: str, request_id: str, *, title: str | None = None
+) -> Response:
+    """An error reply of ``status`` in one of WB's shapes (``config.BodyShape``) saying
+    ``words``: problem+json (``title``, else the status's text, and ``words`` as detail),
+    ``{"error": words}`` (promotion), ``{"errors": [words]}`` (statistics), ``{"error": true,
+    "errorText": words}`` (content, prices), ``{"message": words}``, plain text, or an HTML page
+    (a gateway's 5xx)."""
+    reason = _STATUS_TEXT.get(status, "Error")
+    if shape == "problem":
+        return problem(status, title or reason.lower(), words, request_id)
+    if shape == "text":
+        return Response(words, status_code=status, media_type="text/plain")
+    if shape == "html":
+        head = f"{status} {reason}"
+        page = (
+            f"<html><head><title>{head}</title><style>body {{ margin: 0 }}</style></head>"
+            f"<body>\r\n<center><h1>{head}</h1></center>\r\n<p>{html.escape(words)}</p>"
+            "\r\n<hr><center>nginx</center>\r\n</body></html>\r\n"
+        )
+        return Response(page, status_code=status, media_type="text/html")
+    bodies: dict[str, dict[str, Any]] = {
+        "error": {"error": words},
+        "errors": {"errors": [words]},
+        "error_text": {
+            "data": None,
+            "error": True,
+            "errorText": words,
+            "additionalErrors": None,
+            "requestId": request_id,
+        },
+        "message": {"message": words},
+    }
+    return json_reply(bodies[shape], status=status)

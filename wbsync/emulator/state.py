@@ -84,6 +84,9 @@ class Counters:
         self._counts: dict[str, dict[str, _Count]] = defaultdict(lambda: defaultdict(_Count))
         #: The latest replies in order, with wall-clock time: when, not just how many.
         self.journal: deque[dict[str, Any]] = deque(maxlen=journal_size)
+        #: Requests to paths WB serves no method on (404 "path not found", an old path WB
+        #: shut), by path: they name no method nor seller.
+        self.unserved: dict[str, int] = defaultdict(int)
 
     def record(
         self,
@@ -117,6 +120,7 @@ class Counters:
         """All counters to zero, journal emptied."""
         self._counts.clear()
         self.journal.clear()
+        self.unserved.clear()
 
     def total(self, field_name: str = "requests", *, seller: str | None = None) -> int:
         """Sum of one counter over every method (of one seller, or all)."""
@@ -140,7 +144,7 @@ class Counters:
             for s, methods in self._counts.items()
         }
         totals = {k: self.total(k) for k in ("requests", "rate_limited", "faults")}
-        return {"total": totals, "sellers": sellers}
+        return {"total": totals, "sellers": sellers, "unserved": dict(self.unserved)}
 
 
 class EmulatorState:

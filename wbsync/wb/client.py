@@ -35,6 +35,7 @@ from wbsync.errors import (
     WbAuthError,
     WbBadResponseError,
     WbMethodDisabledError,
+    WbPathNotFoundError,
     WbPaymentRequiredError,
     WbPermissionError,
     WbRateLimitedError,
@@ -45,12 +46,14 @@ from wbsync.errors import (
 from wbsync.metrics import count_upstream
 from wbsync.ratelimit import BucketScope, RateLimiter
 from wbsync.throughput import Throughput
-from wbsync.wb.endpoints import Endpoint, check_token
+from wbsync.wb.endpoints import Endpoint, base_url, base_url_setting, check_token
 from wbsync.wb.feedback import Feedback, RateHeaders
 from wbsync.wb.http import HttpPool, HttpReply
 from wbsync.wb.options import ClientOptions
 from wbsync.wb.retry import rate_limit_wait_ms
+from wbsync.wb.stops import SectionStops, is_path_not_found
 from wbsync.wb.tokens import TokenType, WbToken, parse_token
+from wbsync.wb.words import body_text, wb_words
 
 __all__ = ["WbClient", "WbReply"]
 
@@ -60,7 +63,8 @@ _ERRORS: dict[int, type[WbApiError]] = {
     401: WbAuthError,
     402: WbPaymentRequiredError,
     403: WbPermissionError,
-    # Every path we call is a WB method: a 404 there means WB has switched the method off.
+    # Every path we call is a WB method: a 404 there means WB has switched the method off,
+    # unless its words say the path does not exist (``stops.py``).
     404: WbMethodDisabledError,
 }
 
@@ -102,7 +106,8 @@ class WbClient:
 
     The constructor parses the token (``TokenError`` if malformed or expired) and does no I/O;
     without a shared ``http`` pool the client makes its own on first use (and closes it in
-    ``aclose``). Use ``async with`` or ``aclose``.
+    ``aclose``); without the process's ``stops`` it keeps its own. Use ``async with`` or
+    ``aclose``.
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class WbClient:
         http: HttpPool | None = None,
         rng: random.Random | None = None,
         throughput: Throughput | None = None,
+        stops: SectionStops | None = None,
     ) -> None:
         self.cabinet = cabinet_name
         self._token = (
@@ -129,6 +135,8 @@ class WbClient:
         self._retry = options.retry
         self._rng = rng or _JITTER
         self._throughput = throughput
+        # The process's, when given: a section whose URL does not exist stops for every client.
+        self._stops = stops if stops is not None else SectionStops()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -179,6 +187,7 @@ class WbClient:
                 "method is switched off by WBSYNC_WB_DISABLED_METHODS; nothing sent",
                 method=ep.name,
             )
+        self._stops.check(ep.section.name, self._base(ep), method=ep.name)
         http, scope = self._client(), self.scope(ep)
         failures = limited = 0
         while True:
@@ -201,7 +210,8 @@ class WbClient:
                 error = _server_error(ep, answer)
                 report_upstream_failure(error)
                 self._check_budget(failures, error)
-                await self._backoff(ep, failures, f"status {answer.status}")
+                said = f", WB said {error.words!r}" if error.words else ""
+                await self._backoff(ep, failures, f"status {answer.status}{said}")
                 continue
             return self._reply(ep, answer)
 
@@ -253,8 +263,15 @@ class WbClient:
             raise
 
     def _url(self, ep: Endpoint) -> str:
+        return self._base(ep) + ep.path
+
+    def _base(self, ep: Endpoint) -> str:
         # Test tokens work only on WB's sandbox hosts (check_token refused sections without one).
-        return ep.url(self._options.hosts, sandbox=self._token.type is TokenType.TEST)
+        return base_url(ep.section, self._options.hosts, sandbox=self._sandbox)
+
+    @property
+    def _sandbox(self) -> bool:
+        return self._token.type is TokenType.TEST
 
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:
@@ -292,11 +309,13 @@ class WbClient:
         if self._throughput is not None:
             await self._throughput.rate_limited()
         rid = _request_id(reply.headers, _json_or_none(reply.content))
+        words = wb_words(reply.status, reply.headers, reply.content)
         log.info(
-            "cabinet %s: %s got 429 (request %s), bucket %s pushed %d ms",
+            "cabinet %s: %s got 429 (request %s, WB said %r), bucket %s pushed %d ms",
             self.cabinet,
             ep.name,
             rid,
+            words,
             scope,
             wait_ms,
         )
@@ -307,43 +326,25 @@ class WbClient:
                 method=ep.name,
                 status=429,
                 request_id=rid,
+                words=words,
             )
 
     def _reply(self, ep: Endpoint, reply: HttpReply) -> WbReply:
         status, content = reply.status, reply.content
         if status >= 400:
-            body = _json_or_none(content)
-            detail = body.get("detail") or body.get("title") if isinstance(body, dict) else None
-            error = _ERRORS.get(status, WbRequestError)
-            raise error(
-                f"WB refused the request: {detail or reply.reason}",
-                method=ep.name,
-                status=status,
-                request_id=_request_id(reply.headers, body),
-            )
+            raise self._refusal(ep, reply)
         if not 200 <= status < 300:
             # A redirect is no answer: WB documents none, and a write sent there was not applied.
-            bad = WbBadResponseError(
-                f"WB answered {status} {reply.reason} instead of a result",
-                method=ep.name,
-                status=status,
-                request_id=_request_id(reply.headers, _json_or_none(content)),
-            )
-            report_upstream_failure(bad)
-            raise bad
+            what = f"WB answered {status} {reply.reason} instead of a result"
+            raise _unusable(ep, reply, what, wb_words(status, reply.headers, content))
         data: Any = None
         if status != 204 and content:
             try:
                 data = orjson.loads(content)
             except ValueError:
-                bad = WbBadResponseError(
-                    "WB answered a body that is not JSON",
-                    method=ep.name,
-                    status=status,
-                    request_id=_request_id(reply.headers),
-                )
-                report_upstream_failure(bad)
-                raise bad from None
+                # A page in place of JSON (a proxy's, a portal's): its text says whose.
+                words = body_text(reply.headers, content)
+                raise _unusable(ep, reply, "WB answered a body that is not JSON", words) from None
         remaining = reply.headers.get("X-Ratelimit-Remaining")
         return WbReply(
             status=status,
@@ -352,7 +353,54 @@ class WbClient:
             remaining=int(remaining) if remaining and remaining.isdigit() else None,
         )
 
+    def _refusal(self, ep: Endpoint, reply: HttpReply) -> WbApiError:
+        """The error of a 4xx, with WB's words; a 404 "path not found" stops the section."""
+        status = reply.status
+        words = wb_words(status, reply.headers, reply.content)
+        rid = _request_id(reply.headers, _json_or_none(reply.content))
+        if status == 404 and is_path_not_found(words):
+            return self._path_not_found(ep, rid, words)
+        error = _ERRORS.get(status, WbRequestError)
+        message = "WB refused the request" + ("" if words else f": {reply.reason}")
+        return error(message, method=ep.name, status=status, request_id=rid, words=words)
+
+    def _path_not_found(
+        self, ep: Endpoint, request_id: str | None, words: str | None
+    ) -> WbPathNotFoundError:
+        base, url = self._base(ep), self._url(ep)
+        setting = base_url_setting(ep.section, self._options.hosts, sandbox=self._sandbox)
+        error = WbPathNotFoundError(
+            f"{url} was not found (404 path not found): the {ep.section.name} section's base "
+            f"URL {base} is wrong; fix {setting}; the section's requests stop in this process",
+            url=url,
+            section=ep.section.name,
+            setting=setting,
+            method=ep.name,
+            status=404,
+            request_id=request_id,
+            words=words,
+        )
+        self._stops.stop(base, error)
+        log.error("cabinet %s: %s", self.cabinet, error)
+        return error
+
+
+def _unusable(ep: Endpoint, reply: HttpReply, what: str, words: str | None) -> WbApiError:
+    """An unusable reply, counted against the running job's failure budget."""
+    bad = WbBadResponseError(
+        what,
+        method=ep.name,
+        status=reply.status,
+        request_id=_request_id(reply.headers, _json_or_none(reply.content)),
+        words=words,
+    )
+    report_upstream_failure(bad)
+    return bad
+
 
 def _server_error(ep: Endpoint, reply: HttpReply) -> WbServerError:
     rid = _request_id(reply.headers, _json_or_none(reply.content))
-    return WbServerError("WB failed to answer", method=ep.name, status=reply.status, request_id=rid)
+    words = wb_words(reply.status, reply.headers, reply.content)
+    return WbServerError(
+        "WB failed to answer", method=ep.name, status=reply.status, request_id=rid, words=words
+    )

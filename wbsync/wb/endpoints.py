@@ -54,6 +54,7 @@ __all__ = [
     "Section",
     "TypeLimits",
     "base_url",
+    "base_url_setting",
     "check_token",
     "endpoint",
     "group_token_types",
@@ -192,6 +193,19 @@ def base_url(section: Section, hosts: Hosts | None = None, *, sandbox: bool = Fa
         if url:
             return url.rstrip("/")
     return f"https://{section.host_prefix}.wildberries.ru"
+
+
+def base_url_setting(section: Section, hosts: Hosts | None = None, *, sandbox: bool = False) -> str:
+    """The setting that decides ``section``'s base URL (what to fix when it is wrong)."""
+    per_section = f'WBSYNC_WB_BASE_URLS["{section.name}"]'
+    if sandbox:
+        return "WBSYNC_WB_SANDBOX_BASE_URL"
+    if hosts is not None and hosts.base_urls.get(section.name):
+        return per_section
+    if hosts is not None and hosts.base_url:
+        return f"WBSYNC_WB_BASE_URL (or {per_section} for this section alone)"
+    # WB's own host: only a wrong path (a plugin's declaration, say) or a missing setting.
+    return f"{per_section} (unset: WB's own host, so the method's path may be wrong)"
 
 
 def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> None:

@@ -22,6 +22,7 @@ from wbsync.context import report_upstream_failure
 from wbsync.errors import WbBadResponseError
 from wbsync.wb.client import WbReply
 from wbsync.wb.endpoints import Endpoint
+from wbsync.wb.words import words_in_json
 
 __all__ = [
     "Page",
@@ -48,25 +49,19 @@ class Page:
 
 
 def bad_reply(reply: WbReply, ep: Endpoint, what: str) -> WbBadResponseError:
-    """An unusable reply (``what`` was wrong with it, plus WB's words when the body is an error
-    object), already counted against the running job's failure budget, so the budget stops the
-    job from inside it like any other upstream failure. Raise it."""
+    """An unusable reply (``what`` was wrong with it, with WB's words when the body is an error
+    object, e.g. ``{"error": true, "errorText": ...}`` with a 200), already counted against the
+    running job's failure budget, so the budget stops the job from inside it like any other
+    upstream failure. Raise it."""
     error = WbBadResponseError(
-        f"{what}{_error_object(reply.data)}",
+        what,
         method=ep.name,
         status=reply.status,
         request_id=reply.request_id,
+        words=words_in_json(reply.data, error_only=True),
     )
     report_upstream_failure(error)
     return error
-
-
-def _error_object(data: Any) -> str:
-    """WB's words when a 2xx body is an error object (``title``/``detail``/``errorText``)."""
-    if not isinstance(data, dict):
-        return ""
-    words = data.get("detail") or data.get("errorText") or data.get("title")
-    return f"; WB said: {str(words)[:200]}" if words else ""
 
 
 def rows_at(reply: WbReply, ep: Endpoint, *path: str) -> list[Row]:

@@ -1,0 +1,72 @@
+"""What a 404 means, and the sections a process stopped because their URL does not exist.
+
+WB's 404 has kinds (``docs/failures.md``): "method is disabled" and "This method is deprecated"
+are WB switching a method off (``WbMethodDisabledError``: the job comes back much later), while
+WB's gateway answers "path not found" to a path no host of its serves: a base URL that sends a
+section to another section's host, a wrong path. That is our configuration, not WB's state, and
+every other request to that base URL would get the same answer: the first one stops the section
+in the process (``SectionStops``), and later calls fail at once without sending.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from wbsync.errors import WbPathNotFoundError
+
+__all__ = ["SectionStops", "is_path_not_found"]
+
+# WB's gateway says "path not found"; a web server that is not WB (a wrong base URL pointing
+# elsewhere) says "Not Found", "404 page not found" or the like, and nothing else.
+_PATH_NOT_FOUND = re.compile(r"(?i)\bpath not found\b")
+_BARE_NOT_FOUND = re.compile(r"(?i)^\W*(404\W*)?(page\s+|file\s+)?not\s+found\W*(nginx)?\W*$")
+
+
+def is_path_not_found(words: str | None) -> bool:
+    """True when a 404's words say the path does not exist (WB's "path not found", a bare
+    "Not Found" page); False for WB switching a method off, or words we do not know."""
+    if not words:
+        return False
+    return bool(_PATH_NOT_FOUND.search(words) or _BARE_NOT_FOUND.match(words))
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    section: str
+    base_url: str
+
+
+class SectionStops:
+    """The sections (each at one base URL) whose requests this process stopped.
+
+    One per process (``wbsync.runtime`` hands it to every client), so one "path not found"
+    stops every cabinet's requests to that section, not only the caller's.
+    """
+
+    def __init__(self) -> None:
+        self._stopped: dict[_Key, WbPathNotFoundError] = {}
+
+    def stop(self, base_url: str, error: WbPathNotFoundError) -> None:
+        """Stop ``error.section`` at ``base_url``: the first stop is the one kept."""
+        self._stopped.setdefault(_Key(error.section, base_url), error)
+
+    def check(self, section: str, base_url: str, *, method: str) -> None:
+        """Raise ``WbPathNotFoundError`` (nothing sent) when ``section`` at ``base_url`` is
+        stopped."""
+        first = self._stopped.get(_Key(section, base_url))
+        if first is None:
+            return
+        raise WbPathNotFoundError(
+            f"nothing sent: the {section} section is stopped in this process since "
+            f"{first.url} was not found (404 path not found); fix {first.setting} and restart",
+            url=first.url,
+            section=section,
+            setting=first.setting,
+            method=method,
+            words=first.words,
+        )
+
+    def stopped(self) -> list[str]:
+        """The stopped sections, each as ``section at base URL``."""
+        return [f"{key.section} at {key.base_url}" for key in self._stopped]
