@@ -9,7 +9,15 @@ from datetime import date, datetime, timedelta
 
 from wbsync.emulator.dataset import Row, SellerData
 
-__all__ = ["STATS_STATUSES", "advert_stats", "campaigns", "clusters"]
+__all__ = [
+    "NO_COMPANIES",
+    "STATS_STATUSES",
+    "advert_stats",
+    "campaigns",
+    "clusters",
+    "has_stats",
+    "stats_days",
+]
 
 _STATUSES = [9, 9, 11, 7, 4, 8, -1]
 #: Every (bid type, payment type) WB documents, in turn: only custom-bid CPM campaigns accept
@@ -39,9 +47,9 @@ def campaigns(data: SellerData) -> list[Row]:
             }
             for p in picks
         ]
-        created = datetime(data.anchor.year, data.anchor.month, data.anchor.day) - timedelta(
-            days=40 - i
-        )
+        anchor = datetime(data.anchor.year, data.anchor.month, data.anchor.day)
+        created = anchor - timedelta(days=40 - i)
+        status = _STATUSES[i % len(_STATUSES)]
         out.append(
             {
                 "id": base + 7 * i,
@@ -54,16 +62,26 @@ def campaigns(data: SellerData) -> list[Row]:
                     "payment_type": payment_type,
                     "placements": {"search": True, "recommendations": bid_type == "unified"},
                 },
-                "status": _STATUSES[i % len(_STATUSES)],
+                "status": status,
                 "timestamps": {
                     "created": f"{created.isoformat()}+03:00",
-                    "updated": f"{(created + timedelta(days=1)).isoformat()}+03:00",
+                    "updated": f"{_updated(status, created, anchor).isoformat()}+03:00",
                     "started": f"{(created + timedelta(days=1)).isoformat()}+03:00",
                     "deleted": "2100-01-01T00:00:00+03:00",
                 },
             }
         )
     return out
+
+
+def _updated(status: int, created: datetime, anchor: datetime) -> datetime:
+    # A paused campaign stopped two days ago (stats until then), a finished one long ago (none
+    # in a week's window); the others were last touched as they started.
+    if status == _PAUSED:
+        return anchor - timedelta(days=2, hours=-12)
+    if status == _FINISHED:
+        return created + timedelta(days=3)
+    return created + timedelta(days=1)
 
 
 def clusters(advert_id: int, nm_id: int) -> list[str]:
@@ -73,12 +91,39 @@ def clusters(advert_id: int, nm_id: int) -> list[str]:
     return [words[k], f"{words[k]} мужские", f"купить {words[(k + 1) % len(words)]}"]
 
 
+#: WB serves statistics of campaigns in these statuses only: finished, active, paused.
 STATS_STATUSES = frozenset({7, 9, 11})
+_FINISHED, _PAUSED = 7, 11
+#: fullstats' 400 when none of the ids has statistics in the window (WB's words and shape).
+NO_COMPANIES = "there are no companies with correct intervals"
+
+
+def _day(stamp: str | None) -> date | None:
+    # WB's campaign timestamps carry Moscow's offset: their date is WB's day.
+    return datetime.fromisoformat(stamp).date() if stamp else None
+
+
+def stats_days(data: SellerData, campaign: Row) -> list[date]:
+    """The history days a campaign has statistics for: from its start to its end, which is its
+    last update when it is paused or finished (the emulator's rule: pausing or finishing is its
+    last change), else its deletion; none outside ``STATS_STATUSES``."""
+    stamps = campaign["timestamps"]
+    first = _day(stamps.get("started"))
+    if campaign["status"] not in STATS_STATUSES or first is None:
+        return []
+    stopped = campaign["status"] in (_FINISHED, _PAUSED)
+    last = _day(stamps["updated"] if stopped else stamps["deleted"])
+    return [d for d in data.history_days if first <= d and (last is None or d <= last)]
+
+
+def has_stats(data: SellerData, campaign: Row, begin: date, end: date) -> bool:
+    """True when the campaign has statistics on a day of [begin, end]."""
+    return any(begin <= d <= end for d in stats_days(data, campaign))
 
 
 def advert_stats(data: SellerData, campaign: Row, begin: date, end: date) -> Row:
-    """Full stats of one campaign over [begin, end] ∩ the history days."""
-    days = [d for d in data.history_days if begin <= d <= end]
+    """Full stats of one campaign over [begin, end] ∩ the days it has statistics for."""
+    days = [d for d in stats_days(data, campaign) if begin <= d <= end]
     day_rows = [_stats_day(data, campaign, d) for d in days]
     total = _sum_metrics(day_rows)
     booster = [

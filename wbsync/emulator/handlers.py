@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from wbsync.emulator import reports
-from wbsync.emulator.adverts import STATS_STATUSES, advert_stats
+from wbsync.emulator.adverts import NO_COMPANIES, advert_stats, has_stats
 from wbsync.emulator.config import EmulatorConfig
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.replies import BadRequest, json_reply
@@ -190,7 +190,8 @@ async def adverts(call: Call) -> Response:
 
 
 async def fullstats(call: Call) -> Response:
-    """Full stats of up to 50 campaigns over at most 31 days."""
+    """Full stats of up to 50 campaigns over at most 31 days: those with statistics in the
+    window (statuses 7, 9, 11, within their life); none: WB's 400 "no companies"."""
     ids = _ids(call.query("ids"), "ids", 50)
     if not ids:
         raise BadRequest("ids is required")
@@ -204,8 +205,10 @@ async def fullstats(call: Call) -> Response:
     rows = [
         advert_stats(call.data, by_id[i], begin, end)
         for i in ids
-        if i in by_id and by_id[i]["status"] in STATS_STATUSES
+        if i in by_id and has_stats(call.data, by_id[i], begin, end)
     ]
+    if not rows:
+        return json_reply({"error": NO_COMPANIES}, status=400)
     return json_reply(rows)
 
 

@@ -7,13 +7,13 @@ import contextlib
 import logging
 import socket
 from collections.abc import AsyncIterator, Generator, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import uvicorn
 
 from wbsync.emulator.app import build_app
-from wbsync.emulator.config import EmulatorConfig, FaultRule, LimitOverride
+from wbsync.emulator.config import MOSCOW, EmulatorConfig, FaultRule, LimitOverride
 from wbsync.emulator.dataset import Row
 from wbsync.emulator.state import Counters, EmulatorState
 from wbsync.emulator.tokens import CATEGORY_BITS, LIFETIME, Kind, mint
@@ -83,13 +83,23 @@ class Emulator:
         *,
         bid_type: str | None = None,
         payment_type: str | None = None,
+        status: int | None = None,
+        updated: datetime | None = None,
     ) -> None:
-        """Change a campaign as its seller would in WB's portal (set-bids then follows it)."""
+        """Change a campaign as its seller would in WB's portal (set-bids then follows it):
+        pausing (11) or finishing (7) it at ``updated`` (Moscow wall time, its last change)
+        ends its statistics there."""
         change = self.state.seller(seller_id).campaign_edits.setdefault(advert_id, {})
         if bid_type is not None:
             change["bid_type"] = bid_type
         if payment_type is not None:
             change.setdefault("settings", {})["payment_type"] = payment_type
+        if status is not None:
+            change["status"] = status
+        if updated is not None:
+            wall = updated.astimezone(MOSCOW) if updated.tzinfo else updated
+            stamp = f"{wall.replace(tzinfo=None).isoformat()}+03:00"
+            change.setdefault("timestamps", {})["updated"] = stamp
 
     def disable(self, *methods: str) -> None:
         """Switch methods off as WB does (they answer 404 until ``enable``)."""

@@ -30,7 +30,7 @@ __all__ = [
 @dataclass
 class SellerState:
     """What a seller changed: bids (kopecks), price uploads, and campaigns changed in the
-    seller's portal (``Emulator.edit_campaign``: bid or payment type)."""
+    seller's portal (``Emulator.edit_campaign``: bid or payment type, status)."""
 
     bids: dict[tuple[int, int, str], int]
     prices: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -42,12 +42,14 @@ def seller_campaigns(data: SellerData, st: SellerState) -> list[Row]:
     """The seller's campaigns as WB shows them now (generated, then edited)."""
     out = []
     for camp in cached(data, "campaigns", adverts.campaigns):
-        change = st.campaign_edits.get(camp["id"])
-        if change:
-            settings = {**camp["settings"], **change.get("settings", {})}
-            camp = {**camp, **{k: v for k, v in change.items() if k != "settings"}}
-            camp["settings"] = settings
-        out.append(camp)
+        change = st.campaign_edits.get(camp["id"], {})
+        # Nested objects (settings, timestamps) change field by field.
+        out.append(
+            {
+                k: {**v, **change[k]} if isinstance(v, dict) and k in change else change.get(k, v)
+                for k, v in camp.items()
+            }
+        )
     return out
 
 
@@ -276,8 +278,8 @@ def _expected(
         begin, end = _dates(data, params, "begin", "end")
         return [
             adverts.advert_stats(data, c, begin, end)
-            for c in cached(data, "campaigns", adverts.campaigns)
-            if c["status"] in adverts.STATS_STATUSES
+            for c in seller_campaigns(data, st)
+            if adverts.has_stats(data, c, begin, end)
         ]
     if method == "promotion.get_bids":
         return [bid_row(key, kop) for key, kop in st.bids.items()]

@@ -1,35 +1,113 @@
-"""rnp-ads-sync: the advert list, then full stats of the campaigns in batches of 50 ids."""
+"""rnp-ads-sync: the advert list, then full stats of the campaigns WB keeps statistics for.
+
+WB serves full stats for campaigns in statuses 7, 9 and 11 only, 50 ids and 31 days a request,
+and refuses a request none of whose ids has statistics in the window (``methods.fullstats``
+reads that refusal as no rows). So the run asks only for those campaigns, each over the part of
+the stats window within its life as the list gives it (from its start to its deletion; a
+campaign never started has none), campaigns sharing a window asked together.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from datetime import timedelta
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import date, datetime, timedelta
+from typing import Any
 
+from wbsync import clock
 from wbsync.store.datasets import advert_stats_rows, dataset
-from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage
+from wbsync.syncs.base import Count, Cursor, CursorShape, Sync, SyncInput, SyncPage, Text, optional
 from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 
+Window = tuple[date, date]
+
+
+class StatsRun(CursorShape):
+    """The next ``count`` campaigns of the cursor's ids are asked for over [begin, end]."""
+
+    begin: Text
+    end: Text
+    count: Count
+
 
 class AdsCursor(CursorShape):
-    """The campaigns listed, and how many of them have their stats stored."""
+    """The campaigns to ask stats for, in order, over which windows, and how many are done.
+
+    Without ``runs`` (a cursor written before windows were kept) every id is asked for over
+    the run's whole stats window.
+    """
 
     ids: list[Count]
     done: Count
+    runs: list[StatsRun] = optional()
+
+
+def _wb_day(stamp: Any) -> date | None:
+    """The day at WB (Moscow) of a campaign timestamp; None when it cannot be read."""
+    try:
+        moment = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return None
+    return moment.astimezone(clock.WB_ZONE).date() if moment.tzinfo else moment.date()
+
+
+def campaign_window(campaign: Mapping[str, Any], window: Window) -> Window | None:
+    """The part of ``window`` within the campaign's life; None when WB has no statistics of it
+    there (a status WB serves none for, never started, or not alive in the window)."""
+    if campaign.get("status") not in methods.FULLSTATS_STATUSES:
+        return None
+    stamps = campaign.get("timestamps") or {}
+    if stamps.get("started") is None:
+        return None  # WB's list says null until the campaign is first launched
+    begin, end = window
+    started, deleted = _wb_day(stamps["started"]), _wb_day(stamps.get("deleted"))
+    first = max(begin, started) if started else begin
+    last = min(end, deleted) if deleted else end
+    return (first, last) if first <= last else None
+
+
+def plan(campaigns: list[dict[str, Any]], window: Window) -> Cursor:
+    """The cursor of a run's stats: campaigns with statistics, grouped by their windows."""
+    asks = sorted(
+        (found, c["id"]) for c in campaigns if (found := campaign_window(c, window)) is not None
+    )
+    runs: list[dict[str, Any]] = []
+    for (begin, end), _ in asks:
+        if runs and runs[-1]["begin"] == begin.isoformat() and runs[-1]["end"] == end.isoformat():
+            runs[-1]["count"] += 1
+        else:
+            runs.append({"begin": begin.isoformat(), "end": end.isoformat(), "count": 1})
+    return {"ids": [advert_id for _, advert_id in asks], "done": 0, "runs": runs}
+
+
+def _runs(cursor: Cursor, window: Window) -> Iterator[tuple[int, list[int], Window]]:
+    """(index of the first id, ids, window) of each run of the cursor."""
+    ids, start = list(cursor["ids"]), 0
+    runs = cursor.get("runs")
+    if runs is None:
+        runs = [{"begin": window[0].isoformat(), "end": window[1].isoformat(), "count": len(ids)}]
+    for run in runs:
+        asked = (date.fromisoformat(run["begin"]), date.fromisoformat(run["end"]))
+        yield start, ids[start : start + run["count"]], asked
+        start += run["count"]
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
-    """Campaigns (one page), then each batch's daily stats over the stats window."""
+    """Campaigns (one page), then each batch's daily stats within the stats window."""
+    window = (inp.today - timedelta(days=inp.options.stats_days - 1), inp.today)
     cursor = inp.cursor or {}
     if "ids" not in cursor:
         campaigns = await methods.adverts(inp.client)
-        cursor = {"ids": [c["id"] for c in campaigns], "done": 0}
+        cursor = plan(campaigns, window)
         yield SyncPage("adverts", campaigns, cursor)
-    ids, done = list(cursor["ids"]), int(cursor["done"])
-    begin = inp.today - timedelta(days=inp.options.stats_days - 1)
-    async for page in methods.fullstats(inp.client, ids=ids[done:], begin=begin, end=inp.today):
-        rows = [row for item in page.rows for row in advert_stats_rows(item)]
-        yield SyncPage("advert_stats", rows, {"ids": ids, "done": done + int(page.cursor)})
+    for start, ids, (begin, end) in _runs(cursor, window):
+        skip = max(0, int(cursor["done"]) - start)
+        if skip >= len(ids):
+            continue
+        async for page in methods.fullstats(inp.client, ids=ids[skip:], begin=begin, end=end):
+            rows = [row for item in page.rows for row in advert_stats_rows(item)]
+            cursor = {**cursor, "done": start + skip + int(page.cursor)}
+            yield SyncPage("advert_stats", rows, cursor)
 
 
 SYNC = Sync(

@@ -71,12 +71,17 @@ _ERRORS: dict[int, type[WbApiError]] = {
 
 @dataclass(frozen=True, slots=True)
 class WbReply:
-    """A successful reply: status, parsed JSON body (None when empty), WB's request id."""
+    """A successful reply: status, parsed JSON body (None when empty), WB's request id.
+
+    ``no_data``: WB refused with words its method declares as "nothing to return"
+    (``Endpoint.no_data``); the body is None and the status WB's (a 4xx).
+    """
 
     status: int
     data: Any
     request_id: str | None
     remaining: int | None
+    no_data: bool = False
 
 
 def _request_id(headers: Mapping[str, str], body: Any = None) -> str | None:
@@ -332,7 +337,10 @@ class WbClient:
     def _reply(self, ep: Endpoint, reply: HttpReply) -> WbReply:
         status, content = reply.status, reply.content
         if status >= 400:
-            raise self._refusal(ep, reply)
+            error = self._refusal(ep, reply)
+            if not ep.says_no_data(error):
+                raise error
+            return self._no_data(ep, reply, error)
         if not 200 <= status < 300:
             # A redirect is no answer: WB documents none, and a write sent there was not applied.
             what = f"WB answered {status} {reply.reason} instead of a result"
@@ -345,12 +353,28 @@ class WbClient:
                 # A page in place of JSON (a proxy's, a portal's): its text says whose.
                 words = body_text(reply.headers, content)
                 raise _unusable(ep, reply, "WB answered a body that is not JSON", words) from None
-        remaining = reply.headers.get("X-Ratelimit-Remaining")
         return WbReply(
             status=status,
             data=data,
             request_id=_request_id(reply.headers, data),
-            remaining=int(remaining) if remaining and remaining.isdigit() else None,
+            remaining=_remaining(reply.headers),
+        )
+
+    def _no_data(self, ep: Endpoint, reply: HttpReply, said: WbApiError) -> WbReply:
+        # WB's way of saying "nothing here" for this method: an answer, not a failure.
+        log.info(
+            "cabinet %s: %s has no data (%d, WB said %r)",
+            self.cabinet,
+            ep.name,
+            said.status,
+            said.words,
+        )
+        return WbReply(
+            status=reply.status,
+            data=None,
+            request_id=said.request_id,
+            remaining=_remaining(reply.headers),
+            no_data=True,
         )
 
     def _refusal(self, ep: Endpoint, reply: HttpReply) -> WbApiError:
@@ -383,6 +407,11 @@ class WbClient:
         self._stops.stop(base, error)
         log.error("cabinet %s: %s", self.cabinet, error)
         return error
+
+
+def _remaining(headers: Mapping[str, str]) -> int | None:
+    remaining = headers.get("X-Ratelimit-Remaining")
+    return int(remaining) if remaining and remaining.isdigit() else None
 
 
 def _unusable(ep: Endpoint, reply: HttpReply, what: str, words: str | None) -> WbApiError:

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from wbsync.errors import TokenError
+from wbsync.errors import TokenError, WbApiError
 from wbsync.limit_overrides import ALL_TOKEN_TYPES, LimitOverride
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.scope import Limit
@@ -35,6 +35,7 @@ __all__ = [
     "ENDPOINTS",
     "FINANCE",
     "FINANCE_DETAILED_REPORT",
+    "FULLSTATS_NO_COMPANIES",
     "GROUPS",
     "PRICES",
     "PRICES_GOODS_LIST",
@@ -51,6 +52,7 @@ __all__ = [
     "TARIFFS",
     "TARIFFS_ACCEPTANCE_COEFFICIENTS",
     "Endpoint",
+    "NoData",
     "Section",
     "TypeLimits",
     "base_url",
@@ -124,11 +126,27 @@ _HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
+class NoData:
+    """A refusal of WB's that means "nothing to return", not "you asked wrongly": known by its
+    status and WB's words in it (matched in any case, anywhere in what WB said)."""
+
+    status: int
+    words: str
+
+    def matches(self, error: WbApiError) -> bool:
+        """True when ``error`` is this refusal."""
+        said = (error.words or "").casefold()
+        return error.status == self.status and self.words.casefold() in said
+
+
+@dataclass(frozen=True, slots=True)
 class Endpoint:
     """One WB method: its name, where it is, its budget group, category and limits.
 
     ``group`` names the budget the method spends (WB counts some methods together: all of
     Prices and Discounts is one); methods in one group must declare the same limits.
+    ``no_data``: the refusals WB gives for "nothing to return" (docs/design.md, "No data is not
+    a failure"); the client answers them as an empty reply, every other 4xx is an error.
     """
 
     name: str
@@ -139,6 +157,7 @@ class Endpoint:
     category: Category | None
     limits: TypeLimits
     writes: bool = False
+    no_data: tuple[NoData, ...] = ()
 
     @property
     def host_prefix(self) -> str:
@@ -150,6 +169,10 @@ class Endpoint:
         yield from self.section.claims()
         yield Claim(ENDPOINTS, self.name, self)
         yield Claim(GROUPS, self.group, self.limits)
+
+    def says_no_data(self, error: WbApiError) -> bool:
+        """True when ``error`` is WB saying this method has nothing to return."""
+        return any(rule.matches(error) for rule in self.no_data)
 
     def allows(self, token_type: TokenType) -> bool:
         """True when WB lets ``token_type`` call this method."""
@@ -240,8 +263,9 @@ def _ep(
     *,
     group: str | None = None,
     writes: bool = False,
+    no_data: tuple[NoData, ...] = (),
 ) -> Endpoint:
-    return Endpoint(name, section, method, path, group or name, category, limits, writes)
+    return Endpoint(name, section, method, path, group or name, category, limits, writes, no_data)
 
 
 _PRICES = _limits(6.0, 10, 5, Limit(_HOUR, 4, 1))
@@ -278,6 +302,10 @@ PROMOTION_ADVERTS = _ep(
     Category.PROMOTION,
     _limits(1.0, 5, 5, Limit(_HOUR, 1, 1)),
 )
+#: fullstats' answer when none of the ids has statistics in the window (a paused or finished
+#: campaign's, for example): 400 ``{"error": "there are no companies with correct intervals"}``.
+FULLSTATS_NO_COMPANIES = NoData(400, "there are no companies with correct intervals")
+
 PROMOTION_FULLSTATS = _ep(
     "promotion.fullstats",
     PROMOTION,
@@ -285,6 +313,7 @@ PROMOTION_FULLSTATS = _ep(
     "/adv/v3/fullstats",
     Category.PROMOTION,
     _limits(_MIN, 3, 1, Limit(_HOUR, 1, 1)),
+    no_data=(FULLSTATS_NO_COMPANIES,),
 )
 PROMOTION_GET_BIDS = _ep(
     "promotion.get_bids",

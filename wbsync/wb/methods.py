@@ -24,6 +24,7 @@ from wbsync.wb.paging import (
 )
 
 __all__ = [
+    "FULLSTATS_STATUSES",
     "Page",
     "acceptance_coefficients",
     "adverts",
@@ -141,10 +142,16 @@ async def adverts(
     return out
 
 
+#: The campaign statuses WB documents full stats for: 7 finished, 9 active, 11 paused.
+FULLSTATS_STATUSES = frozenset({7, 9, 11})
+
+
 def fullstats(
     client: WbClient, *, ids: Sequence[int], begin: date, end: date
 ) -> AsyncIterator[Page]:
-    """Full stats of ``ids`` in batches of 50; the cursor is how many ids are done."""
+    """Full stats of ``ids`` (campaigns in ``FULLSTATS_STATUSES``) over [begin, end] (WB's days,
+    at most 31), in batches of 50; the cursor is how many ids are done. A batch none of whose
+    ids has statistics in the window is an empty page (``eps.FULLSTATS_NO_COMPANIES``)."""
     ep = eps.PROMOTION_FULLSTATS
 
     async def fetch(batch: Sequence[int]) -> list[Row]:

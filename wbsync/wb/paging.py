@@ -65,12 +65,13 @@ def bad_reply(reply: WbReply, ep: Endpoint, what: str) -> WbBadResponseError:
 
 
 def rows_at(reply: WbReply, ep: Endpoint, *path: str) -> list[Row]:
-    """The list of objects at ``path`` (keys into nested objects) of ``reply``'s body; a 204 is
-    an empty list; anything else is an unusable reply (:func:`bad_reply`) naming where."""
+    """The list of objects at ``path`` (keys into nested objects) of ``reply``'s body; a 204 or
+    WB's "no data" refusal (``WbReply.no_data``) is an empty list; anything else is an unusable
+    reply (:func:`bad_reply`) naming where."""
     data = reply.data
     for key in path:
         data = data.get(key) if isinstance(data, dict) else None
-    if data is None and reply.status == 204:
+    if data is None and (reply.status == 204 or reply.no_data):
         return []
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise bad_reply(reply, ep, f"expected a list of objects at {'.'.join(path) or 'body'}")
