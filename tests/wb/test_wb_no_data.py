@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.support.wb import ANCHOR, SELLER_A
+from wbsync.emulator.config import FaultRule
 from wbsync.emulator.server import Emulator
 from wbsync.errors import WbRequestError
 from wbsync.wb import endpoints as eps
@@ -67,3 +68,18 @@ async def test_a_window_wb_refuses_is_still_an_error(
                 pass
     assert refused.value.status == 400
     assert not eps.PROMOTION_FULLSTATS.says_no_data(refused.value)
+
+
+async def test_the_no_data_rule_is_known_by_wbs_words_only(
+    emulator: Emulator, client_factory: Callable[..., WbClient]
+) -> None:
+    ep = eps.PROMOTION_FULLSTATS
+    params = {"ids": "1", "beginDate": ANCHOR.isoformat(), "endDate": ANCHOR.isoformat()}
+    said = "There are no companies with correct intervals"  # WB's words, in any case
+    emulator.set_faults([FaultRule(kind="refuse", status=400, shape="error", words=said)])  # type: ignore[arg-type]
+    async with client_factory() as client:
+        reply = await client.call(ep, params=params)
+        assert reply.no_data and reply.status == 400 and reply.data is None
+        emulator.set_faults([FaultRule(kind="refuse", status=400, shape="error", words="bad ids")])  # type: ignore[arg-type]
+        with pytest.raises(WbRequestError, match="bad ids"):
+            await client.call(ep, params=params)
