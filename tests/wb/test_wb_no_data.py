@@ -76,10 +76,10 @@ async def test_the_no_data_rule_is_known_by_wbs_words_only(
     ep = eps.PROMOTION_FULLSTATS
     params = {"ids": "1", "beginDate": ANCHOR.isoformat(), "endDate": ANCHOR.isoformat()}
     said = "There are no companies with correct intervals"  # WB's words, in any case
-    emulator.set_faults([FaultRule(kind="refuse", status=400, shape="error", words=said)])  # type: ignore[arg-type]
+    emulator.set_faults([FaultRule(kind="refuse", status=400, shape="error", words=said)])
     async with client_factory() as client:
         reply = await client.call(ep, params=params)
         assert reply.no_data and reply.status == 400 and reply.data is None
-        emulator.set_faults([FaultRule(kind="refuse", status=400, shape="error", words="bad ids")])  # type: ignore[arg-type]
+        emulator.set_faults([FaultRule(kind="refuse", status=400, shape="error", words="bad ids")])
         with pytest.raises(WbRequestError, match="bad ids"):
             await client.call(ep, params=params)
