@@ -37,7 +37,7 @@ from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 
 from wbsync import keys
-from wbsync.clock import today
+from wbsync.clock import wb_today
 from wbsync.errors import ConfigError
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.model import Outcome
@@ -118,7 +118,7 @@ async def record(runtime: Runtime, cabinet: Cabinet, sync: Sync) -> Recording:
                 store=runtime.store,
                 cabinet_id=cabinet.id,
                 cursor=None,
-                today=today(),
+                today=wb_today(),
             )
             await run_sync(sync, inp, on_page=on_page)
     return out

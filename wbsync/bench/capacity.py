@@ -65,7 +65,7 @@ from wbsync.bench.capacity_lag import (
 from wbsync.bench.common import fresh_database, syncs, table
 from wbsync.bench.processes import RedisUnderTest, WorkerProcesses, redis_under_test, seller_id
 from wbsync.bench.upstream import EmulatorProcess
-from wbsync.clock import today
+from wbsync.clock import wb_today
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.errors import ConfigError
@@ -314,7 +314,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     params = params or Params()
     config = EmulatorConfig(
         time_scale=params.time_scale,
-        anchor_date=today(),
+        anchor_date=wb_today(),
         latency=ReplyLatency(median_ms=params.latency_ms),
         serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )

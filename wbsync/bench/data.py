@@ -30,7 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from wbsync.bench.common import fresh_database, table, unique_prefix
-from wbsync.clock import monotonic, today
+from wbsync.clock import monotonic, wb_today
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, running_emulator
 from wbsync.registry import BUILTIN
@@ -72,7 +72,7 @@ async def _one_sync(runtime: Runtime, name: str, cabinets: list[Cabinet]) -> dic
     async def one(cabinet: Cabinet) -> tuple[int, int]:
         cursor = await store.cursors.get(cabinet.id, name) if sync.incremental else None
         inp = SyncInput(
-            runtime.client(cabinet), store, cabinet.id, cursor, today(), runtime.sync_options
+            runtime.client(cabinet), store, cabinet.id, cursor, wb_today(), runtime.sync_options
         )
         totals = await run_sync(sync, inp, on_page=counted)
         return totals.rows, totals.tombstoned
@@ -143,7 +143,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wbsync-data-") as tmp:
         emulator = EmulatorConfig(
             time_scale=params.time_scale,
-            anchor_date=today(),
+            anchor_date=wb_today(),
             serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
         )
         async with (

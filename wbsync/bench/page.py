@@ -51,7 +51,7 @@ from wbsync.bench.processes import (
     threads_cpu_s,
 )
 from wbsync.bench.upstream import EmulatorProcess
-from wbsync.clock import today
+from wbsync.clock import wb_today
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
 from wbsync.jobs.leader import FanOutLeases
@@ -325,7 +325,9 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     """Every database in turn; per sync, wbsync and every bare variant, interleaved."""
     params = params or Params()
     # Every sync runs, the booking monitor's too (WB documents its method as disabled).
-    config = EmulatorConfig(time_scale=TIME_SCALE, anchor_date=today(), serve_disabled_in_docs=True)
+    config = EmulatorConfig(
+        time_scale=TIME_SCALE, anchor_date=wb_today(), serve_disabled_in_docs=True
+    )
     results = []
     with tempfile.TemporaryDirectory(prefix="wbsync-page-") as tmp:
         async with EmulatorProcess(config) as emu:

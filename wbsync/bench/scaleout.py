@@ -47,7 +47,7 @@ from wbsync.bench.processes import (
     seller_id,
 )
 from wbsync.bench.upstream import EmulatorProcess
-from wbsync.clock import today
+from wbsync.clock import wb_today
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS
@@ -324,7 +324,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     configs = [c for c in params.configs if c[0] not in skipped]
     emulator = EmulatorConfig(
         time_scale=params.time_scale,
-        anchor_date=today(),
+        anchor_date=wb_today(),
         grace_ms=params.grace_ms,
         latency=ReplyLatency(median_ms=params.latency_ms, sigma=params.latency_sigma),
         serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
