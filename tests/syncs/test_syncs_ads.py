@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
-from wbsync.syncs import SYNCS
+from tests.support.limiter import LimiterFactory
+from tests.support.wb import ANCHOR, SELLER_A
+from wbsync.config import Settings
+from wbsync.emulator.server import Emulator
+from wbsync.runtime import client_options
+from wbsync.store import Store
+from wbsync.syncs import SYNCS, SyncInput, SyncOptions
 from wbsync.syncs.ads import campaign_window, plan
+from wbsync.wb.client import WbClient
 
 WINDOW = (date(2026, 12, 1), date(2026, 12, 7))
 FOREVER = "2100-01-01T00:00:00+03:00"
@@ -65,3 +72,40 @@ def test_campaigns_sharing_a_window_are_asked_together() -> None:
     SYNCS["rnp-ads-sync"].check_cursor(cursor)
     # A cursor written before windows were kept is still one of its shape.
     SYNCS["rnp-ads-sync"].check_cursor({"ids": [10, 40], "done": 1})
+
+
+async def test_a_resumed_run_asks_only_the_campaigns_left_over_their_own_window(
+    emulator: Emulator, store: Store, limiter_factory: LimiterFactory
+) -> None:
+    asked = [c for c in emulator.expected(SELLER_A, "promotion.adverts") if c["status"] == 9]
+    first, last = (c["id"] for c in asked[:2])
+    cursor = {
+        "ids": [first, last],
+        "done": 1,
+        "runs": [
+            {
+                "begin": (ANCHOR - timedelta(days=6)).isoformat(),
+                "end": ANCHOR.isoformat(),
+                "count": 1,
+            },
+            {
+                "begin": (ANCHOR - timedelta(days=1)).isoformat(),
+                "end": ANCHOR.isoformat(),
+                "count": 1,
+            },
+        ],
+    }
+    cabinet = await store.cabinets.add("shop", emulator.token(SELLER_A), SELLER_A)
+    scale = emulator.config.time_scale
+    settings = Settings(wb_base_url=emulator.base_url, time_scale=scale)
+    async with WbClient(
+        "shop",
+        emulator.token(SELLER_A),
+        limiter_factory(time_scale=scale),
+        options=client_options(settings),
+    ) as client:
+        inp = SyncInput(client, store, cabinet.id, cursor, ANCHOR, SyncOptions())
+        pages = [page async for page in SYNCS["rnp-ads-sync"].pages(inp)]
+    assert [p.cursor["done"] for p in pages] == [2]
+    stored = {(r["advertId"], r["date"][:10]) for r in pages[0].rows}
+    assert stored == {(last, (ANCHOR - timedelta(days=d)).isoformat()) for d in (0, 1)}
