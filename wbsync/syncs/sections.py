@@ -39,6 +39,7 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
     Each dataset's cursor is the next ``dateFrom`` and the natural keys already pulled at that
     boundary (``<dataset>_seen``), so the overlap WB's paging needs is never stored twice.
     """
+    # Moscow wall time, as WB reads dateFrom (and writes lastChangeDate): today is WB's.
     start = datetime.combine(inp.today - timedelta(days=inp.options.lookback_days), time())
     cursor = {"phase": "orders", "orders_from": start.isoformat(), "sales_from": start.isoformat()}
     cursor.update(inp.cursor or {})
