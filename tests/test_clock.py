@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from tests.support.calendar import reading
 from tests.support.waiting import wait_for
 from wbsync import clock
 from wbsync.config import Settings
@@ -75,3 +76,12 @@ def test_the_setting_and_the_emulator_option_take_an_aware_instant() -> None:
         time_scale=0.00001,
     )
     assert moving.today() >= datetime.now(UTC).date() + timedelta(days=3)
+
+
+@pytest.mark.parametrize(("hour", "ahead"), [(0, 0), (20, 0), (21, 1), (23, 1)])
+def test_wb_today_is_moscows_date_and_ours_stays_utc(hour: int, ahead: int) -> None:
+    still = reading(datetime(2026, 12, 5, hour, 59, tzinfo=UTC))
+    clock.set_calendar(still.origin, still.time_scale)
+    assert clock.wb_today() == date(2026, 12, 5) + timedelta(days=ahead)
+    assert clock.today() == date(2026, 12, 5)
+    assert clock.wb_now().utcoffset() == timedelta(hours=3)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.support.calendar import reading
 from tests.support.wb import SELLER_A, SELLER_B
+from wbsync import clock
 from wbsync.emulator import EmulatorConfig, expected_rows
 from wbsync.emulator.cli_support import issue_token, load_config
 from wbsync.emulator.tokens import Kind
@@ -61,3 +64,15 @@ def test_issued_tokens_verify_with_the_emulators_key() -> None:
     assert token.categories == {Category.CONTENT, Category.PRICES}
     with pytest.raises(ValueError, match="unknown token category"):
         issue_token(seller=SELLER_A, categories="contnet")
+
+
+def test_the_emulators_today_is_moscows_date() -> None:
+    evening = datetime(2026, 12, 5, 21, 30, tzinfo=UTC)  # 00:30 on the 6th in Moscow
+    still = reading(evening)
+    on_calendar = EmulatorConfig(calendar_origin=still.origin, time_scale=still.time_scale)
+    assert on_calendar.today() == date(2026, 12, 6)
+    clock.set_calendar(still.origin, still.time_scale)
+    try:
+        assert EmulatorConfig().anchor_date == date(2026, 12, 6)  # the default: WB's today
+    finally:
+        clock.set_calendar(None)

@@ -3,12 +3,12 @@ dated method still succeeds; a window computed from the UTC date is refused."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.support.calendar import reading
 from tests.support.limiter import LimiterFactory
 from wbsync import clock
 from wbsync.config import Settings
@@ -24,8 +24,6 @@ from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 
 SCALE = 0.001  # WB's limits: a minute is 60 ms
-#: A calendar this slow stands still for the length of a test (a calendar second per ~11 days).
-STILL = 1e6
 SELLER = "7a1c2e3f-4b5d-4e6f-8a9b-0c1d2e3f4a5b"
 EVENING = datetime(2026, 12, 5, 21, 30, tzinfo=UTC)  # 00:30 on the 6th in Moscow
 MIDNIGHT = datetime(2026, 12, 5, 23, 59, tzinfo=UTC)  # 02:59 on the 6th in Moscow
@@ -33,20 +31,12 @@ DATED = ["rnp-finance-sync", "rnp-sections-sync", "rnp-ads-sync", "digitization-
 OPTIONS = SyncOptions()
 
 
-def reading(moment: datetime, time_scale: float) -> clock.Calendar:
-    """A calendar of ``time_scale`` that reads ``moment`` now: its origin is where the scaled
-    line through (now, moment) meets real time."""
-    now = time.time()
-    origin_s = (time_scale * moment.timestamp() - now) / (time_scale - 1)
-    return clock.Calendar(datetime.fromtimestamp(origin_s, tz=UTC), time_scale)
-
-
 @pytest.fixture(params=[EVENING, MIDNIGHT], ids=["21:30Z", "23:59Z"])
 def moment(request: pytest.FixtureRequest) -> Iterator[datetime]:
     """This process's calendar (the client's, and the in-process emulator's default today)
     standing at a late UTC hour; real again afterwards."""
     at: datetime = request.param
-    still = reading(at, STILL)
+    still = reading(at)
     clock.set_calendar(still.origin, still.time_scale)
     yield at
     clock.set_calendar(None)
@@ -58,24 +48,6 @@ async def emulator(moment: datetime) -> AsyncIterator[Emulator]:
     config = EmulatorConfig(time_scale=SCALE, sizes=SellerSizes(products=30, campaigns=8))
     async with running_emulator(config) as emu:
         yield emu
-
-
-def test_wb_today_is_moscows_date() -> None:
-    for hour, ahead in [(0, 0), (20, 0), (21, 1), (23, 1)]:
-        still = reading(datetime(2026, 12, 5, hour, 59, tzinfo=UTC), STILL)
-        clock.set_calendar(still.origin, still.time_scale)
-        try:
-            assert clock.wb_today() == date(2026, 12, 5) + timedelta(days=ahead)
-            assert clock.today() == date(2026, 12, 5)  # ours stays UTC
-            assert clock.wb_now().utcoffset() == timedelta(hours=3)
-        finally:
-            clock.set_calendar(None)
-
-
-def test_the_emulators_today_is_moscows_date_on_its_calendar() -> None:
-    still = reading(EVENING, STILL)
-    config = EmulatorConfig(calendar_origin=still.origin, time_scale=still.time_scale)
-    assert config.today() == date(2026, 12, 6)
 
 
 async def test_every_dated_method_succeeds_late_in_the_utc_evening(
