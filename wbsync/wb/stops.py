@@ -20,7 +20,7 @@ __all__ = ["SectionStops", "is_path_not_found"]
 # WB's gateway says "path not found"; a web server that is not WB (a wrong base URL pointing
 # elsewhere) says "Not Found", "404 page not found" or the like, and nothing else.
 _PATH_NOT_FOUND = re.compile(r"(?i)\bpath not found\b")
-_BARE_NOT_FOUND = re.compile(r"(?i)^\W*(404\W*)?(page\s+|file\s+)?not\s+found\W*(nginx)?\W*$")
+_BARE_NOT_FOUND = re.compile(r"(?i)^(?:\W*(?:404|page|file|not\s+found|nginx)\b)+\W*$")
 
 
 def is_path_not_found(words: str | None) -> bool:
@@ -28,7 +28,8 @@ def is_path_not_found(words: str | None) -> bool:
     "Not Found" page); False for WB switching a method off, or words we do not know."""
     if not words:
         return False
-    return bool(_PATH_NOT_FOUND.search(words) or _BARE_NOT_FOUND.match(words))
+    bare = _BARE_NOT_FOUND.match(words) and "not found" in words.lower()
+    return bool(_PATH_NOT_FOUND.search(words) or bare)
 
 
 @dataclass(frozen=True, slots=True)
