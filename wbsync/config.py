@@ -181,11 +181,14 @@ class Settings(BaseSettings):
     )
     wb_base_url: str | None = Field(
         default=None,
-        description="One base URL for every WB section (e.g. the emulator); unset = WB's hosts.",
+        description="One base URL for every WB section (e.g. the emulator); unset = WB's hosts. "
+        "A WB section's own host (<prefix>.wildberries.ru) serves that section only: given here "
+        "for others, the start is refused.",
     )
     wb_base_urls: dict[str, str] = Field(
         default_factory=dict,
-        description='Per-section base URLs, JSON: {"finance": "https://..."}; beats wb_base_url.',
+        description='Per-section base URLs, JSON: {"finance": "https://..."}; beats wb_base_url. '
+        "A WB host given for another section than its own refuses the start.",
     )
     wb_sandbox_base_url: str | None = Field(
         default=None,

@@ -20,6 +20,8 @@ from wbsync.redis_client import url_problem
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS
 from wbsync.wb.endpoints import ENDPOINTS, GROUPS, SECTIONS, group_token_types
+from wbsync.wb.hosts import base_url_problems
+from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import TokenType
 
 __all__ = ["check", "load_settings", "start"]
@@ -65,6 +67,15 @@ def check(settings: Settings) -> list[str]:
     problem = _override_problem(settings)
     if problem:
         problems.append(f"WBSYNC_LIMIT_OVERRIDES: {problem}")
+    # A WB host given for a section it does not serve: every request would be "path not found".
+    # (Hosts built here, not by wbsync.runtime.wb_hosts: every command starts here, and the
+    # runtime's imports, the job queue's among them, are not every command's.)
+    hosts = Hosts(
+        base_url=settings.wb_base_url,
+        base_urls=settings.wb_base_urls,
+        sandbox_base_url=settings.wb_sandbox_base_url,
+    )
+    problems += base_url_problems(hosts)
     return problems
 
 

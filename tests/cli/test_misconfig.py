@@ -133,6 +133,23 @@ CASES = [
         {"WBSYNC_REDIS_ULR": REDIS},
     ),
     Case(
+        "one section's WB host as the base URL of every section",
+        RUN,
+        (
+            "WBSYNC_WB_BASE_URL: https://finance-api.wildberries.ru is WB's host of the finance "
+            "section only; it cannot serve statistics, promotion",
+            "WBSYNC_WB_BASE_URLS",
+            "leave WBSYNC_WB_BASE_URL unset",
+        ),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_WB_BASE_URL": "https://finance-api.wildberries.ru"},
+    ),
+    Case(
+        "a WB host given for another section",
+        ("demo", "--json"),
+        ('WBSYNC_WB_BASE_URLS["statistics"]: https://advert-api.wildberries.ru',),
+        {"WBSYNC_WB_BASE_URLS": '{"statistics": "https://advert-api.wildberries.ru"}'},
+    ),
+    Case(
         "no secret key with cabinets stored",
         RUN,
         ("WBSYNC_SECRET_KEY: not set", "1 cabinet"),
@@ -209,6 +226,8 @@ def _run(case: Case, cwd: Path, places: dict[str, str]) -> Outcome:
     # Stock wbsync: no installed plugin (the example, under `make test`) is loaded; plugins'
     # own refusals are tests/test_plugins.py's.
     stock = {"PATH": os.environ["PATH"], "WBSYNC_PLUGINS": "[]"}
+    if "PYTHONPATH" in os.environ:  # the wbsync under test, when it is not the installed one
+        stock["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env = stock | {k: _fill(v, places) for k, v in case.env.items()}
     done = subprocess.run(
         [sys.executable, "-m", "wbsync", *case.argv],

@@ -156,6 +156,7 @@ def _wb_problem(exc: WbApiError) -> Problem:
         "wb_method": exc.method,
         "wb_status": exc.status,
         "wb_request_id": exc.request_id,
+        "wb_words": exc.words,
     }
     if isinstance(exc, WbRateLimitedError):
         return Problem(

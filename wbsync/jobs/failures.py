@@ -17,7 +17,12 @@
 * **A method WB has switched off** (``WbMethodDisabledError``) defers the job by
   ``disabled_retry_ms``: one request (or none, when configured off) per cabinet per interval,
   one WARNING each, and the queue neither fails nor hammers WB.
+* **A URL WB does not serve** (``WbPathNotFoundError``, 404 "path not found": a base URL
+  setting is wrong) fails the job at once, whatever attempts are left: no retry can fix a
+  setting, and the client has already stopped the section in the process.
 * Anything else (WB refused the request, a token error, a bug) spends a BullMQ attempt.
+
+Every failure reason is the error's message, so WB's words travel with it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from wbsync.errors import (
     WbApiError,
     WbBadResponseError,
     WbMethodDisabledError,
+    WbPathNotFoundError,
     WbServerError,
     WbTransportError,
 )
@@ -138,6 +144,9 @@ class FailurePolicy:
             raise _failed_for_good(job, exc) from exc
         except JobLockLostError:
             raise
+        except WbPathNotFoundError as exc:
+            log.error("job %s failed for good: %s", job.id, exc)
+            raise JobFailedForGood(str(exc)) from exc
         except _UPSTREAM as exc:
             try:
                 budget.spend(exc)  # an unusable reply found outside the client counts here

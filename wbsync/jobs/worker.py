@@ -210,8 +210,9 @@ class SyncWorker:
             except MalformedJobError as exc:  # found by the processor: as final as ours
                 log.error("job %s of %s is malformed and fails: %s", handle.id, self.name, exc)
                 raise bullmq.UnrecoverableError(str(exc)) from None
-            except Exception:
-                log.exception("job %s failed", handle.id)
+            except Exception as exc:
+                # The reason in the line itself (WB's words included), not only in the trace.
+                log.exception("job %s failed: %s", handle.id, exc)
                 raise
             finally:
                 JOB_DURATION.labels(self.name, outcome).observe(clock.monotonic() - started)

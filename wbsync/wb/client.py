@@ -8,7 +8,9 @@ back through ``acquire``, which may sleep, or raise ``RateLimitDeferred`` inside
 signal, like ``RateLimitExceeded``, passes through untouched. Transport errors and 5xx are
 retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
 to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
-this call and its deferrals. The token never appears in a log line, an exception or a repr.
+this call and its deferrals. Every error carries WB's words, whatever their shape (``words.py``);
+a 404 "path not found" stops the section in the process (``stops.py``). The token never appears
+in a log line, an exception or a repr.
 
 Bounds of one HTTP exchange (``http.py``, on the process's shared connection pool): it must
 finish, last body byte included, within ``request_deadline_s`` (a reply trickling past it is a
@@ -131,6 +133,7 @@ class WbClient:
         self._token = (
             token if isinstance(token, WbToken) else parse_token(token, cabinet=cabinet_name)
         )
+        self._sandbox = self._token.type is TokenType.TEST
         self._limiter = limiter
         self._feedback = Feedback(limiter, cabinet=cabinet_name)
         # Given by whoever composes the application: the client never reads the environment.
@@ -274,10 +277,6 @@ class WbClient:
         # Test tokens work only on WB's sandbox hosts (check_token refused sections without one).
         return base_url(ep.section, self._options.hosts, sandbox=self._sandbox)
 
-    @property
-    def _sandbox(self) -> bool:
-        return self._token.type is TokenType.TEST
-
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:
             raise error
@@ -391,20 +390,8 @@ class WbClient:
     def _path_not_found(
         self, ep: Endpoint, request_id: str | None, words: str | None
     ) -> WbPathNotFoundError:
-        base, url = self._base(ep), self._url(ep)
         setting = base_url_setting(ep.section, self._options.hosts, sandbox=self._sandbox)
-        error = WbPathNotFoundError(
-            f"{url} was not found (404 path not found): the {ep.section.name} section's base "
-            f"URL {base} is wrong; fix {setting}; the section's requests stop in this process",
-            url=url,
-            section=ep.section.name,
-            setting=setting,
-            method=ep.name,
-            status=404,
-            request_id=request_id,
-            words=words,
-        )
-        self._stops.stop(base, error)
+        error = self._stops.misrouted(ep, self._base(ep), setting, request_id, words)
         log.error("cabinet %s: %s", self.cabinet, error)
         return error
 

@@ -14,13 +14,14 @@ import re
 from dataclasses import dataclass
 
 from wbsync.errors import WbPathNotFoundError
+from wbsync.wb.endpoints import Endpoint
 
 __all__ = ["SectionStops", "is_path_not_found"]
 
 # WB's gateway says "path not found"; a web server that is not WB (a wrong base URL pointing
 # elsewhere) says "Not Found", "404 page not found" or the like, and nothing else.
 _PATH_NOT_FOUND = re.compile(r"(?i)\bpath not found\b")
-_BARE_NOT_FOUND = re.compile(r"(?i)^\W*(404\W*)?(page\s+|file\s+)?not\s+found\W*(nginx)?\W*$")
+_BARE_NOT_FOUND = re.compile(r"(?i)^(?:\W*(?:404|page|file|not\s+found|nginx)\b)+\W*$")
 
 
 def is_path_not_found(words: str | None) -> bool:
@@ -28,7 +29,8 @@ def is_path_not_found(words: str | None) -> bool:
     "Not Found" page); False for WB switching a method off, or words we do not know."""
     if not words:
         return False
-    return bool(_PATH_NOT_FOUND.search(words) or _BARE_NOT_FOUND.match(words))
+    bare = _BARE_NOT_FOUND.match(words) and "not found" in words.lower()
+    return bool(_PATH_NOT_FOUND.search(words) or bare)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +49,25 @@ class SectionStops:
     def __init__(self) -> None:
         self._stopped: dict[_Key, WbPathNotFoundError] = {}
 
-    def stop(self, base_url: str, error: WbPathNotFoundError) -> None:
-        """Stop ``error.section`` at ``base_url``: the first stop is the one kept."""
-        self._stopped.setdefault(_Key(error.section, base_url), error)
+    def misrouted(
+        self, ep: Endpoint, base_url: str, setting: str, request_id: str | None, words: str | None
+    ) -> WbPathNotFoundError:
+        """The error of a 404 "path not found" on ``ep`` at ``base_url`` (``setting`` to fix);
+        ``ep``'s section at ``base_url`` stops (the first stop is the one kept)."""
+        url, section, method = base_url + ep.path, ep.section.name, ep.name
+        error = WbPathNotFoundError(
+            f"{url} was not found (404 path not found): the {section} section's base URL "
+            f"{base_url} is wrong; fix {setting}; the section's requests stop in this process",
+            url=url,
+            section=section,
+            setting=setting,
+            method=method,
+            status=404,
+            request_id=request_id,
+            words=words,
+        )
+        self._stopped.setdefault(_Key(section, base_url), error)
+        return error
 
     def check(self, section: str, base_url: str, *, method: str) -> None:
         """Raise ``WbPathNotFoundError`` (nothing sent) when ``section`` at ``base_url`` is
