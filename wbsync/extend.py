@@ -53,7 +53,15 @@ from wbsync.syncs.base import (
     optional,
 )
 from wbsync.wb.client import WbClient, WbReply
-from wbsync.wb.endpoints import ENDPOINTS, GROUPS, SECTIONS, Endpoint, Section, TypeLimits
+from wbsync.wb.endpoints import (
+    ENDPOINTS,
+    GROUPS,
+    SECTIONS,
+    Endpoint,
+    NoData,
+    Section,
+    TypeLimits,
+)
 from wbsync.wb.paging import (
     Page,
     Row,
@@ -86,6 +94,7 @@ __all__ = [
     "KeyField",
     "KeyKind",
     "Limit",
+    "NoData",
     "Page",
     "RateLimitDeferred",
     "Registrar",
