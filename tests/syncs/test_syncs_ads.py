@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
+import pytest
+
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import ANCHOR, SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
+from wbsync.errors import MalformedJobError
 from wbsync.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, SyncInput, SyncOptions
@@ -72,6 +75,9 @@ def test_campaigns_sharing_a_window_are_asked_together() -> None:
     SYNCS["rnp-ads-sync"].check_cursor(cursor)
     # A cursor written before windows were kept is still one of its shape.
     SYNCS["rnp-ads-sync"].check_cursor({"ids": [10, 40], "done": 1})
+    bad = {**cursor, "runs": [{"begin": "yesterday", "end": "2026-12-07", "count": 4}]}
+    with pytest.raises(MalformedJobError, match=r"cursor field runs\.0\.begin"):
+        SYNCS["rnp-ads-sync"].check_cursor(bad)
 
 
 async def test_a_resumed_run_asks_only_the_campaigns_left_over_their_own_window(

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from wbsync import clock
 from wbsync.store.datasets import advert_stats_rows, dataset
@@ -22,11 +24,20 @@ from wbsync.wb import methods
 Window = tuple[date, date]
 
 
+def _iso_day(text: str) -> str:
+    date.fromisoformat(text)  # ValueError: "Invalid isoformat string" names the value
+    return text
+
+
+#: A day at WB, as an ISO date.
+Day = Annotated[Text, AfterValidator(_iso_day)]
+
+
 class StatsRun(CursorShape):
     """The next ``count`` campaigns of the cursor's ids are asked for over [begin, end]."""
 
-    begin: Text
-    end: Text
+    begin: Day
+    end: Day
     count: Count
 
 
