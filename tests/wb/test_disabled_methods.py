@@ -125,7 +125,10 @@ async def test_booking_monitor_waits_out_a_disabled_method_then_completes(
         await wait_for(lambda: all(len(_times(emulator, s)) >= 3 for s in SELLERS))
         waiting = await queue.job(str(cabinets[0].id))
         assert waiting is not None and waiting.data["retry_reason"] == "disabled"
-        assert waiting.data["deferred_by"] == f"{METHOD} (switched off by WB)"
+        assert waiting.data["deferred_by"] == (
+            f"{METHOD} (switched off by WB: method is disabled: the method is temporarily "
+            "disabled, see https://dev.wildberries.ru/en/release-notes?id=570)"
+        )
         emulator.enable()
         await queue.promote_delayed()
         await wait_for(lambda: sum(o.outcome == "completed" for o in outcomes) == 2)

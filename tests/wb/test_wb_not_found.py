@@ -193,3 +193,5 @@ def test_a_wb_host_may_serve_only_its_own_section() -> None:
     )
     assert sandbox.startswith("WBSYNC_WB_SANDBOX_BASE_URL: ") and "promotion" in sandbox
     assert check(Settings(wb_base_url=finance)) == [problem]
+    [typo] = base_url_problems(Hosts(base_urls={"finanse": finance}))
+    assert typo.startswith("WBSYNC_WB_BASE_URLS: no WB section ['finanse']; sections: finance")

@@ -166,7 +166,8 @@ class FailurePolicy:
             await self._retry_later(job, "rate_limit", wait, str(exc), level=logging.INFO)
         except WbMethodDisabledError as exc:
             # Shown where a delayed job's reason is (the status page's "delayed on").
-            why = {"deferred_by": f"{exc.method} (switched off by WB)"}
+            said = f": {exc.words}" if exc.words else ""
+            why = {"deferred_by": f"{exc.method} (switched off by WB{said})"}
             await self._retry_later(job, "disabled", self.disabled_retry_ms, str(exc), note=why)
 
     async def _retry_later(

@@ -36,8 +36,14 @@ def wb_host_prefix(url: str) -> str | None:
 
 
 def base_url_problems(hosts: Hosts) -> list[str]:
-    """One line per base URL setting that sends a section to another section's WB host."""
+    """One line per base URL setting that sends a section to another section's WB host, or
+    names a section there is none of."""
     problems = []
+    unknown = sorted(set(hosts.base_urls) - set(SECTIONS))
+    if unknown:
+        problems.append(
+            f"WBSYNC_WB_BASE_URLS: no WB section {unknown}; sections: {', '.join(SECTIONS)}"
+        )
     if hosts.base_url:
         served = [s for s in SECTIONS.values() if not hosts.base_urls.get(s.name)]
         problem = _shared("WBSYNC_WB_BASE_URL", hosts.base_url, served, _per_section)
