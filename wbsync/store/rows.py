@@ -293,6 +293,60 @@ class RowRepository:
                 await self._cursors.save_in(conn, cabinet_id, *page.cursor)
         return _Written(changed=len(written), tombstoned=len(gone), last=last)
 
+    async def set_column(
+        self,
+        name: str | Dataset,
+        cabinet_id: int,
+        column: str,
+        values: Mapping[tuple[KeyValue, ...], str | None],
+    ) -> int:
+        """Set one of the dataset's own columns (``Dataset.columns``) on the cabinet's rows of
+        the given natural keys, in one transaction; how many rows there were.
+
+        The row's data, sequence number and ``changed_at`` stay: the column is wbsync's note
+        about the row, not a change of WB's data (the change feed carries WB's data).
+        """
+        ds, table = dataset(name), dataset_table(name)
+        if column not in ds.columns:
+            raise StoreError(f"{ds.name} has no column {column!r} of its own; it has {ds.columns}")
+        if not values:
+            return 0
+        keys = [k.column for k in ds.key]
+        statement = (
+            update(table)
+            .where(
+                table.c.cabinet_id == bindparam("at_cabinet"),
+                *(table.c[k] == bindparam(f"at_{k}") for k in keys),
+            )
+            .values({column: bindparam("at_value")})
+        )
+        params = [
+            {
+                "at_cabinet": cabinet_id,
+                "at_value": value,
+                **{f"at_{k}": v for k, v in zip(keys, key, strict=True)},
+            }
+            for key, value in sorted(values.items(), key=lambda item: item[0])
+        ]
+        async with self._db.transaction() as conn:
+            result = await conn.execute(statement, params)
+        return int(result.rowcount)
+
+    async def column(
+        self, name: str | Dataset, cabinet_id: int, column: str
+    ) -> dict[tuple[KeyValue, ...], str | None]:
+        """One of the dataset's own columns on the cabinet's live rows, by natural key."""
+        ds, table = dataset(name), dataset_table(name)
+        if column not in ds.columns:
+            raise StoreError(f"{ds.name} has no column {column!r} of its own; it has {ds.columns}")
+        keys = [table.c[k.column] for k in ds.key]
+        query = select(*keys, table.c[column]).where(
+            table.c.cabinet_id == cabinet_id, table.c.deleted_at.is_(None)
+        )
+        async with self._db.connection() as conn:
+            result = await conn.execute(query)
+            return {tuple(row[:-1]): row[-1] for row in result}
+
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
         table = dataset_table(name)

@@ -121,6 +121,23 @@ class Store:
         """One retention pass as of ``now`` (see :mod:`wbsync.store.retention`)."""
         return await prune(self.database, now, datasets=datasets, batch=batch)
 
+    async def set_column(
+        self,
+        dataset: str | Dataset,
+        cabinet_id: int,
+        column: str,
+        values: Mapping[tuple[KeyValue, ...], str | None],
+    ) -> int:
+        """Set one of ``dataset``'s own columns (``Dataset.columns``) on the rows of the given
+        natural keys; how many rows there were (see ``RowRepository.set_column``)."""
+        return await self._rows.set_column(dataset, cabinet_id, column, values)
+
+    async def column(
+        self, dataset: str | Dataset, cabinet_id: int, column: str
+    ) -> dict[tuple[KeyValue, ...], str | None]:
+        """One of ``dataset``'s own columns on the cabinet's live rows, by natural key."""
+        return await self._rows.column(dataset, cabinet_id, column)
+
     async def count(self, dataset: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many rows ``dataset`` holds (for one cabinet, or all)."""
         return await self._rows.count(dataset, cabinet_id)
