@@ -264,11 +264,11 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
         yield change
 
 
-# What the token must allow: v0 takes every token type; v1 (PROMOTION_SET_BIDS_V1) is used on
-# top where the type allows it, so it is not a requirement.
 SYNC = Sync(
     name="autobidder-sync",
     calls=(eps.PROMOTION_ADVERTS, eps.PROMOTION_GET_BIDS, eps.PROMOTION_SET_BIDS),
+    # Not required: v0 takes every token type, v1 is used instead where the type allows it.
+    also_calls=(eps.PROMOTION_SET_BIDS_V1,),
     long=True,
     interval_s=10 * 60,
     stores=(dataset("bids"),),
