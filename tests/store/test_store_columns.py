@@ -63,7 +63,7 @@ async def test_a_column_the_dataset_does_not_declare_is_refused(store: Store) ->
 
 @pytest.mark.parametrize("column", ["seq", "advert_id", "cabinet_id", "x" * 64])
 def test_a_declared_column_may_not_take_a_name_in_use(column: str) -> None:
-    with pytest.raises(StoreError, match="is taken .* or past 63 characters"):
+    with pytest.raises(StoreError, match=r"is taken .* or past 63 characters"):
         Dataset("probe", "GET /probe", (KeyField("advert_id", "id"),), columns=(column,))
     with pytest.raises(StoreError, match="is taken"):
         Dataset("probe", "GET /probe", (KeyField("id", "id"),), columns=("note", "note"))

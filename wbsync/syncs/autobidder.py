@@ -27,7 +27,7 @@ from typing import Any
 
 from wbsync.errors import WbAuthError, WbMethodDisabledError, WbPermissionError, WbRequestError
 from wbsync.metrics import BID_WRITES, REFUSED_ITEMS
-from wbsync.store.datasets import dataset
+from wbsync.store.datasets import KeyValue, dataset
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import (
     BidRule,
@@ -236,7 +236,9 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
                 for c in batch
             ]
         )
-        notes = {key: None if why is None else _words(why) for key, why in said.items()}
+        notes: dict[tuple[KeyValue, ...], str | None] = {
+            key: None if why is None else _words(why) for key, why in said.items()
+        }
         await inp.store.set_column("bids", inp.cabinet_id, "last_write_error", notes)
         stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in batch]
         # Past the last bid tried, accepted or refused: a refused one is not sent again.

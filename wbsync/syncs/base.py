@@ -175,9 +175,10 @@ class Sync:
     (``WBSYNC_FANOUT_INTERVALS_S`` overrides it). ``calls`` are the WB methods it calls (what a
     cabinet's token must allow; each brings its section and limit group), ``also_calls`` the
     methods it calls instead where the token allows them, and not otherwise (the autobidder's
-    v1 bids method: Personal and Service tokens only), ``stores`` the datasets its pages write. The cursor kind: an ``incremental`` sync keeps its last cursor
-    across runs (the next run pulls only what is new); the others start every run from the
-    beginning (a deferred run still resumes from its job's cursor).
+    v1 bids method: Personal and Service tokens only), ``stores`` the datasets its pages write.
+    The cursor kind: an ``incremental`` sync keeps its last cursor across runs (the next run
+    pulls only what is new); the others start every run from the beginning (a deferred run
+    still resumes from its job's cursor).
     """
 
     name: str

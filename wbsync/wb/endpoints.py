@@ -293,16 +293,14 @@ PROMOTION_SET_BIDS = _ep(
     writes=True,
 )
 # Key icon: Personal and Service tokens only (no Base, no Base with secret; no Test row).
-_PERSONAL_SERVICE_2_4 = Limit(period_s=1.0, limit=2, burst=4)
+_SET_BIDS_V1 = Limit(period_s=1.0, limit=2, burst=4)
 PROMOTION_SET_BIDS_V1 = _ep(
     "promotion.set_bids_v1",
     PROMOTION,
     "POST",
     "/api/advert/v1/normquery/bids",
     Category.PROMOTION,
-    TypeLimits(
-        personal=_PERSONAL_SERVICE_2_4, service=_PERSONAL_SERVICE_2_4, test=None, base=None
-    ),
+    TypeLimits(personal=_SET_BIDS_V1, service=_SET_BIDS_V1, test=None, base=None),
     writes=True,
 )
 ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
