@@ -136,6 +136,8 @@ class WbApiError(WbSyncError):
         if request_id:
             details.append(f"request_id={request_id}")
         super().__init__(f"{message} ({', '.join(details)})")
+        self.message = message
+        """What was said, without the method, status and request id (WB's words, for one)."""
         self.method = method
         self.status = status
         self.request_id = request_id

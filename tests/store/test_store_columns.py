@@ -25,6 +25,9 @@ async def test_a_note_is_set_by_key_and_kept_when_wb_sends_the_row_again(store: 
     seq = (await store.changes("bids")).next
 
     assert await store.set_column("bids", cabinet, "last_write_error", {KEY: "bid too low"}) == 1
+    # The same note again, and NULL on a row without one, write nothing (no new row version).
+    same = {KEY: "bid too low", (77, 5, "юбка"): None}
+    assert await store.set_column("bids", cabinet, "last_write_error", same) == 0
     assert await store.column("bids", cabinet, "last_write_error") == {
         KEY: "bid too low",
         (77, 5, "юбка"): None,

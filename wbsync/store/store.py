@@ -129,7 +129,7 @@ class Store:
         values: Mapping[tuple[KeyValue, ...], str | None],
     ) -> int:
         """Set one of ``dataset``'s own columns (``Dataset.columns``) on the rows of the given
-        natural keys; how many rows there were (see ``RowRepository.set_column``)."""
+        natural keys; how many rows it changed (see ``RowRepository.set_column``)."""
         return await self._rows.set_column(dataset, cabinet_id, column, values)
 
     async def column(

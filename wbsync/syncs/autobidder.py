@@ -161,7 +161,9 @@ async def _each_alone_if_refused(
         except (WbMethodDisabledError, *_V1_REFUSALS):
             raise
         except WbRequestError as exc:
-            out[_key(change)] = str(exc)
+            out[_key(change)] = (
+                exc.message
+            )  # not its request id: a note changes only with WB's words
     return out
 
 
