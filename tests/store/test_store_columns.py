@@ -8,7 +8,7 @@ from sqlalchemy import inspect, text
 
 from wbsync.errors import StoreError
 from wbsync.store import Database, Store
-from wbsync.store.datasets import Dataset, KeyField
+from wbsync.store.datasets import Dataset, KeyField, KeyValue
 
 BID = {"advert_id": 77, "nm_id": 5, "norm_query": "платье", "bid": 300}
 KEY = (77, 5, "платье")
@@ -26,7 +26,7 @@ async def test_a_note_is_set_by_key_and_kept_when_wb_sends_the_row_again(store: 
 
     assert await store.set_column("bids", cabinet, "last_write_error", {KEY: "bid too low"}) == 1
     # The same note again, and NULL on a row without one, write nothing (no new row version).
-    same = {KEY: "bid too low", (77, 5, "юбка"): None}
+    same: dict[tuple[KeyValue, ...], str | None] = {KEY: "bid too low", (77, 5, "юбка"): None}
     assert await store.set_column("bids", cabinet, "last_write_error", same) == 0
     assert await store.column("bids", cabinet, "last_write_error") == {
         KEY: "bid too low",
