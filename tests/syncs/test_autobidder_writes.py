@@ -17,7 +17,7 @@ from wbsync.metrics import sample
 from wbsync.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
-from wbsync.syncs.autobidder import ACTIVE, biddable
+from wbsync.syncs.autobidder import ACTIVE, WRITE_ERROR_MAX_CHARS, biddable, write_error_note
 from wbsync.wb.client import WbClient
 
 SCALE = 0.001
@@ -170,3 +170,10 @@ async def test_v1_switched_off_moves_the_run_to_v0(
     assert grown == {"ok": len(before), "refused": 0}
     assert all(v is None for v in notes.values())
     assert after == {k: v - 5000 for k, v in before.items()}
+
+
+def test_a_note_is_bounded_and_storable() -> None:
+    long = "ставка ниже минимальной " * 100
+    assert len(long) > WRITE_ERROR_MAX_CHARS
+    assert write_error_note(long) == long.strip()[:WRITE_ERROR_MAX_CHARS]
+    assert write_error_note("bid\x00 too\nlow\t") == "bid  too low"  # no NUL for PostgreSQL

@@ -150,26 +150,25 @@ async def _each_alone_if_refused(
     if len(batch) > 1:
         try:
             return await call(inp, batch)
-        except (WbMethodDisabledError, *_V1_REFUSALS):
-            raise
+        except WbMethodDisabledError:
+            raise  # about the method, not an item
         except WbRequestError:
             pass
     out: Outcomes = {}
     for change in batch:
         try:
             out.update(await call(inp, [change]))
-        except (WbMethodDisabledError, *_V1_REFUSALS):
+        except WbMethodDisabledError:
             raise
         except WbRequestError as exc:
-            out[_key(change)] = (
-                exc.message
-            )  # not its request id: a note changes only with WB's words
+            # WB's words without the request id: the bid's note changes only when they do.
+            out[_key(change)] = exc.message
     return out
 
 
-def _words(reason: str) -> str:
-    """WB's words as stored: control characters (a NUL PostgreSQL cannot store) made spaces,
-    at most ``WRITE_ERROR_MAX_CHARS``."""
+def write_error_note(reason: str) -> str:
+    """WB's words as a bid row's ``last_write_error``: control characters (a NUL PostgreSQL
+    cannot store) made spaces, at most ``WRITE_ERROR_MAX_CHARS``."""
     clean = "".join(ch if ch.isprintable() else " " for ch in reason).strip()
     return clean[:WRITE_ERROR_MAX_CHARS]
 
@@ -224,27 +223,35 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
         said = await writer.send(tried)
         said = {key: said.get(key, methods.NOT_IN_REPLY) for key in map(_key, tried)}
         _count(inp, writer.method, tried, said)
-        batch = [c for c in tried if said[_key(c)] is None]
-        await inp.store.ledger.record_bids(
-            [
-                SentBid(
-                    cabinet_id=inp.cabinet_id,
-                    advert_id=c["advert_id"],
-                    nm_id=c["nm_id"],
-                    norm_query=c["norm_query"],
-                    old_bid=c["old_bid"],
-                    new_bid=c["bid"],
-                )
-                for c in batch
-            ]
-        )
-        notes: dict[tuple[KeyValue, ...], str | None] = {
-            key: None if why is None else _words(why) for key, why in said.items()
-        }
-        await inp.store.set_column("bids", inp.cabinet_id, "last_write_error", notes)
-        stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in batch]
+        applied = await _record(inp, tried, said)
+        stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in applied]
         # Past the last bid tried, accepted or refused: a refused one is not sent again.
         yield SyncPage("bids", stored, {**cursor, "applied_through": list(_key(tried[-1]))})
+
+
+async def _record(
+    inp: SyncInput, tried: list[dict[str, Any]], said: Outcomes
+) -> list[dict[str, Any]]:
+    """The bids WB set into ``sent_bids``, every bid's note onto its row; the bids WB set."""
+    applied = [c for c in tried if said[_key(c)] is None]
+    await inp.store.ledger.record_bids(
+        [
+            SentBid(
+                cabinet_id=inp.cabinet_id,
+                advert_id=c["advert_id"],
+                nm_id=c["nm_id"],
+                norm_query=c["norm_query"],
+                old_bid=c["old_bid"],
+                new_bid=c["bid"],
+            )
+            for c in applied
+        ]
+    )
+    notes: dict[tuple[KeyValue, ...], str | None] = {
+        key: None if why is None else write_error_note(why) for key, why in said.items()
+    }
+    await inp.store.set_column("bids", inp.cabinet_id, "last_write_error", notes)
+    return applied
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
