@@ -129,9 +129,9 @@ class Dataset:
     the deletion.
 
     ``columns``: nullable text columns of the table beside WB's row, which wbsync sets about a
-    row (``Store.set_column``; the bids' ``last_write_error``). Storing WB's rows never writes
-    them, so a row WB sends again keeps what was set. A plugin that adds one to a dataset whose
-    table exists ships an Alembic branch that adds it (docs/extending.md).
+    row (``Store.set_column``, ``store/columns.py``; the bids' ``last_write_error``). Storing
+    WB's rows never writes them, so a row WB sends again keeps what was set. A plugin that adds
+    one to a dataset whose table exists ships an Alembic branch that adds it (docs/extending.md).
     """
 
     name: str

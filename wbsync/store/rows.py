@@ -31,7 +31,6 @@ from sqlalchemy import (
     func,
     select,
     text,
-    tuple_,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -294,60 +293,6 @@ class RowRepository:
                 await self._cursors.save_in(conn, cabinet_id, *page.cursor)
         return _Written(changed=len(written), tombstoned=len(gone), last=last)
 
-    async def set_column(
-        self,
-        name: str | Dataset,
-        cabinet_id: int,
-        column: str,
-        values: Mapping[tuple[KeyValue, ...], str | None],
-    ) -> int:
-        """Set one of the dataset's own columns (``Dataset.columns``) on the cabinet's rows of
-        the given natural keys, in one transaction; how many rows it changed.
-
-        The row's data, sequence number and ``changed_at`` stay: the column is wbsync's note
-        about the row, not a change of WB's data (the change feed carries WB's data). A row
-        that already holds the value is not written (no new row version, as for WB's rows):
-        the rows' values are read first, since a driver's count of rows an executemany
-        updated is not to be relied on (asyncpg gives none).
-        """
-        ds, table = dataset(name), dataset_table(name)
-        if column not in ds.columns:
-            raise StoreError(f"{ds.name} has no column {column!r} of its own; it has {ds.columns}")
-        if not values:
-            return 0
-        keys = [table.c[k.column] for k in ds.key]
-        held = select(*keys, table.c[column]).where(
-            table.c.cabinet_id == cabinet_id, tuple_(*keys).in_(list(values))
-        )
-        async with self._db.transaction() as conn:
-            stored = {tuple(row[:-1]): row[-1] for row in await conn.execute(held)}
-            changed = sorted(
-                (key, value)
-                for key, value in values.items()
-                if key in stored and stored[key] != value
-            )
-            if changed:
-                await conn.execute(
-                    _column_statement(ds, column),
-                    [_column_params(ds, cabinet_id, key, value) for key, value in changed],
-                )
-        return len(changed)
-
-    async def column(
-        self, name: str | Dataset, cabinet_id: int, column: str
-    ) -> dict[tuple[KeyValue, ...], str | None]:
-        """One of the dataset's own columns on the cabinet's live rows, by natural key."""
-        ds, table = dataset(name), dataset_table(name)
-        if column not in ds.columns:
-            raise StoreError(f"{ds.name} has no column {column!r} of its own; it has {ds.columns}")
-        keys = [table.c[k.column] for k in ds.key]
-        query = select(*keys, table.c[column]).where(
-            table.c.cabinet_id == cabinet_id, table.c.deleted_at.is_(None)
-        )
-        async with self._db.connection() as conn:
-            result = await conn.execute(query)
-            return {tuple(row[:-1]): row[-1] for row in result}
-
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
         table = dataset_table(name)
@@ -387,32 +332,6 @@ class RowRepository:
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [dict(data) for data in result.scalars()]
-
-
-@functools.cache
-def _column_statement(ds: Dataset, column: str) -> Update:
-    """Set ``column`` to ``at_value`` on one row, by cabinet (``at_cabinet``) and key
-    (``at_<key column>``)."""
-    table = dataset_table(ds)
-    return (
-        update(table)
-        .where(
-            table.c.cabinet_id == bindparam("at_cabinet"),
-            *(table.c[k.column] == bindparam(f"at_{k.column}") for k in ds.key),
-        )
-        .values({column: bindparam("at_value")})
-    )
-
-
-def _column_params(
-    ds: Dataset, cabinet_id: int, key: tuple[KeyValue, ...], value: str | None
-) -> dict[str, Any]:
-    columns = (k.column for k in ds.key)
-    return {
-        "at_cabinet": cabinet_id,
-        "at_value": value,
-        **{f"at_{c}": v for c, v in zip(columns, key, strict=True)},
-    }
 
 
 @functools.cache
