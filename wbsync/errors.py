@@ -146,6 +146,8 @@ class WbApiError(WbSyncError):
             details.append(f"request_id={request_id}")
         said = f'; WB said: "{words}"' if words else ""
         super().__init__(f"{message}{said} ({', '.join(details)})")
+        self.message = message
+        """Our message alone, without WB's words, the method, status and request id."""
         self.method = method
         self.status = status
         self.request_id = request_id

@@ -53,6 +53,13 @@ REFUSED_ITEMS = Counter(
     ["method"],
 )
 
+BID_WRITES = Counter(
+    "wbsync_bid_writes_total",
+    "Bids the autobidder wrote to WB, per item, by outcome: ok (WB applied it) or refused (WB "
+    "refused that item; its words are the bid row's last_write_error).",
+    ["outcome"],
+)
+
 SYNC_PAGES = Counter("wbsync_sync_pages", "Pages a sync fetched and stored.", ["queue"])
 
 SYNC_ROWS = Counter("wbsync_sync_rows", "Rows a sync upserted.", ["queue"])

@@ -205,7 +205,8 @@ async def test_a_bid_update_wb_did_not_apply_is_never_recorded_as_sent(
     cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
     bids_before = dict(emulator.state.seller(SELLER).bids)
     assert bids_before
-    emulator.set_faults([FaultRule(kind=kind, method="promotion.set_bids")])  # type: ignore[arg-type]
+    # A Personal token writes bids with v1.
+    emulator.set_faults([FaultRule(kind=kind, method="promotion.set_bids_v1")])  # type: ignore[arg-type]
 
     outcomes = await _run_until_gone(runtime, "autobidder-sync", cabinet.id)
 
@@ -213,7 +214,7 @@ async def test_a_bid_update_wb_did_not_apply_is_never_recorded_as_sent(
     assert "completed" not in outcomes
     assert await runtime.store.ledger.sent_bids(cabinet.id, limit=10_000) == []
     # Each try sent one batch WB did not apply: the budget's worth of them, no more.
-    assert _requests(emulator, "promotion.set_bids") == 3
+    assert _requests(emulator, "promotion.set_bids_v1") == 3
     assert dict(emulator.state.seller(SELLER).bids) == bids_before
 
 

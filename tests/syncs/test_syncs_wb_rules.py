@@ -85,8 +85,15 @@ async def test_autobidder_bids_only_where_wb_allows_and_survives_a_refusal(
     refusals = [r for r in caplog.records if "refused" in r.getMessage()]
     assert refusals and all(str(changed) in r.getMessage() for r in refusals)
     assert "payment_type" in refusals[0].getMessage()
-    set_bids = emulator.counters.snapshot()["sellers"][SELLER]["promotion.set_bids"]
+    # A Personal token writes with v1; WB refused the call whole, then each of that campaign's.
+    set_bids = emulator.counters.snapshot()["sellers"][SELLER]["promotion.set_bids_v1"]
     assert set_bids["status"]["400"] == len(refusals) + 1  # the batch, then each refused bid
+    notes = await store.column("bids", cabinet.id, "last_write_error")
+    refused = {k: v for k, v in notes.items() if k[0] == changed}
+    assert refused and all(v is not None and "payment_type" in v for v in refused.values())
+    assert {k for k, v in notes.items() if k[0] == kept and v is None} == {
+        (s.advert_id, s.nm_id, s.norm_query) for s in sent
+    }
 
 
 @pytest.mark.parametrize("reading", [">=", ">"])

@@ -253,6 +253,13 @@ class EmulatorConfig(BaseModel):
         default_factory=ReplyLatency,
         description="How long every WB method takes to answer (none by default).",
     )
+    min_bid_kopecks: int = Field(
+        default=100,
+        ge=1,
+        description="The lowest search-cluster bid WB sets, in kopecks (WB publishes it per item "
+        "through its minimum-bids method; by default 1 ruble, the lowest v0 takes): a lower bid "
+        "fails alone in v1's reply and refuses a v0 call whole.",
+    )
     faults: list[FaultRule] = Field(default_factory=list)
     disabled: list[str] = Field(
         default_factory=list,

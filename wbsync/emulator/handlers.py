@@ -3,7 +3,7 @@
 A handler gets a ``Call`` (the request, the seller's data and edits) after the gateway part
 (auth, limits, faults) has passed it, and returns a reply or raises ``BadRequest``.
 
-Just past 400 lines on purpose: the thirteen built-in handlers are small and registered by the
+Past 400 lines on purpose: the fourteen built-in handlers are small and registered by the
 one table at the end, next to the ``Call`` they get and WB's parameter checks they share, so the
 emulator's method list reads in one place (the rows they answer with are ``reports``' and
 ``adverts``').
@@ -254,6 +254,8 @@ async def set_bids(call: Call) -> Response:
         if key not in bids:
             raise BadRequest("some nms are not belong to advert", "Invalid Params")
         updates[key] = _int(item.get("bid"), "bid", lo=1) * 100
+        if updates[key] < call.config.min_bid_kopecks:
+            raise BadRequest(f"bid is below the minimum bid (advert {key[0]})")
     bids.update(updates)
     return Response(status_code=200)
 
@@ -275,6 +277,51 @@ def _funnel_period(call: Call, period: dict[str, Any]) -> tuple[date, date]:
     if end < begin:
         raise BadRequest("invalid end day: before the start day", "Invalid request body")
     return begin, end
+
+
+def _v1_bid(item: dict[str, Any]) -> tuple[tuple[int, int, str], int]:
+    """One v1 item's key and bid in kopecks, or ``BadRequest`` for a field of the wrong type."""
+    query = item.get("normQuery")
+    if not isinstance(query, str):
+        raise BadRequest("normQuery must be a string")
+    key = (_int(item.get("advertId"), "advertId"), _int(item.get("nmId"), "nmId"), query)
+    return key, _int(item.get("bidMinorUnits"), "bidMinorUnits")
+
+
+def _v1_refusal(call: Call, key: tuple[int, int, str], kopecks: int) -> str | None:
+    """Why WB does not set this one bid; None when it does."""
+    if key not in call.seller.bids:
+        return "search cluster not found for this advert and nm"
+    if kopecks < call.config.min_bid_kopecks:
+        return f"bid is below the minimum bid of {call.config.min_bid_kopecks} minor units"
+    return None
+
+
+async def set_bids_v1(call: Call) -> Response:
+    """Set search-cluster bids in kopecks (WB's v1); the reply lists each bid as set or failed.
+
+    The whole call is refused (400) for a malformed body or a campaign that does not take bids
+    (WB's documented 400 is "invalid payment_type value", as for v0); a bid WB cannot set (an
+    unknown campaign, item or cluster, a bid below the minimum) fails alone with its reason.
+    """
+    wanted = [_v1_bid(item) for item in _items(await call.body(), "bids", 100)]
+    campaigns = {c["id"]: c for c in seller_campaigns(call.data, call.seller)}
+    for (advert_id, _, _), _ in wanted:
+        camp = campaigns.get(advert_id)
+        if camp is not None and camp["settings"]["payment_type"] != "cpm":
+            raise BadRequest(f"invalid payment_type value (advert {advert_id})")
+        if camp is not None and camp["bid_type"] != "manual":
+            raise BadRequest(f"invalid bid_type value (advert {advert_id})")
+    success, failed = [], []
+    for key, kopecks in wanted:
+        named = {"advertId": key[0], "nmId": key[1], "normQuery": key[2]}
+        reason = _v1_refusal(call, key, kopecks)
+        if reason is None:
+            call.seller.bids[key] = kopecks
+            success.append({**named, "currency": "RUB"})
+        else:
+            failed.append({**named, "reason": reason})
+    return json_reply({"success": success, "failed": failed})
 
 
 async def funnel_history(call: Call) -> Response:
@@ -418,6 +465,7 @@ _BUILTIN_HANDLERS: dict[str, Handler] = {
     "promotion.fullstats": fullstats,
     "promotion.get_bids": get_bids,
     "promotion.set_bids": set_bids,
+    "promotion.set_bids_v1": set_bids_v1,
     "analytics.sales_funnel_history": funnel_history,
     "analytics.stocks_wb_warehouses": stocks,
     "content.cards_list": cards_list,

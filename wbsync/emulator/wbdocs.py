@@ -13,7 +13,8 @@ Reading rules, from WB's "Rate limits" section:
 * WB publishes no Test row: Test tokens work only on a section's sandbox host, which this table
   gives Personal's numbers.
 * A type absent from a method's key-icon list (the stocks report lists Personal, Service and
-  Base with secret) may not call it: 403.
+  Base with secret; the v1 bids method Personal and Service) may not call it: 403. A method
+  whose list leaves out Test tokens has no row for them either.
 * "For all methods in the Prices and Discounts category" makes the whole section one budget.
 """
 
@@ -187,6 +188,17 @@ _ALL = (
         "promotion",
         "advert",
         _rates(Rate(_S, 2, 4), Rate(_H, 5, 1)),
+        writes=True,
+    ),
+    # Key icon: Personal and Service only (no Base, no Base with secret, so no Test row).
+    _m(
+        "promotion.set_bids_v1",
+        "POST",
+        "/api/advert/v1/normquery/bids",
+        "advert-api",
+        "promotion",
+        "advert",
+        {Kind.PERSONAL: Rate(_S, 2, 4), Kind.SERVICE: Rate(_S, 2, 4)},
         writes=True,
     ),
     _m(

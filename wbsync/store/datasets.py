@@ -24,6 +24,7 @@ __all__ = [
     "DATASET_KINDS",
     "IDENTIFIER_MAX",
     "NAME_MAX",
+    "STANDARD_COLUMNS",
     "TOMBSTONE_GRACE_DAYS",
     "Dataset",
     "DatasetKind",
@@ -48,6 +49,9 @@ IDENTIFIER_MAX = 63
 _FK_SUFFIX = "_cabinet_id_cabinets"  # the longest name a dataset table gets: its foreign key
 #: The longest dataset name whose table's names all fit (37).
 NAME_MAX = IDENTIFIER_MAX - len(f"fk_wb_{_FK_SUFFIX}")
+
+#: The columns every dataset table has besides the cabinet and the key (``store/schema.py``).
+STANDARD_COLUMNS = ("data", "changed_at", "seq", "deleted_at")
 
 #: Days a tombstone (a row a complete snapshot run no longer saw) is kept before it is pruned:
 #: the longest a change-feed reader may lag behind and still see the deletion.
@@ -123,6 +127,11 @@ class Dataset:
     inferred deleted). ``retention_days``: rows whose own date (the key field of kind ``"date"``)
     is older are pruned; None keeps them. Tombstones are pruned ``tombstone_grace_days`` after
     the deletion.
+
+    ``columns``: nullable text columns of the table beside WB's row, which wbsync sets about a
+    row (``Store.set_column``, ``store/columns.py``; the bids' ``last_write_error``). Storing
+    WB's rows never writes them, so a row WB sends again keeps what was set. A plugin that adds
+    one to a dataset whose table exists ships an Alembic branch that adds it (docs/extending.md).
     """
 
     name: str
@@ -131,6 +140,7 @@ class Dataset:
     kind: DatasetKind = "stream"
     retention_days: int | None = None
     tombstone_grace_days: int = TOMBSTONE_GRACE_DAYS
+    columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in DATASET_KINDS:
@@ -159,6 +169,17 @@ class Dataset:
                     f"dataset {self.name}: key column {key.column!r} is {len(key.column)} "
                     f"characters, past PostgreSQL's {IDENTIFIER_MAX}; choose a shorter column"
                 )
+        self._check_columns()
+
+    def _check_columns(self) -> None:
+        taken = {"cabinet_id", *STANDARD_COLUMNS, *(k.column for k in self.key)}
+        for column in self.columns:
+            if column in taken or len(column) > IDENTIFIER_MAX:
+                raise StoreError(
+                    f"dataset {self.name}: column {column!r} is taken (a key or standard "
+                    f"column, or named twice) or past {IDENTIFIER_MAX} characters"
+                )
+            taken.add(column)
 
     @property
     def date_column(self) -> str | None:
@@ -212,11 +233,14 @@ _ALL = (
         retention_days=400,
     ),
     # Every bid of every active campaign's items, each run: a paused campaign's bids are gone.
+    # last_write_error: WB's words when it refused the autobidder's last write of the bid (NULL
+    # when that write went through, or none was sent).
     Dataset(
         "bids",
         "POST /adv/v0/normquery/get-bids",
         (_k("advert_id", "advert_id"), _k("nm_id", "nm_id"), _k("norm_query", "norm_query", "str")),
         kind="snapshot",
+        columns=("last_write_error",),
     ),
     Dataset(
         "funnel_history",

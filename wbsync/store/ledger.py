@@ -17,7 +17,7 @@ __all__ = ["Ledger", "PriceTarget", "PriceUpload", "SentBid"]
 
 @dataclass(frozen=True, slots=True)
 class SentBid:
-    """One bid change sent to WB (bids in the units of the request that carried them)."""
+    """One bid change WB applied (bids in base currency units, whichever method carried them)."""
 
     cabinet_id: int
     advert_id: int

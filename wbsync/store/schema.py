@@ -288,6 +288,8 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
         Column("seq", BigInteger, nullable=False),
         # Set when a complete snapshot run no longer saw the row (a tombstone); None when live.
         Column("deleted_at", UtcDateTime, nullable=True),
+        # What wbsync notes about the row beside WB's data (``Dataset.columns``).
+        *(Column(name, Text, nullable=True) for name in ds.columns),
         Index(None, "seq", unique=True),
         Index(None, "cabinet_id", "seq"),
         comment=f"WB rows of {ds.source}",

@@ -14,6 +14,7 @@ from wbsync.store.changes import (
     iter_changes,
     read_changes,
 )
+from wbsync.store.columns import read_column, set_column
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue
@@ -120,6 +121,23 @@ class Store:
     ) -> list[Pruned]:
         """One retention pass as of ``now`` (see :mod:`wbsync.store.retention`)."""
         return await prune(self.database, now, datasets=datasets, batch=batch)
+
+    async def set_column(
+        self,
+        dataset: str | Dataset,
+        cabinet_id: int,
+        column: str,
+        values: Mapping[tuple[KeyValue, ...], str | None],
+    ) -> int:
+        """Set one of ``dataset``'s own columns (``Dataset.columns``) on the rows of the given
+        natural keys; how many rows it changed (``wbsync.store.columns``)."""
+        return await set_column(self.database, dataset, cabinet_id, column, values)
+
+    async def column(
+        self, dataset: str | Dataset, cabinet_id: int, column: str
+    ) -> dict[tuple[KeyValue, ...], str | None]:
+        """One of ``dataset``'s own columns on the cabinet's live rows, by natural key."""
+        return await read_column(self.database, dataset, cabinet_id, column)
 
     async def count(self, dataset: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many rows ``dataset`` holds (for one cabinet, or all)."""

@@ -2,9 +2,16 @@
 apply the bid rule, write the changes back through the bids method, and record what was sent.
 
 WB's set-bids takes only campaigns with a custom bid (``bid_type`` manual) paid per mille
-(``payment_type`` cpm); a campaign's ``nm_settings`` may be null. When WB refuses a batch
-anyway (a campaign changed between reading and writing), each bid is sent alone, so one refused
-item does not sink the rest; every refusal is logged with WB's reason and counted.
+(``payment_type`` cpm); a campaign's ``nm_settings`` may be null.
+
+Bids are written with WB's v1 method (``POST /api/advert/v1/normquery/bids``, bids in kopecks)
+when the token's type may call it (Personal and Service), else with v0 (``POST
+/adv/v0/normquery/bids``); see ``_Writer`` for when a run moves from v1 to v0. v1's reply says
+per bid whether WB set it; v0 answers an empty 200 for a call it applied whole. When WB refuses
+a call whole (a 4xx: a campaign changed between reading and writing), each bid is sent alone, so
+one refused item does not sink the rest. Each bid tried is counted by outcome
+(``wbsync_bid_writes_total``), a refusal is logged with WB's reason, and the bid row's
+``last_write_error`` holds WB's words for a refused bid, NULL for one WB set.
 
 Changes are applied in the order of their (campaign, item, search cluster) key, and the cursor
 keeps the key of the last one applied. A resumed run recomputes the changes from the stored
@@ -15,12 +22,12 @@ no bid is skipped and none is moved twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from wbsync.errors import WbMethodDisabledError, WbRequestError
-from wbsync.metrics import REFUSED_ITEMS
-from wbsync.store.datasets import dataset
+from wbsync.errors import WbAuthError, WbMethodDisabledError, WbPermissionError, WbRequestError
+from wbsync.metrics import BID_WRITES, REFUSED_ITEMS
+from wbsync.store.datasets import KeyValue, dataset
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import (
     BidRule,
@@ -35,6 +42,7 @@ from wbsync.syncs.base import (
 )
 from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
+from wbsync.wb.methods import BidKey
 
 ACTIVE = 9
 _BATCH = 100  # WB takes at most 100 bids a call
@@ -67,40 +75,123 @@ def campaign_items(campaign: Mapping[str, Any]) -> list[int]:
     ]
 
 
-async def _send(inp: SyncInput, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Send ``batch``; the bids WB accepted (all, or those it took one by one)."""
+#: v1 answers that say the token may not use it (or WB switched it off): the run goes on with v0.
+_V1_REFUSALS = (WbAuthError, WbPermissionError, WbMethodDisabledError)
+
+#: The longest note of WB's words kept on a bid row (``last_write_error``).
+WRITE_ERROR_MAX_CHARS = 1000
+
+Outcomes = dict[BidKey, str | None]
+"""Each bid tried: None when WB set it, else WB's words."""
+
+
+class _Writer:
+    """Writes one run's bids: with v1 while the token may use it, else with v0.
+
+    v1 is chosen by token type (WB's key icon: Personal and Service). A 401, 403 or 404 from v1
+    (WB refuses the token for it after all, or switched it off) moves the rest of the run to v0,
+    which gets the same bids; the next run tries v1 again. If v0 refuses too, its error is the
+    run's, as before v1 existed.
+    """
+
+    def __init__(self, inp: SyncInput) -> None:
+        self._inp = inp
+        self.v1 = eps.PROMOTION_SET_BIDS_V1.allows(inp.client.token.type)
+
+    @property
+    def method(self) -> str:
+        """The WB method bids are written with now."""
+        return (eps.PROMOTION_SET_BIDS_V1 if self.v1 else eps.PROMOTION_SET_BIDS).name
+
+    async def send(self, batch: list[dict[str, Any]]) -> Outcomes:
+        """Write ``batch``; each bid's outcome."""
+        if self.v1:
+            try:
+                return await _each_alone_if_refused(self._inp, batch, _v1_call)
+            except _V1_REFUSALS as exc:
+                log.warning(
+                    "cabinet %s: WB refused the v1 bids method (%s); writing with v0 for the "
+                    "rest of this run",
+                    self._inp.client.cabinet,
+                    exc,
+                )
+                self.v1 = False
+        return await _each_alone_if_refused(self._inp, batch, _v0_call)
+
+
+Call = Callable[[SyncInput, list[dict[str, Any]]], Awaitable[Outcomes]]
+
+
+async def _v1_call(inp: SyncInput, batch: list[dict[str, Any]]) -> Outcomes:
+    body = [
+        {
+            "advertId": c["advert_id"],
+            "nmId": c["nm_id"],
+            "normQuery": c["norm_query"],
+            "bidMinorUnits": c["bid_kopecks"],
+        }
+        for c in batch
+    ]
+    return await methods.set_bids_v1(inp.client, body)
+
+
+async def _v0_call(inp: SyncInput, batch: list[dict[str, Any]]) -> Outcomes:
+    """v0 answers an empty 200 for the whole call: every bid set, or a 4xx for all."""
     body = [{k: c[k] for k in ("advert_id", "nm_id", "norm_query", "bid")} for c in batch]
+    await methods.set_bids(inp.client, body)
+    return dict.fromkeys((_key(c) for c in batch), None)
+
+
+async def _each_alone_if_refused(
+    inp: SyncInput, batch: list[dict[str, Any]], call: Call
+) -> Outcomes:
+    """``call`` for the batch; when WB refuses it whole (a 4xx: a campaign changed between
+    reading and writing), each bid alone, so one refused item does not sink the rest."""
     if len(batch) > 1:
         try:
-            await methods.set_bids(inp.client, body)
-            return batch
+            return await call(inp, batch)
         except WbMethodDisabledError:
-            raise
+            raise  # about the method, not an item
         except WbRequestError:
-            pass  # one refused item refuses the whole call: send each alone
-    accepted = []
-    for change, item in zip(batch, body, strict=True):
+            pass
+    out: Outcomes = {}
+    for change in batch:
         try:
-            await methods.set_bids(inp.client, [item])
+            out.update(await call(inp, [change]))
         except WbMethodDisabledError:
             raise
         except WbRequestError as exc:
-            REFUSED_ITEMS.labels("promotion.set_bids").inc()
-            log.warning(
-                "cabinet %s: WB refused the bid %s for campaign %s item %s (%r): %s",
-                inp.client.cabinet,
-                item["bid"],
-                item["advert_id"],
-                item["nm_id"],
-                item["norm_query"],
-                exc,
-            )
-            continue
-        accepted.append(change)
-    return accepted
+            # WB's words without the request id: the bid's note changes only when they do.
+            out[_key(change)] = exc.words or exc.message
+    return out
 
 
-def _key(row: Mapping[str, Any]) -> tuple[int, int, str]:
+def write_error_note(reason: str) -> str:
+    """WB's words as a bid row's ``last_write_error``: control characters (a NUL PostgreSQL
+    cannot store) made spaces, at most ``WRITE_ERROR_MAX_CHARS``."""
+    clean = "".join(ch if ch.isprintable() else " " for ch in reason).strip()
+    return clean[:WRITE_ERROR_MAX_CHARS]
+
+
+def _count(inp: SyncInput, method: str, tried: list[dict[str, Any]], said: Outcomes) -> None:
+    """The metrics and a log line per refused bid."""
+    refused = [c for c in tried if said[_key(c)] is not None]
+    BID_WRITES.labels("ok").inc(len(tried) - len(refused))
+    BID_WRITES.labels("refused").inc(len(refused))
+    for c in refused:
+        REFUSED_ITEMS.labels(method).inc()
+        log.warning(
+            "cabinet %s: WB refused the bid %s for campaign %s item %s (%r): %s",
+            inp.client.cabinet,
+            c["bid"],
+            c["advert_id"],
+            c["nm_id"],
+            c["norm_query"],
+            said[_key(c)],
+        )
+
+
+def _key(row: Mapping[str, Any]) -> BidKey:
     return (int(row["advert_id"]), int(row["nm_id"]), str(row.get("norm_query") or ""))
 
 
@@ -126,25 +217,41 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
         key=_key,
     )
     changes = _changes(pending, inp.options.bid_rule)
+    writer = _Writer(inp)
     for start in range(0, len(changes), _BATCH):
         tried = changes[start : start + _BATCH]
-        batch = await _send(inp, tried)
-        await inp.store.ledger.record_bids(
-            [
-                SentBid(
-                    cabinet_id=inp.cabinet_id,
-                    advert_id=c["advert_id"],
-                    nm_id=c["nm_id"],
-                    norm_query=c["norm_query"],
-                    old_bid=c["old_bid"],
-                    new_bid=c["bid"],
-                )
-                for c in batch
-            ]
-        )
-        stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in batch]
+        said = await writer.send(tried)
+        said = {key: said.get(key, methods.NOT_IN_REPLY) for key in map(_key, tried)}
+        _count(inp, writer.method, tried, said)
+        applied = await _record(inp, tried, said)
+        stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in applied]
         # Past the last bid tried, accepted or refused: a refused one is not sent again.
         yield SyncPage("bids", stored, {**cursor, "applied_through": list(_key(tried[-1]))})
+
+
+async def _record(
+    inp: SyncInput, tried: list[dict[str, Any]], said: Outcomes
+) -> list[dict[str, Any]]:
+    """The bids WB set into ``sent_bids``, every bid's note onto its row; the bids WB set."""
+    applied = [c for c in tried if said[_key(c)] is None]
+    await inp.store.ledger.record_bids(
+        [
+            SentBid(
+                cabinet_id=inp.cabinet_id,
+                advert_id=c["advert_id"],
+                nm_id=c["nm_id"],
+                norm_query=c["norm_query"],
+                old_bid=c["old_bid"],
+                new_bid=c["bid"],
+            )
+            for c in applied
+        ]
+    )
+    notes: dict[tuple[KeyValue, ...], str | None] = {
+        key: None if why is None else write_error_note(why) for key, why in said.items()
+    }
+    await inp.store.set_column("bids", inp.cabinet_id, "last_write_error", notes)
+    return applied
 
 
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
@@ -171,6 +278,8 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 SYNC = Sync(
     name="autobidder-sync",
     calls=(eps.PROMOTION_ADVERTS, eps.PROMOTION_GET_BIDS, eps.PROMOTION_SET_BIDS),
+    # Not required: v0 takes every token type, v1 is used instead where the type allows it.
+    also_calls=(eps.PROMOTION_SET_BIDS_V1,),
     long=True,
     interval_s=10 * 60,
     stores=(dataset("bids"),),

@@ -174,10 +174,12 @@ class Sync:
     wait for a WB budget moves the job to BullMQ's delayed state and it resumes from its cursor;
     short ones wait in place. ``interval_s`` is the default fan-out interval
     (``WBSYNC_FANOUT_INTERVALS_S`` overrides it). ``calls`` are the WB methods it calls (what a
-    cabinet's token must allow; each brings its section and limit group), ``stores`` the
-    datasets its pages write. The cursor kind: an ``incremental`` sync keeps its last cursor
-    across runs (the next run pulls only what is new); the others start every run from the
-    beginning (a deferred run still resumes from its job's cursor).
+    cabinet's token must allow; each brings its section and limit group), ``also_calls`` the
+    methods it calls instead where the token allows them, and not otherwise (the autobidder's
+    v1 bids method: Personal and Service tokens only), ``stores`` the datasets its pages write.
+    The cursor kind: an ``incremental`` sync keeps its last cursor across runs (the next run
+    pulls only what is new); the others start every run from the beginning (a deferred run
+    still resumes from its job's cursor).
     """
 
     name: str
@@ -189,6 +191,7 @@ class Sync:
     cursor: type[CursorShape]
     """The shape of the cursors the sync writes; any other cursor is refused."""
     incremental: bool = False
+    also_calls: tuple[Endpoint, ...] = ()
     concurrency: int | None = None
     """Jobs its queue runs at once per process unless ``WBSYNC_QUEUE_CONCURRENCY`` names the
     queue; None: ``WBSYNC_SYNC_QUEUE_CONCURRENCY``. For a queue whose runs are many more than
@@ -201,8 +204,8 @@ class Sync:
 
     @property
     def methods(self) -> tuple[str, ...]:
-        """The names of the WB methods it calls."""
-        return tuple(ep.name for ep in self.calls)
+        """The names of the WB methods it calls (those it may also call last)."""
+        return tuple(ep.name for ep in (*self.calls, *self.also_calls))
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -212,7 +215,7 @@ class Sync:
     def claims(self) -> Iterator[Claim]:
         """The queue, and the methods (with sections and groups) and datasets it brings."""
         yield Claim(SYNCS, self.name, self)
-        for ep in self.calls:
+        for ep in (*self.calls, *self.also_calls):
             yield from ep.claims()
         for ds in self.stores:
             yield from ds.claims()

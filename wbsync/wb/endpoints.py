@@ -8,6 +8,8 @@ and the emulator apply the time scale themselves. Per token type:
 * Base tokens get WB's small Base row; ``None`` where WB does not allow Base tokens (the stocks
   report lists Personal, Service and Base-with-secret only). The content cards list publishes
   one table without token types, which per WB's rules applies to every token type.
+* A method whose key-icon list names only Personal and Service tokens (the v1 bids method)
+  takes no other type: ``None`` for Test and Base.
 
 Methods sharing one budget share a ``group`` (all of Prices and Discounts is one); every other
 method is its own group, named after the method.
@@ -45,6 +47,7 @@ __all__ = [
     "PROMOTION_FULLSTATS",
     "PROMOTION_GET_BIDS",
     "PROMOTION_SET_BIDS",
+    "PROMOTION_SET_BIDS_V1",
     "SECTIONS",
     "STATISTICS",
     "STATISTICS_ORDERS",
@@ -102,7 +105,7 @@ class TypeLimits:
 
     personal: Limit
     service: Limit
-    test: Limit
+    test: Limit | None
     base: Limit | None
 
     def get(self, token_type: TokenType) -> Limit | None:
@@ -332,6 +335,17 @@ PROMOTION_SET_BIDS = _ep(
     _limits(1.0, 2, 4, Limit(_HOUR, 5, 1)),
     writes=True,
 )
+# Key icon: Personal and Service tokens only (no Base, no Base with secret; no Test row).
+_SET_BIDS_V1 = Limit(period_s=1.0, limit=2, burst=4)
+PROMOTION_SET_BIDS_V1 = _ep(
+    "promotion.set_bids_v1",
+    PROMOTION,
+    "POST",
+    "/api/advert/v1/normquery/bids",
+    Category.PROMOTION,
+    TypeLimits(personal=_SET_BIDS_V1, service=_SET_BIDS_V1, test=None, base=None),
+    writes=True,
+)
 ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
     "analytics.sales_funnel_history",
     ANALYTICS,
@@ -395,6 +409,7 @@ _builtin.declare(
     PROMOTION_FULLSTATS,
     PROMOTION_GET_BIDS,
     PROMOTION_SET_BIDS,
+    PROMOTION_SET_BIDS_V1,
     ANALYTICS_SALES_FUNNEL_HISTORY,
     ANALYTICS_STOCKS_WB_WAREHOUSES,
     CONTENT_CARDS_LIST,

@@ -6,7 +6,7 @@ after them, so a sync can store rows and cursor page by page and pick up after a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,8 @@ from wbsync.wb.paging import (
 
 __all__ = [
     "FULLSTATS_STATUSES",
+    "NOT_IN_REPLY",
+    "BidKey",
     "Page",
     "acceptance_coefficients",
     "adverts",
@@ -37,6 +39,7 @@ __all__ = [
     "orders",
     "sales",
     "set_bids",
+    "set_bids_v1",
     "stocks",
     "upload_prices",
 ]
@@ -187,6 +190,61 @@ async def set_bids(client: WbClient, bids: Sequence[Row]) -> None:
         reply = await client.call(ep, json={"bids": list(batch)})
         if reply.data is not None and reply.data != {}:
             raise bad_reply(reply, ep, "expected no body from a bid update")
+
+
+BidKey = tuple[int, int, str]
+"""A bid's (campaign, item, search cluster)."""
+
+#: What an item of a v1 bids call WB's reply names neither applied nor refused is noted with.
+NOT_IN_REPLY = "WB's reply listed this bid neither as set nor as failed"
+
+
+async def set_bids_v1(client: WbClient, bids: Sequence[Row]) -> dict[BidKey, str | None]:
+    """Set search-cluster bids through WB's v1 method (``advertId``, ``nmId``, ``normQuery``,
+    ``bidMinorUnits``: kopecks), 100 a call; each bid's outcome: None when WB set it, else
+    WB's reason (``NOT_IN_REPLY`` for a bid its reply does not mention).
+
+    WB answers each item in ``success`` or ``failed``: a call WB answers 200 may have set some
+    bids and refused others. A reply without both lists is unusable.
+    """
+    ep = eps.PROMOTION_SET_BIDS_V1
+    out: dict[BidKey, str | None] = {}
+    for batch in batches(list(bids), 100):
+        reply = await client.call(ep, json={"bids": list(batch)})
+        data = reply.data
+        if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), list) for k in ("success", "failed")
+        ):
+            raise bad_reply(reply, ep, "expected the lists success and failed")
+        said = _bid_outcomes(data["success"], data["failed"])
+        for bid in batch:
+            key = (int(bid["advertId"]), int(bid["nmId"]), str(bid["normQuery"]))
+            out[key] = said.get(key, NOT_IN_REPLY)
+    return out
+
+
+def _bid_outcomes(success: list[Any], failed: list[Any]) -> dict[BidKey, str | None]:
+    """The items of a v1 reply by key; a failure wins over a success of the same key."""
+    out: dict[BidKey, str | None] = {}
+    for item, reason in [(i, None) for i in success] + [(i, _reason(i)) for i in failed]:
+        key = _bid_key(item)
+        if key is not None:
+            out[key] = reason
+    return out
+
+
+def _bid_key(item: Any) -> BidKey | None:
+    if not isinstance(item, Mapping):
+        return None
+    try:
+        return (int(item["advertId"]), int(item["nmId"]), str(item["normQuery"]))
+    except (KeyError, TypeError, ValueError):
+        return None  # an item we cannot place: its bid stays NOT_IN_REPLY
+
+
+def _reason(item: Any) -> str:
+    reason = item.get("reason") if isinstance(item, Mapping) else None
+    return str(reason) if reason else "WB gave no reason"
 
 
 def funnel_history(
