@@ -285,7 +285,8 @@ class RateLimiter:
     async def learn(
         self, scope: BucketScope, *, seen_ms: float = 0.0, extra_ms: float = 0.0, burst: int = 0
     ) -> Learned | None:
-        """Tighten the bucket to what WB showed, for every process, until the TTL passes.
+        """Tighten the bucket to what WB showed, for every process, until the TTL passes; in
+        the same pass the bucket keeps no more tokens than it held, at the stricter rate.
 
         ``seen_ms``: WB's interval is at least this; ``extra_ms``: at least the current one plus
         this; ``burst``: WB's burst (real ms of the scaled world; 0 = unknown). Answers the
@@ -294,7 +295,7 @@ class RateLimiter:
         """
         with redis_failures(_FAILED):
             changed, interval_ms, burst_now, stored = await self._learn(
-                keys=[keys.learned_key(self._prefix, scope)],
+                keys=[keys.learned_key(self._prefix, scope), keys.bucket_key(self._prefix, scope)],
                 args=[
                     repr(scope.limit.interval_ms * self._time_scale),
                     scope.limit.burst,
@@ -303,6 +304,7 @@ class RateLimiter:
                     int(burst),
                     repr(self._learned_ttl_ms),
                     repr(self._max_wait_ms),
+                    repr(self.refill_margin_ms(scope)),
                 ],
             )
             if stored:
