@@ -37,7 +37,7 @@ from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
 from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
-from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, bounded_words, penalty_of
+from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook, bounded_words
 from wbsync.redis_client import (
     RedisClient,
     describe,
@@ -49,7 +49,6 @@ from wbsync.scope import BucketScope, Limit
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 _LEARN = lua_script("wbsync.ratelimit", "learn.lua")
-_LIFT = lua_script("wbsync.ratelimit", "lift.lua")
 #: The most buckets one pass may take (``bucket.lua`` encodes which one made the wait in the
 #: low bits of its reply).
 MAX_BUCKETS_A_PASS = 8
@@ -150,8 +149,7 @@ class RateLimiter:
         self._script = redis.register_script(_BUCKET)
         self._learn = redis.register_script(_LEARN)
         self._learned_index = keys.learned_index_key(options.prefix)
-        self._penalty_index = keys.penalty_index_key(options.prefix)
-        self._lift = redis.register_script(_LIFT)
+        self._book = PenaltyBook(redis, options.prefix)
         self._seller_limit = options.seller_limit
         self._built: dict[BucketScope, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
 
@@ -246,45 +244,16 @@ class RateLimiter:
                 keys=[*self._keys((scope,)), record],
                 args=[*self._args((scope,), cost=0, penalty_ms=penalty_ms), text],
             )
-            now_ms = float(reply[2])
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.zadd(self._penalty_index, {_member(scope): now_ms + penalty_ms}, gt=True)
-                pipe.zremrangebyscore(self._penalty_index, "-inf", now_ms)
-                await pipe.execute()
+        await self._book.index(_member(scope), float(reply[2]) + penalty_ms, float(reply[2]))
 
     async def penalties(self) -> list[Penalty]:
         """Every penalty in force now, soonest lifted first: two round trips."""
-        with redis_failures(_FAILED):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.time()
-                pipe.zrange(self._penalty_index, 0, -1)
-                (seconds, micros), members = await pipe.execute()
-            now_ms = seconds * 1000.0 + micros / 1000.0
-            names = [_text(m) for m in members]
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for name in names:
-                    seller, _, group = name.rpartition(":")
-                    pipe.hmget(keys.penalty_key(self._prefix, seller, group), "until_ms", "words")
-                records = await pipe.execute()
-        found = [
-            penalty_of(name, float(until), now_ms, _text(words) if words else None)
-            for name, (until, words) in zip(names, records, strict=True)
-            if until is not None and float(until) > now_ms
-        ]
-        return sorted(found, key=lambda p: p.until_ms)
+        return await self._book.in_force()
 
     async def lift(self, seller: str, group: str) -> Penalty | None:
         """End the penalty of (seller, group) for every process: its bucket is full and may be
         used at once. Answers the penalty that was in force, None if there was none."""
-        tat = keys.bucket_key_of(self._prefix, seller, group)
-        record = keys.penalty_key(self._prefix, seller, group)
-        with redis_failures(_FAILED):
-            reply = await self._lift(keys=[tat, record])
-            await self._redis.zrem(self._penalty_index, f"{seller}:{group}")
-        if not reply:
-            return None
-        until, words, now_ms = (_text(v) for v in reply)
-        return penalty_of(f"{seller}:{group}", float(until), float(now_ms), words or None)
+        return await self._book.lift(seller, group)
 
     async def level(self, scope: BucketScope, tokens: int) -> None:
         """Hold no more than ``tokens`` tokens now (WB showed its bucket emptier than ours)."""
