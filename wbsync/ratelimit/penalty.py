@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import cast
 
-from wbsync import keys
+from wbsync import clock, keys
 from wbsync.lua import lua_script
 from wbsync.redis_client import RedisClient, redis_failures
 
@@ -82,13 +83,12 @@ class PenaltyBook:
                 await pipe.execute()
 
     async def in_force(self) -> list[Penalty]:
-        """Every penalty in force now, soonest lifted first: two round trips."""
+        """Every penalty in force now, soonest lifted first: two round trips. Now is this
+        host's clock (a cluster pipeline refuses TIME); the records' ``until_ms`` is Redis's,
+        so a host whose clock is off shows a remaining time off by as much."""
+        now_ms = clock.now_ms()
         with redis_failures(_FAILED):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.time()
-                pipe.zrange(self._index, 0, -1)
-                (seconds, micros), members = await pipe.execute()
-            now_ms = seconds * 1000.0 + micros / 1000.0
+            members = cast("list[str | bytes]", await self._redis.zrange(self._index, 0, -1))
             names = [_text(m) for m in members]
             async with self._redis.pipeline(transaction=False) as pipe:
                 for name in names:
