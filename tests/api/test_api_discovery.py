@@ -126,7 +126,8 @@ class Consumer:
     async def page(self, name: str, until: int | None) -> None:
         while until is None or self.cursors.get(name, 0) < until:
             params = {"after": self.cursors.get(name, 0), "limit": 2}
-            reply = await self.api.get(f"/api/v1/datasets/{name}/changes", params=params, headers=AUTH)
+            url = f"/api/v1/datasets/{name}/changes"
+            reply = await self.api.get(url, params=params, headers=AUTH)
             body = reply.json()
             for change in body["changes"]:
                 self.read.setdefault(name, {})[change["seq"]] = change["data"]

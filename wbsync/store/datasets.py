@@ -196,7 +196,7 @@ class Dataset:
 
     @property
     def scope(self) -> DatasetScope:
-        """Whose rows the dataset holds: ``"cabinet"``, each cabinet its own (every dataset today)."""
+        """Whose rows it holds: ``"cabinet"``, each cabinet its own (every dataset today)."""
         return "cabinet"
 
     def _check_columns(self) -> None:
