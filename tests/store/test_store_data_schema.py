@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from tests.support.api import SELLERS
+from wbsync.emulator import EmulatorConfig
+from wbsync.emulator.state import seller_data
 from wbsync.errors import StoreError
 from wbsync.store.data_schema import data_json_schema
-from wbsync.store.datasets import Dataset, KeyField
+from wbsync.store.datasets import DATASETS, Dataset, KeyField
 
 
 def _dataset(**declared: object) -> Dataset:
@@ -58,3 +63,27 @@ def test_a_declared_schema_keeps_a_dataset_hashable_and_tells_declarations_apart
     assert hash(one) == hash(_dataset(data_schema={"type": "object"}))
     assert one == _dataset(data_schema={"type": "object"})
     assert one != _dataset(data_schema={"type": "object", "title": "other"})
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):  # before int: a bool is an int to Python, not to JSON
+        return "boolean"
+    names = {int: "integer", float: "number", str: "string", dict: "object", list: "array"}
+    return names.get(type(value), "null")
+
+
+def _conforms(row: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """What in ``row`` breaks ``schema``'s required fields and properties' types (one level)."""
+    wrong = [f"{name} missing" for name in schema.get("required", []) if name not in row]
+    for name, prop in schema["properties"].items():
+        if name in row and _json_type(row[name]) != prop["type"]:
+            wrong.append(f"{name}={row[name]!r} is no {prop['type']}")
+    return wrong
+
+
+def test_the_built_in_stocks_schema_fits_the_rows_the_emulator_serves() -> None:
+    """The emulator is written from WB's documents: the declared schema and it must agree."""
+    schema = data_json_schema(DATASETS["stocks"])
+    rows = seller_data(EmulatorConfig(seed=3), SELLERS[0]).stocks()
+    assert rows and all(_conforms(row, schema) == [] for row in rows)
+    assert set(schema["properties"]) <= set(rows[0])
