@@ -25,6 +25,7 @@ from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import retry_failed
 from wbsync.api.status_model import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
 from wbsync.jobs.lag import LAG_WINDOW_S
+from wbsync.penalties import remaining_text
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 
@@ -141,10 +142,12 @@ def _context(page: StatusPage) -> dict[str, Any]:
             ("failed jobs", sum(by["failed"] for by in queues.values())),
             ("deferrals (reschedules)", page.counters["reschedules"]),
             ("429s from WB", page.counters["upstream_429"]),
+            ("WB penalties in force", page.penalties_total),
         ],
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
         "back": _link(query).removeprefix("/"),
         "ago": _ago,
         "utc": _utc,
+        "remaining": remaining_text,
     }
