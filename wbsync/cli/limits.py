@@ -27,12 +27,15 @@ app = typer.Typer(help="WB's rate-limit penalties: list them, lift one by hand."
 
 
 @asynccontextmanager
-async def _runtime() -> AsyncIterator[Runtime]:
+async def _runtime(*, logging: bool = False) -> AsyncIterator[Runtime]:
+    """A runtime on the configured Redis and database; with ``logging``, the process's log
+    lines (a lift's audit line) go to stderr as JSON, as the services' do."""
     from wbsync.logs import configure_logging
     from wbsync.runtime import open_runtime
 
     settings = configured_settings()
-    configure_logging(settings.log_level)  # the audit line of a lift, as JSON on stderr
+    if logging:
+        configure_logging(settings.log_level)
     async with open_runtime(settings) as runtime:
         yield runtime
 
@@ -100,7 +103,7 @@ def limits_lift(
             penalties.check_group(group)
         except penalties.GroupUnknown as exc:
             fail(str(exc))
-        async with _runtime() as runtime:
+        async with _runtime(logging=True) as runtime:
             cabinet = await runtime.store.cabinets.get(cabinet_ref(ref))
             lifted = await penalties.lift(runtime.limiter, cabinet, group, by=_operator())
         if lifted is None:
