@@ -6,6 +6,7 @@ Real Redis, a real database per backend, the emulator on loopback; the app in pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,10 +16,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import AUTH, SELLERS
+from wbsync.emulator import Emulator, FaultRule
+from wbsync.errors import RateLimitExceeded
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.wb import methods
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
+from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 # Under the limiter's cap at the tests' time scale, and far longer than any test runs.
@@ -182,3 +187,23 @@ async def test_metrics_count_penalties_per_group_until_lifted(
     assert after[("wbsync_wb_penalty_remaining_seconds", FINANCE_EP.group)] == 0
     assert after[("wbsync_wb_penalties", GLOBAL_GROUP)] == 1  # the orphan's is still there
     assert after[("wbsync_wb_penalty_remaining_seconds", GLOBAL_GROUP)] <= WAIT_MS / 3000
+
+
+async def test_a_penalty_wb_gave_is_listed_with_its_words(
+    api: httpx.AsyncClient,
+    api_runtime: Runtime,
+    api_emulator: Emulator,
+    add_cabinet: AddCabinet,
+) -> None:
+    shop = await add_cabinet(0, name="shop-one")
+    # WB answers a 429 asking for 10,000 of its seconds (50 s at the tests' scale).
+    api_emulator.set_faults(
+        [FaultRule(kind="rate_limit", method=COEFFICIENTS.name, count=1, retry_s=10_000)]
+    )
+    with contextlib.suppress(RateLimitExceeded):  # the wait is past an on-demand read's ceiling
+        await methods.acceptance_coefficients(api_runtime.client(shop))
+    [penalty] = await _json(api, "/api/v1/penalties")
+    assert [c["name"] for c in penalty["cabinets"]] == ["shop-one"]
+    assert penalty["group"] == COEFFICIENTS.group
+    assert penalty["words"].startswith("limited by ")
+    assert 25_000 < penalty["remaining_ms"] <= 50_000
