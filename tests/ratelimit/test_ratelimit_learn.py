@@ -74,7 +74,7 @@ async def test_a_learned_limit_expires_and_the_table_applies_again(
     assert await limiter.learn(bucket, burst=1) is not None
     key = keys.learned_key(prefix, bucket)
     assert 0 < await redis.pttl(key) <= 360
-    assert key.endswith(":rl-learned:{seller-1:learn-ttl}")
+    assert key.endswith(":rl-learned:{seller-1}:learn-ttl")
     assert (await limiter.peek(bucket)).remaining == 1
 
     async def expired() -> bool:

@@ -211,7 +211,6 @@ class WbClient:
             reply.headers,
             method=ep.name,
             cabinet=self.cabinet,
-            period_s=scope.limit.period_s * scale,
             max_wait_s=self._options.rate_wait_max_s * scale,
         )
 
@@ -287,11 +286,12 @@ class WbClient:
         wait_ms = rate_limit_wait_ms(headers, scope.limit, self._options.time_scale)
         round_trip_ms = (clock.monotonic() - sent) * 1000.0
         await self._feedback.on_429(scope, headers, round_trip_ms)
+        body = _json_or_none(reply.content)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
-        await self._limiter.penalize(scope, wait_ms)
+        await self._limiter.penalize(scope, wait_ms, words=_words(body))
         if self._throughput is not None:
             await self._throughput.rate_limited()
-        rid = _request_id(reply.headers, _json_or_none(reply.content))
+        rid = _request_id(reply.headers, body)
         log.info(
             "cabinet %s: %s got 429 (request %s), bucket %s pushed %d ms",
             self.cabinet,
@@ -351,6 +351,14 @@ class WbClient:
             request_id=_request_id(reply.headers, data),
             remaining=int(remaining) if remaining and remaining.isdigit() else None,
         )
+
+
+def _words(body: Any) -> str | None:
+    """What a refusal's body says (problem+json's ``detail``, else its ``title``)."""
+    if not isinstance(body, dict):
+        return None
+    said = body.get("detail") or body.get("title")
+    return said if isinstance(said, str) else None
 
 
 def _server_error(ep: Endpoint, reply: HttpReply) -> WbServerError:

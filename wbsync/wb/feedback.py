@@ -89,9 +89,11 @@ def _is_number_like(value: str) -> bool:
 class RateHeaders:
     """WB's rate-limit headers of one reply (seconds are real, of the scaled world).
 
-    Every wait is within ``max_wait_s``: a wait header past it, non-numeric, negative, NaN or
-    infinite is replaced by the bucket's own period and named in ``rejected`` (one WARNING per
-    reply, naming the method and the header). A reply with a rejected header teaches nothing.
+    A wait WB asks for is kept as it is up to ``max_wait_s``; a finite one past it is clamped
+    to it (named in ``clamped``), never shortened further. A wait header that is no usable
+    number (non-numeric, negative, NaN, infinite) is read as absent and named in ``rejected``.
+    Each is logged once (a WARNING naming the method and the header). A reply with a rejected
+    or clamped header teaches nothing about WB's rate.
     """
 
     remaining: int | None
@@ -99,6 +101,7 @@ class RateHeaders:
     retry_s: float | None
     reset_s: float | None
     rejected: tuple[str, ...] = ()
+    clamped: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -107,34 +110,39 @@ class RateHeaders:
         *,
         method: str = "?",
         cabinet: str = "?",
-        period_s: float = 0.0,
         max_wait_s: float = math.inf,
     ) -> RateHeaders:
-        """Read the headers ``h`` (case-insensitive, as a reply's are); a missing one is None,
-        an unusable wait header is ``period_s``."""
+        """Read the headers ``h`` (case-insensitive, as a reply's are); a missing or unusable
+        one is None, a wait past ``max_wait_s`` is ``max_wait_s``."""
         remaining = _number(h.get("X-Ratelimit-Remaining"))
         limit = _number(h.get("X-Ratelimit-Limit"))
         waits: dict[str, float | None] = {}
         rejected: list[str] = []
+        clamped: list[str] = []
         for header in WAIT_HEADERS:
             raw = h.get(header)
-            if raw is None:
-                waits[header] = None
-                continue
-            seconds = _wait_s(header, raw)
-            if seconds is None or seconds > max_wait_s:
+            seconds = None if raw is None else _wait_s(header, raw)
+            if raw is not None and seconds is None:
                 rejected.append(header)
                 log.warning(
-                    "cabinet %s: %s: WB's %s header %r is not a wait within %g s; using the "
-                    "bucket's own period (%g s) instead",
+                    "cabinet %s: %s: WB's %s header %r is not a usable wait; read as absent",
                     cabinet,
                     method,
                     header,
                     raw[:40],
-                    max_wait_s,
-                    period_s,
                 )
-                seconds = period_s
+            elif seconds is not None and seconds > max_wait_s:
+                clamped.append(header)
+                log.warning(
+                    "cabinet %s: %s: WB's %s header asks %g s, past WBSYNC_WB_RATE_WAIT_MAX_S; "
+                    "waiting %g s",
+                    cabinet,
+                    method,
+                    header,
+                    seconds,
+                    max_wait_s,
+                )
+                seconds = max_wait_s
             waits[header] = seconds
         retry = waits["X-Ratelimit-Retry"]
         return cls(
@@ -143,6 +151,7 @@ class RateHeaders:
             retry_s=retry if retry is not None else waits["Retry-After"],
             reset_s=waits["X-Ratelimit-Reset"],
             rejected=tuple(rejected),
+            clamped=tuple(clamped),
         )
 
     @property
@@ -161,8 +170,10 @@ class Feedback:
     async def on_429(self, scope: BucketScope, headers: RateHeaders, round_trip_ms: float) -> None:
         """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket may be
         stricter than ours; learn it when the headers prove it or the 429 repeats."""
-        if headers.rejected:
-            return  # headers we could not read are no evidence of anything
+        if headers.rejected or headers.clamped:
+            # Headers we could not read are no evidence of anything; a wait past our cap is a
+            # penalty, not a rate.
+            return
         interval_s = scope.limit.interval_ms * self._limiter.time_scale / 1000.0
         burst = headers.limit or scope.limit.burst
         retry, reset = headers.retry_s or 0.0, headers.reset_s or 0.0
