@@ -63,9 +63,9 @@ STATUS_READS = 4
 BUSIEST = 12
 _YIELD_EVERY = 1000
 PAGE_CACHE = 64
+"""Distinct queries whose result a reader keeps for the current index."""
 PENALTIES_SHOWN = 50
 """The most penalties a status page lists (the longest first); the API's route lists them all."""
-"""Distinct queries whose result a reader keeps for the current index."""
 # Which job states each filter selects (a cabinet matches when any of its jobs is in one).
 _FILTER_STATES: dict[str, frozenset[str]] = {
     "failed": frozenset({"failed"}),
@@ -200,7 +200,7 @@ class StatusReader:
             rows = matched[start : start + query.per_page]
             cabinets, buckets = await self._details(rows)
         now = clock.now_ms()
-        penalties = _penalties_out(index.penalties, index.sellers, now)
+        live = _in_force(index.penalties, now)
         return StatusPage(
             generated_at=at_ms(now),
             time_scale=self._runtime.settings.time_scale,
@@ -213,18 +213,19 @@ class StatusReader:
             buckets=buckets,
             lag=index.lag,
             unloaded_queues=index.unloaded,
-            penalties=penalties[:PENALTIES_SHOWN],
-            penalties_total=len(penalties),
+            penalties=_penalties_out(live[:PENALTIES_SHOWN], index.sellers, now),
+            penalties_total=len(live),
         )
 
     async def penalties(self) -> list[PenaltyOut]:
-        """Every penalty in force now (read afresh: one round trip), the longest first, each
+        """Every penalty in force now (read afresh: two round trips), the longest first, each
         with its seller's cabinets (as the index knows them)."""
         self._refuse_stale()
         index = await self._current_index()
         async with self._reads:
             penalties = await self._runtime.limiter.penalties()
-        return _penalties_out(penalties, index.sellers, clock.now_ms())
+        now = clock.now_ms()
+        return _penalties_out(_in_force(penalties, now), index.sellers, now)
 
     async def _current_index(self) -> _Index:
         index = self._index
@@ -373,13 +374,19 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
     return found  # "id": the index is already in id order
 
 
+def _in_force(penalties: Sequence[Penalty], now_ms: float) -> list[Penalty]:
+    """The penalties still in force at ``now_ms`` (an index's may have lifted since), the
+    longest first."""
+    return sorted((p for p in penalties if p.until_ms > now_ms), key=lambda p: -p.until_ms)
+
+
 def _penalties_out(
     penalties: Sequence[Penalty], sellers: dict[str, list[CabinetOverview]], now_ms: float
 ) -> list[PenaltyOut]:
-    """The penalties still in force at ``now_ms``, the longest first, with their cabinets."""
-    live = sorted((p for p in penalties if p.until_ms > now_ms), key=lambda p: -p.until_ms)
+    """The penalties as the API shows them, each with its seller's cabinets."""
     return [
-        penalty_out(p, [cabinet_out(c) for c in sellers.get(p.seller, [])], now_ms) for p in live
+        penalty_out(p, [cabinet_out(c) for c in sellers.get(p.seller, [])], now_ms)
+        for p in penalties
     ]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
@@ -14,8 +13,6 @@ from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import PenaltyOut, cabinet_out, penalty_out
 
 __all__ = ["router"]
-
-log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1/penalties", tags=["penalties"], responses=problems(401, 503))
 
