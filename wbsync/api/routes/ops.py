@@ -17,7 +17,7 @@ from wbsync.api.live import penalty_gauges, queue_counts
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import StatusOut, ThroughputOut
 from wbsync.api.status_model import status_out
-from wbsync.errors import QueueError
+from wbsync.errors import QueueError, RedisUnavailableError
 
 __all__ = ["probes", "router"]
 
@@ -59,7 +59,7 @@ async def metrics(runtime: RuntimeDep) -> Response:
     """
     try:
         await asyncio.gather(queue_counts(runtime), penalty_gauges(runtime))
-    except QueueError as exc:
+    except (QueueError, RedisUnavailableError) as exc:  # the queues' reads, the limiter's
         runtime.health.down("redis", exc)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
