@@ -15,7 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.api import AUTH, SELLERS
+from tests.support.api import API_KEY, AUTH, SELLERS
+from wbsync.api.auth import COOKIE, new_session
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.errors import RateLimitExceeded
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit
@@ -207,3 +208,27 @@ async def test_a_penalty_wb_gave_is_listed_with_its_words(
     assert penalty["group"] == COEFFICIENTS.group
     assert penalty["words"].startswith("limited by ")
     assert 25_000 < penalty["remaining_ms"] <= 50_000
+
+
+async def test_the_pages_lift_button_needs_the_key_and_returns_to_the_same_view(
+    api: httpx.AsyncClient,
+    api_runtime: Runtime,
+    add_cabinet: AddCabinet,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shop = await add_cabinet(0, name="shop-one")
+    finance = await _penalise(api_runtime, shop)
+    html = (await api.get("/", params={"state": "penalty"}, headers=AUTH)).text
+    view = "state=penalty&sort=stuck&page=1&per_page=50"
+    action = f"/lift/{shop.id}/{FINANCE_EP.group}?{view}"
+    assert f'action="{action.replace("&", "&amp;")}"' in html
+    assert (await api.post(action)).status_code == 401
+    api.cookies.set(COOKIE, new_session(API_KEY))  # what the browser holds after /?key=
+    with caplog.at_level(logging.INFO, logger="wbsync.penalties"):
+        reply = await api.post(action)
+    assert reply.status_code == 303 and reply.headers["location"] == f"/?{view}"
+    assert (await api_runtime.limiter.try_acquire(finance)).acquired
+    [audit] = [r.getMessage() for r in caplog.records if r.name == "wbsync.penalties"]
+    assert "by a status-page session from " in audit
+    again = await api.post(action)
+    assert again.status_code == 404 and "has no penalty in force" in again.text

@@ -11,8 +11,11 @@ from wbsync.api.auth import caller_of
 from wbsync.api.deps import CabinetDep, RuntimeDep, status_reader
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import PenaltyOut, cabinet_out, penalty_out
+from wbsync.ratelimit import Penalty
+from wbsync.runtime import Runtime
+from wbsync.store import Cabinet
 
-__all__ = ["router"]
+__all__ = ["GroupPath", "lift_or_problem", "router"]
 
 router = APIRouter(prefix="/api/v1/penalties", tags=["penalties"], responses=problems(401, 503))
 
@@ -43,8 +46,17 @@ async def lift_penalty(
     404 when there is no such cabinet or no penalty in force on the group; 422 for a group there
     is not.
     """
+    lifted = await lift_or_problem(runtime, cabinet, group, by=caller_of(request))
+    status_reader(request).invalidate()
+    # As it was when lifted: its remaining time is the one the limiter read then.
+    return penalty_out(lifted, [cabinet_out(cabinet)], lifted.until_ms - lifted.remaining_ms)
+
+
+async def lift_or_problem(runtime: Runtime, cabinet: Cabinet, group: str, *, by: str) -> Penalty:
+    """Lift the penalty of the cabinet's seller on ``group`` (audit line naming ``by``);
+    Problem 422 for a group there is not, 404 when no penalty is in force there."""
     try:
-        lifted = await penalties.lift(runtime.limiter, cabinet, group, by=caller_of(request))
+        lifted = await penalties.lift(runtime.limiter, cabinet, group, by=by)
     except penalties.GroupUnknown as exc:
         errors = [{"field": "path.group", "message": str(exc)}]
         raise Problem(
@@ -58,6 +70,4 @@ async def lift_penalty(
             f"cabinet {cabinet.id} {cabinet.name!r} (seller {cabinet.seller_id}) has no penalty "
             f"in force on {group}",
         )
-    status_reader(request).invalidate()
-    # As it was when lifted: its remaining time is the one the limiter read then.
-    return penalty_out(lifted, [cabinet_out(cabinet)], lifted.until_ms - lifted.remaining_ms)
+    return lifted
