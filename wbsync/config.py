@@ -126,6 +126,14 @@ class Settings(BaseSettings):
         description="How long a limit learned from WB's replies (stricter than the table) "
         "holds before the table applies again (scaled).",
     )
+    wb_seller_limit_per_min: int | None = Field(
+        default=None,
+        ge=1,
+        description="A rate of each seller's global bucket (requests a minute, burst as many), "
+        "spent by every call of the seller besides its method's bucket. WB's global limiter "
+        "publishes no number: unset, the global bucket holds only the penalties WB's global "
+        "limiter gives.",
+    )
     wb_rate_wait_max_s: float = Field(
         default=21_600.0,
         gt=0,

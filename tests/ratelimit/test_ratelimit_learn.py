@@ -142,8 +142,10 @@ async def test_limiter_options_wire_every_limiter_setting(redis: Redis, prefix: 
         limiter_refill_margin_ratio=0.1,
         limiter_refill_margin_cap_ms=10.0,
         learned_limit_ttl_s=2.0,
+        wb_seller_limit_per_min=2,
     )
     limiter = RateLimiter(redis, limiter_options(settings))
+    assert limiter.seller_scope("s").limit == Limit(period_s=60.0, limit=2, burst=2)
     minute, second = scope(FINANCE), scope(Limit(period_s=1, limit=10, burst=1))
     assert limiter.ceiling_ms(minute) == pytest.approx(10_000.0)  # the cap, scaled
     assert limiter.ceiling_ms(second) == pytest.approx(1500.0)  # 2 x 0.5 s + 0.5 s

@@ -44,6 +44,8 @@ from wbsync.scope import BucketScope, Limit
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 _LEARN = lua_script("wbsync.ratelimit", "learn.lua")
 _LIFT = lua_script("wbsync.ratelimit", "lift.lua")
+#: What a limiter id is noted with once it refused two groups of a seller (no group is "-").
+_MANY_GROUPS = "-"
 #: The limit a seller's global bucket is named with when it has no rate (only penalties).
 _PENALTIES_ONLY = Limit(period_s=1.0, limit=1, burst=1)
 _FAILED = "rate limiter: Redis failed"
@@ -311,6 +313,23 @@ class RateLimiter:
             if first:
                 return False
             await self._redis.delete(key)
+        return True
+
+    async def limits_another_group(self, scope: BucketScope, limiter_id: str) -> bool:
+        """Note that WB's limiter ``limiter_id`` refused a call of ``scope``; True when it has
+        refused another group of the seller within ``learned_ttl_s``: then it is the seller's
+        global limiter, not the method's. One round trip (two the first time it is found)."""
+        key = keys.limiter_seen_key(self._prefix, scope.cabinet)
+        with redis_failures(_FAILED):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hsetnx(key, limiter_id, scope.group)
+                pipe.hget(key, limiter_id)
+                pipe.pexpire(key, max(1, math.ceil(self._learned_ttl_ms)))
+                _, first, _ = await pipe.execute()
+            if _text(first) == scope.group:
+                return False
+            if _text(first) != _MANY_GROUPS:
+                await self._redis.hset(key, limiter_id, _MANY_GROUPS)
         return True
 
     def _bounded(self, ms: float) -> float:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -33,7 +34,14 @@ from email.utils import parsedate_to_datetime
 from wbsync import clock
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
 
-__all__ = ["EVIDENCE_MARGIN", "LEARN_REPEAT_INTERVALS", "Feedback", "RateHeaders"]
+__all__ = [
+    "EVIDENCE_MARGIN",
+    "GLOBAL_WORDS",
+    "LEARN_REPEAT_INTERVALS",
+    "Feedback",
+    "RateHeaders",
+    "limiter_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,12 @@ EVIDENCE_MARGIN = 0.1
 #: A 429 our timing could explain teaches nothing alone; a second one within this many of the
 #: bucket's (scaled) intervals does: jitter does not repeat, a stricter WB does.
 LEARN_REPEAT_INTERVALS = 10
+
+#: A 429 whose words (problem+json ``title``, ``detail`` or ``origin``) hold this (any case)
+#: came from WB's global limiter of the seller, not the method's.
+GLOBAL_WORDS = "global"
+#: WB's problem+json names the limiter that refused: ``"detail": "limited by <uuid>"``.
+_LIMITED_BY = re.compile(r"limited by ([0-9A-Za-z-]{8,64})")
 
 #: The headers that tell how long to wait, in the order they are read.
 WAIT_HEADERS = ("X-Ratelimit-Retry", "Retry-After", "X-Ratelimit-Reset")
@@ -160,12 +174,36 @@ class RateHeaders:
         return self.retry_s if self.retry_s is not None else self.reset_s
 
 
+def names_global_limiter(body: object) -> bool:
+    """True when a 429's body says WB's global limiter refused (``GLOBAL_WORDS``)."""
+    if not isinstance(body, dict):
+        return False
+    said = (body.get(field) for field in ("title", "detail", "origin"))
+    return any(isinstance(s, str) and GLOBAL_WORDS in s.casefold() for s in said)
+
+
+def limiter_of(words: str | None) -> str | None:
+    """The id of the limiter a 429's words name ("limited by <id>"), if any."""
+    found = _LIMITED_BY.search(words or "")
+    return found.group(1) if found else None
+
+
 class Feedback:
     """Turns WB's headers into the shared bucket's learned limit, level or relaxation."""
 
     def __init__(self, limiter: RateLimiter, *, cabinet: str) -> None:
         self._limiter = limiter
         self._cabinet = cabinet
+
+    async def is_global(self, scope: BucketScope, body: object, words: str | None) -> bool:
+        """Whether a 429 on ``scope`` came from the seller's global limiter: its words say so,
+        or the limiter it names has already refused another group of the seller."""
+        if names_global_limiter(body):
+            return True
+        limiter_id = limiter_of(words)
+        return limiter_id is not None and await self._limiter.limits_another_group(
+            scope, limiter_id
+        )
 
     async def on_429(self, scope: BucketScope, headers: RateHeaders, round_trip_ms: float) -> None:
         """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket may be
