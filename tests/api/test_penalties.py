@@ -190,24 +190,32 @@ async def test_metrics_count_penalties_per_group_until_lifted(
     assert after[("wbsync_wb_penalty_remaining_seconds", GLOBAL_GROUP)] <= WAIT_MS / 3000
 
 
-async def test_a_penalty_wb_gave_is_listed_with_its_words(
+async def test_penalties_wb_gave_are_listed_with_its_words(
     api: httpx.AsyncClient,
     api_runtime: Runtime,
     api_emulator: Emulator,
     add_cabinet: AddCabinet,
 ) -> None:
-    shop = await add_cabinet(0, name="shop-one")
-    # WB answers a 429 asking for 10,000 of its seconds (50 s at the tests' scale).
+    shop, other = await add_cabinet(0, name="shop-one"), await add_cabinet(1, name="shop-two")
+    # WB answers a 429 asking for 10,000 of its seconds (50 s at the tests' scale): from the
+    # method's limiter for one seller, from its global limiter for the other.
     api_emulator.set_faults(
-        [FaultRule(kind="rate_limit", method=COEFFICIENTS.name, count=1, retry_s=10_000)]
+        [
+            FaultRule(kind=kind, method=COEFFICIENTS.name, seller=cabinet.seller_id, retry_s=10_000)
+            for kind, cabinet in (("rate_limit", shop), ("global_limit", other))
+        ]
     )
-    with contextlib.suppress(RateLimitExceeded):  # the wait is past an on-demand read's ceiling
-        await methods.acceptance_coefficients(api_runtime.client(shop))
-    [penalty] = await _json(api, "/api/v1/penalties")
-    assert [c["name"] for c in penalty["cabinets"]] == ["shop-one"]
-    assert penalty["group"] == COEFFICIENTS.group
-    assert penalty["words"].startswith("limited by ")
-    assert 25_000 < penalty["remaining_ms"] <= 50_000
+    for cabinet in (shop, other):
+        with contextlib.suppress(RateLimitExceeded):  # past an on-demand read's ceiling
+            await methods.acceptance_coefficients(api_runtime.client(cabinet))
+    by_name = {p["cabinets"][0]["name"]: p for p in await _json(api, "/api/v1/penalties")}
+    assert by_name.keys() == {"shop-one", "shop-two"}
+    method, seller = by_name["shop-one"], by_name["shop-two"]
+    assert method["group"] == COEFFICIENTS.group and method["words"].startswith("limited by ")
+    assert seller["group"] == GLOBAL_GROUP and seller["global_limiter"]
+    assert "global limiter" in seller["words"]
+    for penalty in (method, seller):
+        assert 25_000 < penalty["remaining_ms"] <= 50_000
 
 
 async def test_the_pages_lift_button_needs_the_key_and_returns_to_the_same_view(
