@@ -199,10 +199,11 @@ async def test_penalties_wb_gave_are_listed_with_its_words(
     shop, other = await add_cabinet(0, name="shop-one"), await add_cabinet(1, name="shop-two")
     # WB answers a 429 asking for 10,000 of its seconds (50 s at the tests' scale): from the
     # method's limiter for one seller, from its global limiter for the other.
+    rule = FaultRule(kind="rate_limit", method=COEFFICIENTS.name, retry_s=10_000)
     api_emulator.set_faults(
         [
-            FaultRule(kind=kind, method=COEFFICIENTS.name, seller=cabinet.seller_id, retry_s=10_000)
-            for kind, cabinet in (("rate_limit", shop), ("global_limit", other))
+            rule.model_copy(update={"seller": shop.seller_id}),
+            rule.model_copy(update={"seller": other.seller_id, "kind": "global_limit"}),
         ]
     )
     for cabinet in (shop, other):
