@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
@@ -127,5 +128,8 @@ def test_lifting_what_is_not_there_says_which(env: None) -> None:
     assert missing.exit_code == 1 and "no cabinet 'nope'" in missing.output
     bad = invoke("limits", "lift", "shop", "no-such-group")
     assert bad.exit_code == 1 and "no limit group 'no-such-group'" in bad.output
+    lift = typer.main.get_command(app).commands["limits"].commands["lift"]  # type: ignore[attr-defined]
+    [group] = [p for p in lift.params if p.name == "group"]
+    assert f"`{GLOBAL_GROUP}` for the seller's global limiter" in group.help
     empty = invoke("limits", "penalties")
     assert empty.exit_code == 0 and "no penalty from WB is in force" in empty.stdout

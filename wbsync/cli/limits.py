@@ -85,9 +85,16 @@ def _print_table(rows: list[Any]) -> None:
 
 @app.command("lift")
 def limits_lift(
-    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.", metavar="CABINET")],
     group: Annotated[
-        str, typer.Argument(help="The limit group, or the seller's global limiter's name.")
+        str,
+        typer.Argument(
+            # The name of wbsync.ratelimit.GLOBAL_GROUP, which --help must not import (a test
+            # checks the two agree).
+            help="The limit group as `wbsync limits penalties` lists it; `seller` for the "
+            "seller's global limiter.",
+            metavar="GROUP",
+        ),
     ],
 ) -> None:
     """End the penalty of the cabinet's seller on GROUP for every process, now.
