@@ -10,6 +10,7 @@ and the command line share.
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
@@ -61,7 +62,7 @@ def by_seller(cabinets: Iterable[C]) -> dict[str, list[C]]:
 
 def remaining_text(ms: float) -> str:
     """A remaining time as an operator reads it: ``5 h 04 min``, ``9 min 24 s``, ``29 s``."""
-    seconds = max(0, round(ms / 1000))
+    seconds = max(0, math.ceil(ms / 1000))  # never "0 s" while one is in force
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
     if hours:
