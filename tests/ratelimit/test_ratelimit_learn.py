@@ -213,3 +213,27 @@ async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
     assert repeated is not None and repeated.interval_ms > 600
     learned = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
     assert learned == learned_before + 1
+
+
+@pytest.mark.parametrize("burst", [0, 5])
+@pytest.mark.parametrize(("taken", "left"), [(10, 0), (5, 5), (9, 1)])
+async def test_learning_a_slower_interval_gives_the_bucket_no_tokens(
+    limiter_factory: LimiterFactory, taken: int, left: int, burst: int
+) -> None:
+    # 10 a minute at scale 0.01: 60 ms a token, 600 ms to fill. WB shows 120 ms (and a burst
+    # of 5, or none: then the bucket's burst stays 10 and its capacity doubles).
+    limiter = limiter_factory(time_scale=0.01)
+    bucket = scope(Limit(period_s=60, limit=10, burst=10), group=f"slower-{taken}-{burst}")
+    for _ in range(taken):
+        assert (await limiter.try_acquire(bucket)).acquired
+    assert await limiter.learn(bucket, seen_ms=120.0, burst=burst) is not None
+    # The bucket holds what it held (at most the new burst), not what the slower interval
+    # times the burst would make of its fill time: an emptied bucket stays empty.
+    peeked = await limiter.peek(bucket)
+    assert peeked.remaining <= left
+    if left == 0:
+        assert not peeked.acquired and 60 < peeked.wait_ms <= 120 + 1
+    grants = 0
+    while (await limiter.try_acquire(bucket)).acquired:
+        grants += 1
+    assert grants <= left

@@ -23,6 +23,7 @@ from wbsync.ratelimit import (
     LimiterOptions,
     RateLimiter,
 )
+from wbsync.ratelimit.limiter import MAX_BUCKETS_A_PASS
 from wbsync.wb import endpoints as eps
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
@@ -195,3 +196,14 @@ async def test_the_take_of_both_buckets_is_one_command(
 
 def test_no_limit_group_is_named_like_the_global_bucket() -> None:
     assert GLOBAL_GROUP not in {eps.ENDPOINTS[name].group for name in eps.ENDPOINTS}
+
+
+async def test_a_pass_takes_at_most_eight_buckets(limiter_factory: LimiterFactory) -> None:
+    limiter = limiter_factory()
+    buckets = [scope(PRICES, "s-6", f"g{i}") for i in range(MAX_BUCKETS_A_PASS + 1)]
+    with pytest.raises(ValueError, match=r"1\.\.8"):
+        await limiter.try_acquire_all(buckets)
+    # The last of eight is named when it makes the wait.
+    await limiter.penalize(buckets[MAX_BUCKETS_A_PASS - 1], 5000)
+    refused = await limiter.try_acquire_all(buckets[:MAX_BUCKETS_A_PASS])
+    assert not refused.acquired and refused.blocking == MAX_BUCKETS_A_PASS - 1

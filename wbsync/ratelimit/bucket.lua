@@ -27,11 +27,14 @@
   ARGV[3i+4]  burst         the table's capacity of bucket i in tokens, >= 1
   ARGV[3i+5]  margin_ms     added to each of bucket i's token intervals, >= 0
 
-  Returns  >= 0     acquired (for cost 0: a token is there now in every bucket); the whole
-                    tokens the first bucket has left
-           {w, i, t}  not acquired: w whole ms (rounded up) until every bucket has the
-                    tokens, i the (1-based) bucket that needs the longest of them, and t the
-                    Redis clock now (epoch ms, rounded down; a penalty lifts at t + penalty)
+  Returns  one integer (the cheapest reply to parse), but for a penalty
+    >= 0   acquired (for cost 0: a token is there now in every bucket); the whole tokens the
+           first bucket has left
+    < 0    not acquired: minus (w * 8 + i - 1), w the whole ms (rounded up) until every bucket
+           has the tokens, i the (1-based) bucket that needs the longest of them (at most 8
+           buckets a pass)
+    {w, i, t}  a pass that gave a penalty: w and i as above, t the Redis clock now (epoch
+           ms, rounded down): the penalty lifts at t + penalty_ms
 
   Time comes from Redis TIME, so every process shares one clock. A TAT is written only when
   its bucket changes, and expires when the bucket would be full again (idle buckets vanish).
@@ -127,7 +130,10 @@ for i = 1, n do
 end
 
 if not acquired then
-  return {math.ceil(wait), slowest, math.floor(now)}
+  if penalty > 0 then
+    return {math.ceil(wait), slowest, math.floor(now)}
+  end
+  return -(math.ceil(wait) * 8 + slowest - 1)
 end
 if intervals[1] <= 0 then
   return first_burst

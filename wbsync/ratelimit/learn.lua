@@ -5,6 +5,10 @@
   the table is a ceiling, and a looser WB changes nothing.
 
   KEYS[1]  the learned limit's key (a hash: interval_ms, burst)
+  KEYS[2]  the bucket's TAT (bucket.lua's key, same hash tag): when the limit gets stricter the
+           bucket keeps the tokens it holds (never more), counted at the new interval, so a
+           request cannot go at the old rate, nor an emptied bucket find tokens a larger
+           capacity (slower interval x burst) would seem to give it
 
   ARGV[1]  interval_ms   the table's milliseconds per token (scaled), > 0
   ARGV[2]  burst         the table's burst, >= 1
@@ -15,6 +19,7 @@
   ARGV[6]  ttl_ms        how long the learned limit holds from now, > 0
   ARGV[7]  max_ms        the longest interval a learned limit may have (ms), > 0: evidence
                          past it (a hostile header) is cut to it
+  ARGV[8]  margin_ms     the bucket's margin on each interval (as bucket.lua adds it), >= 0
 
   Returns  {changed, interval_ms, burst, stored}: changed 1 when the limit got stricter (0 when
            it stayed, its TTL refreshed, or when WB is no stricter than the table: nothing
@@ -55,4 +60,18 @@ if new_interval > current_interval or new_burst < current_burst then
 end
 redis.call('HSET', KEYS[1], 'interval_ms', string.format('%.3f', new_interval), 'burst', new_burst)
 redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(tonumber(ARGV[6]))))
+
+local tat = tonumber(redis.call('GET', KEYS[2]))
+if changed == 1 and tat then
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+  local margin = tonumber(ARGV[8])
+  local old_i, new_i = current_interval + margin, new_interval + margin
+  local held = (now + old_i * current_burst - math.max(tat, now)) / old_i
+  held = math.max(0, math.min(held, new_burst))
+  local pushed = now + (new_burst - held) * new_i
+  if pushed > tat then
+    redis.call('SET', KEYS[2], string.format('%.3f', pushed), 'PX', math.max(1, math.ceil(pushed - now)))
+  end
+end
 return {changed, math.floor(new_interval), new_burst, 1}
