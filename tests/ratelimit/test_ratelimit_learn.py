@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 
@@ -237,3 +238,22 @@ async def test_learning_a_slower_interval_gives_the_bucket_no_tokens(
     while (await limiter.try_acquire(bucket)).acquired:
         grants += 1
     assert grants <= left
+
+
+async def test_two_processes_learning_from_one_moment_tighten_once(
+    limiter_factory: LimiterFactory,
+) -> None:
+    # 60 ms a token at scale 0.001. Two processes each meet WB's limit at the same moment and
+    # each add what their 429 showed: the second is the same evidence, not twice as much.
+    first, second = limiter_factory(time_scale=0.001), limiter_factory(time_scale=0.001)
+    bucket = scope(FINANCE, group="same-moment")
+    learned = await first.learn(bucket, extra_ms=60.0)
+    assert learned is not None and learned.interval_ms == 120
+    assert await second.learn(bucket, extra_ms=60.0) is None
+    found = await second.learned(bucket)
+    assert found is not None and found.interval_ms == 120
+    # A 429 a whole interval later is new evidence: WB is stricter still (the wait is time
+    # passing, the condition itself).
+    await asyncio.sleep(0.13)
+    again = await second.learn(bucket, extra_ms=60.0)
+    assert again is not None and again.interval_ms == 180

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from redis.asyncio import Redis
+from redis.crc import key_slot
 
 from tests.support.limiter import LimiterFactory
 from wbsync import keys
@@ -207,3 +208,24 @@ async def test_a_pass_takes_at_most_eight_buckets(limiter_factory: LimiterFactor
     await limiter.penalize(buckets[MAX_BUCKETS_A_PASS - 1], 5000)
     refused = await limiter.try_acquire_all(buckets[:MAX_BUCKETS_A_PASS])
     assert not refused.acquired and refused.blocking == MAX_BUCKETS_A_PASS - 1
+
+
+def test_a_sellers_keys_share_one_cluster_slot_and_sellers_spread() -> None:
+    # A Redis Cluster runs a script only on keys of one slot: the pass over a method's bucket
+    # and the seller's global one, the learning, the record and the lift must all find theirs.
+    def slots(seller: str) -> set[int]:
+        found = set()
+        for group in ("finance", GLOBAL_GROUP):
+            bucket = scope(FINANCE, seller, group)
+            names = [
+                keys.bucket_key("p", bucket),
+                keys.learned_key("p", bucket),
+                keys.penalty_key("p", seller, group),
+                keys.learn_evidence_key("p", bucket),
+                keys.limiter_seen_key("p", seller),
+            ]
+            found |= {key_slot(name.encode()) for name in names}
+        return found
+
+    assert all(len(slots(f"seller-{i}")) == 1 for i in range(20))
+    assert len(set().union(*(slots(f"seller-{i}") for i in range(20)))) > 10

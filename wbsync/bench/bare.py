@@ -288,7 +288,6 @@ class Bare:
             "0.0",  # penalty_ms
             -1,  # level
             repr(3_600_000.0 * self._time_scale),  # max_wait_ms: WB's longest period, scaled
-            "",  # words
             repr(_BARE_LIMIT.interval_ms * self._time_scale),
             _BARE_LIMIT.burst,
             "0.0",  # margin_ms
@@ -299,10 +298,9 @@ class Bare:
             bucket = [
                 keys.bucket_key("wbsync-bench", scope),
                 keys.learned_key("wbsync-bench", scope),
-                keys.penalty_key("wbsync-bench", scope.cabinet, scope.group),
             ]
             for req in recording.requests:
-                await redis.evalsha(self._sha, 3, *bucket, *args)
+                await redis.evalsha(self._sha, 2, *bucket, *args)
                 body = await send(req)
                 if body:
                     loads(body)

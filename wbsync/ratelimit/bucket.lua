@@ -4,13 +4,14 @@
   arrival time" (TAT, ms): the moment the bucket would be full again. The take is all or
   nothing: either every bucket gives its tokens, or none does and the longest wait is returned.
 
-  KEYS     three per bucket, bucket after bucket (all of one seller: one hash tag, one slot):
-  KEYS[3i-2]  the bucket's TAT (a string, ms; absent = full bucket)
-  KEYS[3i-1]  the bucket's learned limit (a hash written by learn.lua: interval_ms, burst;
+  KEYS     two per bucket, bucket after bucket (all of one seller: one hash tag, one slot),
+           and, only in a pass that gives a penalty, the first bucket's penalty record last:
+  KEYS[2i-1]  bucket i's TAT (a string, ms; absent = full bucket)
+  KEYS[2i]    bucket i's learned limit (a hash written by learn.lua: interval_ms, burst;
               absent = none): WB showed a stricter bucket than the table, so its slower
               interval and smaller burst apply until the key expires
-  KEYS[3i]    the bucket's penalty record (a hash: until_ms, words), written when a penalty
-              is given to the first bucket; it expires when the penalty lifts
+  KEYS[2n+1]  (penalty > 0 only) the first bucket's penalty record (a hash: until_ms, words),
+              written with the penalty; it expires when the penalty lifts
 
   ARGV[1]  cost          tokens to take now from every bucket, 0..burst; 0 only reads the
                          buckets (and applies a penalty or a level to the first)
@@ -20,12 +21,16 @@
                          fewer left than we had); -1: no level
   ARGV[4]  max_wait_ms   the furthest a penalty may push a bucket, and the longest a learned
                          interval may be (ms), > 0
-  ARGV[5]  words         what WB said with the penalty, for its record ("" = nothing)
-  ARGV[3i+3]  interval_ms   the table's ms for one token of bucket i (period / limit); 0: the
+  ARGV[3i+2]  interval_ms   the table's ms for one token of bucket i (period / limit); 0: the
                             bucket has no rate of its own, only penalties (a seller's global
                             bucket when no rate is configured)
-  ARGV[3i+4]  burst         the table's capacity of bucket i in tokens, >= 1
-  ARGV[3i+5]  margin_ms     added to each of bucket i's token intervals, >= 0
+  ARGV[3i+3]  burst         the table's capacity of bucket i in tokens, >= 1
+  ARGV[3i+4]  margin_ms     added to each of bucket i's token intervals, >= 0
+  ARGV[3n+5]  (penalty > 0 only) words: what WB said with the penalty, for its record ("" =
+              nothing)
+
+  (The record and the words come only with a penalty: each key and argument is encoded and
+  sent on every take, and the take is the hot path.)
 
   Returns  one integer (the cheapest reply to parse), but for a penalty
     >= 0   acquired (for cost 0: a token is there now in every bucket); the whole tokens the
@@ -47,25 +52,25 @@ local cost = tonumber(ARGV[1])
 local penalty = math.min(tonumber(ARGV[2]), tonumber(ARGV[4]))
 local level = tonumber(ARGV[3])
 local max_wait = tonumber(ARGV[4])
-local n = #KEYS / 3
+local n = math.floor(#KEYS / 2)
 
 local tats, intervals, takes, changed = {}, {}, {}, {}
 local wait, slowest, first_burst = 0, 1, 1
 
 for i = 1, n do
-  local interval = tonumber(ARGV[3 * i + 3])
-  local burst = tonumber(ARGV[3 * i + 4])
+  local interval = tonumber(ARGV[3 * i + 2])
+  local burst = tonumber(ARGV[3 * i + 3])
   local take = cost
   if interval > 0 then
-    local learned = redis.call('HMGET', KEYS[3 * i - 1], 'interval_ms', 'burst')
+    local learned = redis.call('HMGET', KEYS[2 * i], 'interval_ms', 'burst')
     if learned[1] then
       interval = math.max(interval, math.min(tonumber(learned[1]), max_wait))
       burst = math.max(1, math.min(burst, tonumber(learned[2])))
       take = math.min(take, burst)
     end
-    interval = interval + tonumber(ARGV[3 * i + 5])
+    interval = interval + tonumber(ARGV[3 * i + 4])
   end
-  local tat = tonumber(redis.call('GET', KEYS[3 * i - 2])) or now
+  local tat = tonumber(redis.call('GET', KEYS[2 * i - 1])) or now
   if tat < now then
     tat = now
   end
@@ -104,12 +109,13 @@ end
 
 if penalty > 0 then
   local until_ms = now + penalty
-  local record = KEYS[3]
+  local record = KEYS[2 * n + 1]
+  local words = ARGV[3 * n + 5]
   local before = tonumber(redis.call('HGET', record, 'until_ms'))
   if not before or until_ms > before then
     redis.call('HSET', record, 'until_ms', string.format('%.3f', until_ms))
-    if ARGV[5] ~= '' then
-      redis.call('HSET', record, 'words', ARGV[5])
+    if words ~= '' then
+      redis.call('HSET', record, 'words', words)
     else
       redis.call('HDEL', record, 'words')
     end
@@ -125,7 +131,7 @@ for i = 1, n do
   end
   if changed[i] then
     local ttl = math.max(1, math.ceil(tats[i] - now))
-    redis.call('SET', KEYS[3 * i - 2], string.format('%.3f', tats[i]), 'PX', ttl)
+    redis.call('SET', KEYS[2 * i - 1], string.format('%.3f', tats[i]), 'PX', ttl)
   end
 end
 

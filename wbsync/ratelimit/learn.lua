@@ -4,7 +4,8 @@
   which the table applies again. It only ever tightens (a slower interval, a smaller burst):
   the table is a ceiling, and a looser WB changes nothing.
 
-  KEYS[1]  the learned limit's key (a hash: interval_ms, burst)
+  KEYS[1]  the learned limit's key (a hash: interval_ms, burst, at: when it last got
+           stricter, ms on the Redis clock)
   KEYS[2]  the bucket's TAT (bucket.lua's key, same hash tag): when the limit gets stricter the
            bucket keeps the tokens it holds (never more), counted at the new interval, so a
            request cannot go at the old rate, nor an emptied bucket find tokens a larger
@@ -14,7 +15,11 @@
   ARGV[2]  burst         the table's burst, >= 1
   ARGV[3]  seen_ms       WB's interval is at least this (ms); 0: unknown
   ARGV[4]  extra_ms      WB's interval is at least the current one (table or learned) plus
-                         this (ms); 0: unknown
+                         this (ms); 0: unknown. Ignored within one current interval of the
+                         last tightening: a 429 that soon was sent at the rate that learning
+                         replaced (another process met WB's limit at the same moment), so it
+                         is the same evidence, and adding it again would hold every process
+                         back twice as much
   ARGV[5]  seen_burst    WB's burst; 0: unknown
   ARGV[6]  ttl_ms        how long the learned limit holds from now, > 0
   ARGV[7]  max_ms        the longest interval a learned limit may have (ms), > 0: evidence
@@ -34,15 +39,19 @@ local extra = tonumber(ARGV[4])
 local seen_burst = tonumber(ARGV[5])
 local max_interval = math.max(interval, tonumber(ARGV[7]))
 
-local current_interval, current_burst = interval, burst
-local stored = redis.call('HMGET', KEYS[1], 'interval_ms', 'burst')
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+
+local current_interval, current_burst, learned_at = interval, burst, nil
+local stored = redis.call('HMGET', KEYS[1], 'interval_ms', 'burst', 'at')
 if stored[1] then
   current_interval = math.max(interval, tonumber(stored[1]))
   current_burst = math.min(burst, tonumber(stored[2]))
+  learned_at = tonumber(stored[3])
 end
 
 local new_interval = math.max(current_interval, seen)
-if extra > 0 then
+if extra > 0 and not (learned_at and now - learned_at < current_interval) then
   new_interval = math.max(new_interval, current_interval + extra)
 end
 new_interval = math.min(new_interval, max_interval)
@@ -59,12 +68,13 @@ if new_interval > current_interval or new_burst < current_burst then
   changed = 1
 end
 redis.call('HSET', KEYS[1], 'interval_ms', string.format('%.3f', new_interval), 'burst', new_burst)
+if changed == 1 then
+  redis.call('HSET', KEYS[1], 'at', string.format('%.3f', now))
+end
 redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(tonumber(ARGV[6]))))
 
 local tat = tonumber(redis.call('GET', KEYS[2]))
 if changed == 1 and tat then
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
   local margin = tonumber(ARGV[8])
   local old_i, new_i = current_interval + margin, new_interval + margin
   local held = (now + old_i * current_burst - math.max(tat, now)) / old_i

@@ -34,16 +34,21 @@ from redis.asyncio.cluster import RedisCluster
 
 from wbsync import clock, keys
 from wbsync.context import current_job, deferral_threshold_ms
-from wbsync.errors import RateLimitDeferred, RateLimitExceeded
+from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
 from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
-from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, bounded_words, penalty_of
-from wbsync.redis_client import RedisClient, redis_failures, run_scripts
+from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook, bounded_words
+from wbsync.redis_client import (
+    RedisClient,
+    describe,
+    is_redis_failure,
+    redis_failures,
+    run_scripts,
+)
 from wbsync.scope import BucketScope, Limit
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 _LEARN = lua_script("wbsync.ratelimit", "learn.lua")
-_LIFT = lua_script("wbsync.ratelimit", "lift.lua")
 #: The most buckets one pass may take (``bucket.lua`` encodes which one made the wait in the
 #: low bits of its reply).
 MAX_BUCKETS_A_PASS = 8
@@ -140,13 +145,13 @@ class RateLimiter:
         self._learned_ttl_ms = options.learned_ttl_s * 1000.0 * time_scale
         self._max_wait_ms = options.max_wait_s * 1000.0 * time_scale
         self._max_wait_arg = repr(self._max_wait_ms)
+        self._take_head = (b"1", b"0", b"-1", self._max_wait_arg.encode())
         self._script = redis.register_script(_BUCKET)
         self._learn = redis.register_script(_LEARN)
         self._learned_index = keys.learned_index_key(options.prefix)
-        self._penalty_index = keys.penalty_index_key(options.prefix)
-        self._lift = redis.register_script(_LIFT)
+        self._book = PenaltyBook(redis, options.prefix)
         self._seller_limit = options.seller_limit
-        self._built: dict[BucketScope, tuple[tuple[str, ...], tuple[str | int, ...]]] = {}
+        self._built: dict[BucketScope, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
 
     @property
     def time_scale(self) -> float:
@@ -214,7 +219,7 @@ class RateLimiter:
             replies = await run_scripts(
                 self._redis,
                 [
-                    (self._script, self._keys((s,)), self._args((s,), cost=0, penalty_ms=0))
+                    (self._script, _names(self._keys((s,))), self._args((s,), cost=0, penalty_ms=0))
                     for s in (scopes[i] for i in used)
                 ],
             )
@@ -234,49 +239,21 @@ class RateLimiter:
         penalty_ms = min(float(wait_ms), self._max_wait_ms)
         text = bounded_words(words) or ""
         with redis_failures(_FAILED):
+            record = keys.penalty_key(self._prefix, scope.cabinet, scope.group)
             reply = await self._script(
-                keys=self._keys((scope,)),
-                args=self._args((scope,), cost=0, penalty_ms=penalty_ms, words=text),
+                keys=[*self._keys((scope,)), record],
+                args=[*self._args((scope,), cost=0, penalty_ms=penalty_ms), text],
             )
-            now_ms = float(reply[2])
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.zadd(self._penalty_index, {_member(scope): now_ms + penalty_ms}, gt=True)
-                pipe.zremrangebyscore(self._penalty_index, "-inf", now_ms)
-                await pipe.execute()
+        await self._book.index(_member(scope), float(reply[2]) + penalty_ms, float(reply[2]))
 
     async def penalties(self) -> list[Penalty]:
         """Every penalty in force now, soonest lifted first: two round trips."""
-        with redis_failures(_FAILED):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.time()
-                pipe.zrange(self._penalty_index, 0, -1)
-                (seconds, micros), members = await pipe.execute()
-            now_ms = seconds * 1000.0 + micros / 1000.0
-            names = [_text(m) for m in members]
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for name in names:
-                    seller, _, group = name.rpartition(":")
-                    pipe.hmget(keys.penalty_key(self._prefix, seller, group), "until_ms", "words")
-                records = await pipe.execute()
-        found = [
-            penalty_of(name, float(until), now_ms, _text(words) if words else None)
-            for name, (until, words) in zip(names, records, strict=True)
-            if until is not None and float(until) > now_ms
-        ]
-        return sorted(found, key=lambda p: p.until_ms)
+        return await self._book.in_force()
 
     async def lift(self, seller: str, group: str) -> Penalty | None:
         """End the penalty of (seller, group) for every process: its bucket is full and may be
         used at once. Answers the penalty that was in force, None if there was none."""
-        tat = keys.bucket_key_of(self._prefix, seller, group)
-        record = keys.penalty_key(self._prefix, seller, group)
-        with redis_failures(_FAILED):
-            reply = await self._lift(keys=[tat, record])
-            await self._redis.zrem(self._penalty_index, f"{seller}:{group}")
-        if not reply:
-            return None
-        until, words, now_ms = (_text(v) for v in reply)
-        return penalty_of(f"{seller}:{group}", float(until), float(now_ms), words or None)
+        return await self._book.lift(seller, group)
 
     async def level(self, scope: BucketScope, tokens: int) -> None:
         """Hold no more than ``tokens`` tokens now (WB showed its bucket emptier than ours)."""
@@ -419,28 +396,25 @@ class RateLimiter:
             await clock.sleep_ms(result.wait_ms)
             waited_ms = (clock.monotonic() - started) * 1000.0
 
-    def _keys(self, scopes: Sequence[BucketScope]) -> list[str]:
+    def _keys(self, scopes: Sequence[BucketScope]) -> list[bytes]:
         if len(scopes) == 1:
             return list(self._parts(scopes[0])[0])
         return [key for s in scopes for key in self._parts(s)[0]]
 
     def _args(
-        self,
-        scopes: Sequence[BucketScope],
-        *,
-        cost: int,
-        penalty_ms: float,
-        level: int = -1,
-        words: str = "",
-    ) -> list[str | int]:
-        out: list[str | int] = [cost, repr(float(penalty_ms)), level, self._max_wait_arg, words]
+        self, scopes: Sequence[BucketScope], *, cost: int, penalty_ms: float, level: int = -1
+    ) -> list[bytes | str | int]:
+        if cost == 1 and penalty_ms == 0 and level == -1:
+            out: list[bytes | str | int] = list(self._take_head)
+        else:
+            out = [cost, repr(float(penalty_ms)), level, self._max_wait_arg]
         for s in scopes:
             out += self._parts(s)[1]
         return out
 
-    def _parts(self, scope: BucketScope) -> tuple[tuple[str, ...], tuple[str | int, ...]]:
-        """The bucket's three keys and three arguments of ``bucket.lua``, built once: the hot
-        path then only looks them up (it spent a third of its client time building them)."""
+    def _parts(self, scope: BucketScope) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The bucket's two keys and three arguments of ``bucket.lua``, built and encoded once:
+        the hot path then only looks them up (building them cost a third of its client time)."""
         parts = self._built.get(scope)
         if parts is None:
             if len(self._built) >= PARTS_CACHE_SIZE:
@@ -448,22 +422,18 @@ class RateLimiter:
             parts = self._built[scope] = (self._keys_of(scope), self._args_of(scope))
         return parts
 
-    def _keys_of(self, s: BucketScope) -> tuple[str, ...]:
+    def _keys_of(self, s: BucketScope) -> tuple[bytes, ...]:
         prefix = self._prefix
-        return (
-            keys.bucket_key(prefix, s),
-            keys.learned_key(prefix, s),
-            keys.penalty_key(prefix, s.cabinet, s.group),
-        )
+        return (keys.bucket_key(prefix, s).encode(), keys.learned_key(prefix, s).encode())
 
-    def _args_of(self, s: BucketScope) -> tuple[str | int, ...]:
+    def _args_of(self, s: BucketScope) -> tuple[bytes, ...]:
         if s.group == GLOBAL_GROUP and self._seller_limit is None:
-            return ("0", 1, "0")  # no rate of its own: only penalties
+            return (b"0", b"1", b"0")  # no rate of its own: only penalties
         limit = self._seller_limit if s.group == GLOBAL_GROUP else s.limit
         assert limit is not None
         interval_ms = limit.interval_ms * self._time_scale
         margin_ms = min(self._refill_margin_ratio * interval_ms, self._refill_margin_cap_ms)
-        return (repr(interval_ms), limit.burst, repr(margin_ms))
+        return (repr(interval_ms).encode(), str(limit.burst).encode(), repr(margin_ms).encode())
 
     async def _pass(
         self,
@@ -473,11 +443,15 @@ class RateLimiter:
         penalty_ms: float,
         level: int = -1,
     ) -> TryResult:
-        with redis_failures(_FAILED):
+        try:  # redis_failures, written out: the hot path saves the context manager
             reply = await self._script(
                 keys=self._keys(scopes),
                 args=self._args(scopes, cost=cost, penalty_ms=penalty_ms, level=level),
             )
+        except Exception as exc:
+            if not is_redis_failure(exc):
+                raise
+            raise RedisUnavailableError(f"{_FAILED}: {describe(exc)}") from exc
         return _result(reply)
 
     def _observe(self, scope: BucketScope, outcome: str, waited_ms: float) -> None:
@@ -500,6 +474,10 @@ def _member(scope: BucketScope) -> str:
     """The bucket in the indexes of learned limits and penalties (group names hold no
     colon)."""
     return f"{scope.cabinet}:{scope.group}"
+
+
+def _names(encoded: list[bytes]) -> list[str]:
+    return [key.decode() for key in encoded]
 
 
 def _text(value: str | bytes) -> str:
