@@ -24,6 +24,7 @@ from wbsync.ratelimit import (
     LimiterOptions,
     RateLimiter,
 )
+from wbsync.ratelimit import limiter as limiter_module
 from wbsync.ratelimit.limiter import MAX_BUCKETS_A_PASS
 from wbsync.wb import endpoints as eps
 
@@ -229,3 +230,15 @@ def test_a_sellers_keys_share_one_cluster_slot_and_sellers_spread() -> None:
 
     assert all(len(slots(f"seller-{i}")) == 1 for i in range(20))
     assert len(set().union(*(slots(f"seller-{i}") for i in range(20)))) > 10
+
+
+async def test_the_built_keys_cache_is_bounded(
+    limiter_factory: LimiterFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limiter_module, "PARTS_CACHE_SIZE", 4)
+    limiter = limiter_factory()
+    buckets = [scope(PRICES, f"cache-{i}", "prices") for i in range(10)]
+    for bucket in buckets + buckets:  # each bucket again after the cache was emptied
+        assert (await limiter.try_acquire(bucket)).acquired
+    assert len(limiter._built) <= 4
+    assert (await limiter.peek(buckets[0])).remaining == PRICES.burst - 2
