@@ -101,6 +101,20 @@ SYNC_LAG = Histogram(
     buckets=(0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0),
 )
 
+WB_PENALTIES = Gauge(
+    "wbsync_wb_penalties",
+    "Penalties WB gave that are in force now, per limit group (the seller's global limiter "
+    "included), over every seller; read from Redis when /metrics is scraped.",
+    ["group"],
+)
+
+WB_PENALTY_REMAINING = Gauge(
+    "wbsync_wb_penalty_remaining_seconds",
+    "The longest time one of the group's penalties in force still holds (max over sellers; "
+    "0 with none); read from Redis when /metrics is scraped.",
+    ["group"],
+)
+
 FANOUT_LEADER = Gauge(
     "wbsync_fanout_leader",
     "1 while this process leads the queue's fan-out (holds its lease in Redis), else 0.",

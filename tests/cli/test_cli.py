@@ -96,7 +96,7 @@ import json, sys
 import wbsync.cli
 imported = sorted(sys.modules)
 from typer.testing import CliRunner
-for words in ([], ["cabinets"], ["secrets"], ["emulator"], ["bench"], ["settings"]):
+for words in ([], ["cabinets"], ["limits"], ["secrets"], ["emulator"], ["bench"], ["settings"]):
     reply = CliRunner().invoke(wbsync.cli.app, [*words, "--help"])
     assert reply.exit_code == 0, (words, reply.output)
 print(json.dumps({"imported": imported, "helped": sorted(sys.modules)}))

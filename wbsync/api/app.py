@@ -11,7 +11,7 @@ from wbsync.api import page
 from wbsync.api.auth import api_keys, require_key
 from wbsync.api.middleware import BodyGuard, RequestContext
 from wbsync.api.problems import install_handlers
-from wbsync.api.routes import cabinets, datasets, discovery, ops, wb
+from wbsync.api.routes import cabinets, datasets, discovery, ops, penalties, wb
 from wbsync.api.status import StatusReader
 from wbsync.runtime import Runtime
 
@@ -23,7 +23,8 @@ def create_app(runtime: Runtime) -> FastAPI:
     app = FastAPI(
         title="wbsync",
         version=__version__,
-        description="Cabinets, sync triggers, live jobs, buckets, on-demand WB reads, metrics.",
+        description="Cabinets, sync triggers, live jobs, buckets, WB's penalties, on-demand WB "
+        "reads, metrics.",
         # The schema is served below, behind the key like every route but the probes.
         openapi_url=None,
         docs_url=None,
@@ -39,6 +40,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(wb.router, dependencies=guarded)
     app.include_router(datasets.router, dependencies=guarded)
     app.include_router(discovery.router, dependencies=guarded)
+    app.include_router(penalties.router, dependencies=guarded)
     app.include_router(page.router)
     app.mount("/static", page.static_files(), name="static")
 

@@ -30,6 +30,7 @@ __all__ = [
     "SESSION_TTL_S",
     "api_keys",
     "bearer_key",
+    "caller_of",
     "key_matches",
     "new_session",
     "require_key",
@@ -115,6 +116,19 @@ def unauthorized() -> Problem:
 def _keys(request: Request) -> tuple[str, ...]:
     keys: tuple[str, ...] = request.app.state.api_keys
     return keys
+
+
+def caller_of(request: Request) -> str:
+    """Who sent a request, for an audit line: which configured key (its place in
+    WBSYNC_API_KEYS, never the key) or the page's session, and from which address."""
+    given, keys = _bearer(request), _keys(request)
+    if given is not None:
+        places = [n for n, key in enumerate(keys, 1) if key_matches(given, [key])]
+        who = f"API key #{places[0]} of WBSYNC_API_KEYS" if places else "an unknown key"
+    else:
+        who = "a status-page session"
+    host = request.client.host if request.client else "an unknown address"
+    return f"{who} from {host}"
 
 
 def require_key(request: Request) -> None:

@@ -18,8 +18,8 @@ from wbsync import clock
 from wbsync.api.schemas import BucketOut, JobOut, LearnedOut, LimitOut, at_ms, job_out
 from wbsync.errors import ConfigError, TokenError
 from wbsync.jobs.model import LIVE_STATES
-from wbsync.metrics import QUEUE_JOBS
-from wbsync.ratelimit import BucketScope, Learned
+from wbsync.metrics import QUEUE_JOBS, WB_PENALTIES, WB_PENALTY_REMAINING
+from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Learned
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS
@@ -105,6 +105,23 @@ async def queue_counts(runtime: Runtime) -> dict[str, dict[str, int]]:
         for state, n in by_state.items():
             QUEUE_JOBS.labels(name, state).set(n)
     return dict(zip(SYNCS, counts, strict=True))
+
+
+async def penalty_gauges(runtime: Runtime) -> None:
+    """Set the penalty gauges from the penalties in force (one read of the limiter's records).
+
+    A group without a penalty now reads 0 rather than vanishing, once it had one (and the
+    global limiter always), so an alert on it resolves.
+    """
+    count: dict[str, int] = defaultdict(int)
+    longest: dict[str, float] = defaultdict(float)
+    for penalty in await runtime.limiter.penalties():
+        count[penalty.group] += 1
+        longest[penalty.group] = max(longest[penalty.group], penalty.remaining_ms / 1000.0)
+    had = {s.labels["group"] for m in WB_PENALTIES.collect() for s in m.samples}
+    for group in had | {GLOBAL_GROUP} | set(count):
+        WB_PENALTIES.labels(group).set(count.get(group, 0))
+        WB_PENALTY_REMAINING.labels(group).set(longest.get(group, 0.0))
 
 
 def counters() -> dict[str, float]:

@@ -1,8 +1,9 @@
 """The status page at ``/``: a Jinja2 template (autoescaped) with a small script and stylesheet.
 
 The server pages, searches and filters (query string ``q``, ``state``, ``sort``, ``page``); the
-script only turns times into the viewer's local time, draws the throughput chart and keeps the
-page fresh. A failed job's Retry button posts a bodiless form (same key, by cookie). The key
+script only turns times into the viewer's local time, draws the throughput chart, asks before a
+penalty is lifted and keeps the page fresh. A failed job's Retry button and a penalty's Lift
+button post a bodiless form (same key, by cookie). The key
 handling is in ``wbsync.api.auth``.
 """
 
@@ -19,12 +20,21 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
 
-from wbsync.api.auth import COOKIE, SESSION_TTL_S, key_matches, new_session, require_page_key
+from wbsync.api.auth import (
+    COOKIE,
+    SESSION_TTL_S,
+    caller_of,
+    key_matches,
+    new_session,
+    require_page_key,
+)
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import retry_failed
+from wbsync.api.routes.penalties import GroupPath, lift_or_problem
 from wbsync.api.status_model import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
 from wbsync.jobs.lag import LAG_WINDOW_S
+from wbsync.penalties import remaining_text
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 
@@ -96,6 +106,23 @@ async def retry_from_page(
     return RedirectResponse(_link(query), status_code=303)
 
 
+@router.post("/lift/{cabinet_id}/{group}", include_in_schema=False)
+async def lift_from_page(
+    request: Request,
+    runtime: RuntimeDep,
+    query: StatusQueryDep,
+    cabinet_id: Annotated[int, PathParam(ge=1, le=CABINET_ID_MAX)],
+    group: GroupPath,
+) -> Response:
+    """The page's Lift button: end a penalty (as ``DELETE /api/v1/penalties/...`` does, with
+    its audit line), then back to the page it was on; a bodiless form, like Retry."""
+    require_page_key(request)
+    cabinet = await runtime.store.cabinets.get(cabinet_id)
+    await lift_or_problem(runtime, cabinet, group, by=caller_of(request))
+    status_reader(request).invalidate()
+    return RedirectResponse(_link(query), status_code=303)
+
+
 def _link(query: StatusQuery, **changes: Any) -> str:
     params = {
         "q": query.search,
@@ -141,10 +168,12 @@ def _context(page: StatusPage) -> dict[str, Any]:
             ("failed jobs", sum(by["failed"] for by in queues.values())),
             ("deferrals (reschedules)", page.counters["reschedules"]),
             ("429s from WB", page.counters["upstream_429"]),
+            ("WB penalties in force", page.penalties_total),
         ],
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
         "back": _link(query).removeprefix("/"),
         "ago": _ago,
         "utc": _utc,
+        "remaining": remaining_text,
     }

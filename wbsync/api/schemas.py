@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wbsync import clock
 from wbsync.jobs.views import JobView
+from wbsync.ratelimit import GLOBAL_GROUP, Penalty
 from wbsync.store import Cabinet, CabinetOverview, RunRecord
 from wbsync.store.changes import ChangePage
 from wbsync.syncs import SYNCS
@@ -25,6 +27,7 @@ __all__ = [
     "ChangePageOut",
     "JobOut",
     "LimitOut",
+    "PenaltyOut",
     "RenameIn",
     "RowsOut",
     "RunOut",
@@ -35,6 +38,7 @@ __all__ = [
     "cabinet_out",
     "change_page_out",
     "job_out",
+    "penalty_out",
     "run_out",
 ]
 
@@ -192,6 +196,35 @@ class CabinetBucketOut(BaseModel):
     bucket: BucketOut
 
 
+class PenaltyOut(BaseModel):
+    """A penalty WB gave a seller, in force for every process until it lifts."""
+
+    seller_id: str
+    cabinets: list[CabinetOut] = Field(
+        description="The cabinets of this seller; empty when no stored cabinet has it."
+    )
+    group: str = Field(description="The limit group it holds, or the seller's global limiter.")
+    global_limiter: bool = Field(
+        description="True when it is on WB's global limiter of the seller: every method waits."
+    )
+    words: str | None = Field(description="What WB said (bounded, sanitised); null if nothing.")
+    until: datetime = Field(description="When it lifts.")
+    remaining_ms: int
+
+
+def penalty_out(penalty: Penalty, cabinets: list[CabinetOut], now_ms: float) -> PenaltyOut:
+    """A penalty as the API shows it, with its seller's cabinets and its time left at ``now_ms``."""
+    return PenaltyOut(
+        seller_id=penalty.seller,
+        cabinets=cabinets,
+        group=penalty.group,
+        global_limiter=penalty.group == GLOBAL_GROUP,
+        words=penalty.words,
+        until=at_ms(penalty.until_ms),
+        remaining_ms=max(0, math.ceil(penalty.until_ms - now_ms)),
+    )
+
+
 class LagOut(BaseModel):
     """How late one queue's scheduled runs started after they were due, over the recent window."""
 
@@ -228,6 +261,12 @@ class StatusOut(BaseModel):
     waiting: list[CabinetJobOut] = Field(description="The page's jobs delayed by a window.")
     failed: list[CabinetJobOut] = Field(description="The page's failed jobs, latest first.")
     busiest_buckets: list[CabinetBucketOut]
+    penalties: list[PenaltyOut] = Field(
+        default_factory=list,
+        description="WB's penalties in force over every cabinet, the longest first; only the "
+        "first of many (penalties_total counts them all, GET /api/v1/penalties lists them).",
+    )
+    penalties_total: int = Field(default=0, description="Penalties in force in all.")
 
 
 class ThroughputOut(BaseModel):

@@ -4,8 +4,9 @@ A status read has two parts:
 
 * The **index**: every cabinet (no token) with the state of its job in each queue, the
   oldest of its syncs' last successes, whether a sync last met a method WB switched off, and
-  whether its seller has a learned limit. It costs one database query, one Redis pipeline that
-  reads job ids only and one read of the learned limits' index, and it is shared: concurrent
+  whether its seller has a learned limit or a penalty from WB. It costs one database query, one
+  Redis pipeline that reads job ids only, one read of the learned limits' index and one of the
+  penalties in force (``RateLimiter.penalties``), and it is shared: concurrent
   reads wait for one build, and a build serves every read for ``INDEX_TTL_S``. Search,
   filters, sorting and paging run on it in memory.
 * The **page**: the details of one page of cabinets only: their jobs' data (one pipeline), their
@@ -31,23 +32,27 @@ from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
     BucketOut,
     JobOut,
+    PenaltyOut,
     RunOut,
     ThroughputOut,
     at_ms,
     cabinet_out,
     job_out,
+    penalty_out,
     run_out,
 )
 from wbsync.api.status_model import STATES, CabinetStatus, StatusPage, StatusQuery
 from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
 from wbsync.jobs.lag import LagFigure
 from wbsync.jobs.views import job_states, read_jobs
+from wbsync.penalties import by_seller
+from wbsync.ratelimit import Penalty
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import parse_token
 
-__all__ = ["INDEX_TTL_S", "STATUS_READS", "StatusReader"]
+__all__ = ["INDEX_TTL_S", "PENALTIES_SHOWN", "STATUS_READS", "StatusReader"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,8 @@ BUSIEST = 12
 _YIELD_EVERY = 1000
 PAGE_CACHE = 64
 """Distinct queries whose result a reader keeps for the current index."""
+PENALTIES_SHOWN = 50
+"""The most penalties a status page lists (the longest first); the API's route lists them all."""
 # Which job states each filter selects (a cabinet matches when any of its jobs is in one).
 _FILTER_STATES: dict[str, frozenset[str]] = {
     "failed": frozenset({"failed"}),
@@ -81,6 +88,7 @@ class _Row:
     states: dict[str, str]  # queue -> its job's state, for queues with a stored job
     stuck_since_ms: float | None  # None: nothing pending or failed
     learned: bool  # a bucket of its seller follows a limit learned from WB's replies
+    penalised: bool  # WB's penalty holds a bucket of its seller
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,8 @@ class _Index:
     queues: dict[str, dict[str, int]]
     lag: dict[str, LagFigure]
     built_at: float  # monotonic seconds
+    penalties: list[Penalty]
+    sellers: dict[str, list[CabinetOverview]]  # seller id -> its cabinets
     unloaded: list[str] = field(default_factory=list)
 
 
@@ -189,8 +199,10 @@ class StatusReader:
             start = (query.page - 1) * query.per_page
             rows = matched[start : start + query.per_page]
             cabinets, buckets = await self._details(rows)
+        now = clock.now_ms()
+        live = _in_force(index.penalties, now)
         return StatusPage(
-            generated_at=at_ms(clock.now_ms()),
+            generated_at=at_ms(now),
             time_scale=self._runtime.settings.time_scale,
             queues=index.queues,
             counters=counters(),
@@ -201,7 +213,19 @@ class StatusReader:
             buckets=buckets,
             lag=index.lag,
             unloaded_queues=index.unloaded,
+            penalties=_penalties_out(live[:PENALTIES_SHOWN], index.sellers, now),
+            penalties_total=len(live),
         )
+
+    async def penalties(self) -> list[PenaltyOut]:
+        """Every penalty in force now (read afresh: two round trips), the longest first, each
+        with its seller's cabinets (as the index knows them)."""
+        self._refuse_stale()
+        index = await self._current_index()
+        async with self._reads:
+            penalties = await self._runtime.limiter.penalties()
+        now = clock.now_ms()
+        return _penalties_out(_in_force(penalties, now), index.sellers, now)
 
     async def _current_index(self) -> _Index:
         index = self._index
@@ -226,13 +250,15 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states, learned, lag, recorded = await asyncio.gather(
+        overview, states, learned, lag, recorded, penalties = await asyncio.gather(
             runtime.store.runs.overview(),
             job_states(runtime.redis, queues),
             runtime.limiter.learned_cabinets(),
             runtime.lag.recent(list(SYNCS)),
             runtime.store.runs.queues(),
+            runtime.limiter.penalties(),
         )
+        penalised = {p.seller for p in penalties}
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
             for state, n in Counter(by_cabinet.values()).items():
@@ -243,12 +269,18 @@ class StatusReader:
                 await asyncio.sleep(0)  # let requests through while a large index is built
             key = str(cabinet.id)
             mine = {q: by_cabinet[key] for q, by_cabinet in states.items() if key in by_cabinet}
-            rows.append(
-                _Row(cabinet, mine, _stuck_since(cabinet, mine), cabinet.seller_id in learned)
-            )
+            seller = cabinet.seller_id
+            since = _stuck_since(cabinet, mine)
+            rows.append(_Row(cabinet, mine, since, seller in learned, seller in penalised))
         unloaded = [q for q in recorded if q not in SYNCS]
         return _Index(
-            rows=rows, queues=counts, lag=lag, built_at=clock.monotonic(), unloaded=unloaded
+            rows=rows,
+            queues=counts,
+            lag=lag,
+            built_at=clock.monotonic(),
+            penalties=penalties,
+            sellers=by_seller(overview),
+            unloaded=unloaded,
         )
 
     async def _details(
@@ -330,6 +362,8 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
         found = [r for r in found if r.cabinet.disabled_methods]
     elif query.state == "learned-limit":
         found = [r for r in found if r.learned]
+    elif query.state == "penalty":
+        found = [r for r in found if r.penalised]
     elif query.state != "all":
         wanted = _FILTER_STATES[query.state]
         found = [r for r in found if any(s in wanted for s in r.states.values())]
@@ -338,6 +372,22 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
     elif query.sort == "stuck":
         found.sort(key=lambda r: (r.stuck_since_ms is None, r.stuck_since_ms or 0, r.cabinet.id))
     return found  # "id": the index is already in id order
+
+
+def _in_force(penalties: Sequence[Penalty], now_ms: float) -> list[Penalty]:
+    """The penalties still in force at ``now_ms`` (an index's may have lifted since), the
+    longest first."""
+    return sorted((p for p in penalties if p.until_ms > now_ms), key=lambda p: -p.until_ms)
+
+
+def _penalties_out(
+    penalties: Sequence[Penalty], sellers: dict[str, list[CabinetOverview]], now_ms: float
+) -> list[PenaltyOut]:
+    """The penalties as the API shows them, each with its seller's cabinets."""
+    return [
+        penalty_out(p, [cabinet_out(c) for c in sellers.get(p.seller, [])], now_ms)
+        for p in penalties
+    ]
 
 
 def _failed(future: asyncio.Future[StatusPage]) -> bool:

@@ -20,6 +20,7 @@ from wbsync.api.schemas import (
     CabinetStatusOut,
     JobOut,
     LagOut,
+    PenaltyOut,
     RunOut,
     StatusOut,
 )
@@ -38,6 +39,7 @@ StateFilter = Literal[
     "idle",
     "disabled-method",
     "learned-limit",
+    "penalty",
 ]
 SortOrder = Literal["stuck", "id", "name"]
 STATE_FILTERS: tuple[str, ...] = get_args(StateFilter)
@@ -84,6 +86,10 @@ class StatusPage:
     """Per queue with recent runs: how late they started (``wbsync.jobs.lag``)."""
     unloaded_queues: list[str] = field(default_factory=list)
     """Queues with recorded runs that this process does not load (a plugin loaded elsewhere)."""
+    penalties: list[PenaltyOut] = field(default_factory=list)
+    """WB's penalties in force over every cabinet, the longest first (at most PENALTIES_SHOWN)."""
+    penalties_total: int = 0
+    """How many penalties are in force in all."""
     rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Renderings of this page (JSON, HTML), made once however many viewers ask."""
 
@@ -124,4 +130,6 @@ def status_out(page: StatusPage) -> StatusOut:
         waiting=[CabinetJobOut(cabinet=c, job=j) for c, j in page.waiting],
         failed=[CabinetJobOut(cabinet=c, job=j) for c, j in page.failed],
         busiest_buckets=[CabinetBucketOut(cabinet=n, bucket=b) for n, b in page.buckets],
+        penalties=page.penalties,
+        penalties_total=page.penalties_total,
     )

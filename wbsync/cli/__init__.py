@@ -1,4 +1,4 @@
-"""The command line: run, api, demo, cabinets, secrets, emulator, bench, migrate, plugins.
+"""The command line: run, api, demo, cabinets, limits, secrets, emulator, bench, migrate, plugins.
 
 Every command that reads the settings loads the plugins first (``wbsync.startup``); the
 emulator loads its own plugin group.
@@ -9,8 +9,8 @@ SQLAlchemy, Redis or the web stack. Each command imports what it runs; a test ch
 
 This module is the command tree, in the order ``wbsync --help`` lists it; the commands are in
 the modules of their group: ``serve`` (run, api), ``install`` (settings, plugins, migrate),
-``demo``, ``export``, ``cabinets`` and ``secrets`` (sub-apps), and what every command runs on
-(settings, errors and exit statuses, the database and the store) in ``running``.
+``demo``, ``export``, ``cabinets``, ``limits`` and ``secrets`` (sub-apps), and what every
+command runs on (settings, errors and exit statuses, the database and the store) in ``running``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from importlib.util import find_spec
 
 import typer
 
-from wbsync.cli import cabinets, demo, export, install, secrets, serve
+from wbsync.cli import cabinets, demo, export, install, limits, secrets, serve
 from wbsync.cli.running import OneLineErrors
 from wbsync.emulator.cli import app as emulator_app
 
@@ -39,6 +39,7 @@ app.command()(install.migrate)
 app.command()(demo.demo)
 app.command("export")(export.export)
 app.add_typer(cabinets.app, name="cabinets")
+app.add_typer(limits.app, name="limits")
 app.add_typer(secrets.app, name="secrets")
 app.add_typer(emulator_app, name="emulator")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -12,11 +13,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
-from wbsync.api.live import queue_counts
+from wbsync.api.live import penalty_gauges, queue_counts
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import StatusOut, ThroughputOut
 from wbsync.api.status_model import status_out
-from wbsync.errors import QueueError
+from wbsync.errors import QueueError, RedisUnavailableError
 
 __all__ = ["probes", "router"]
 
@@ -50,14 +51,15 @@ async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
 
 @router.get("/metrics", response_class=Response)
 async def metrics(runtime: RuntimeDep) -> Response:
-    """Every wbsync metric in Prometheus' text format; queue depths are read at scrape time.
+    """Every wbsync metric in Prometheus' text format; queue depths and WB's penalties are read
+    at scrape time.
 
-    With Redis away the process's own metrics are still served (queue depths as last read,
-    ``wbsync_dependency_up{dependency="redis"}`` 0).
+    With Redis away the process's own metrics are still served (queue depths and penalties as
+    last read, ``wbsync_dependency_up{dependency="redis"}`` 0).
     """
     try:
-        await queue_counts(runtime)
-    except QueueError as exc:
+        await asyncio.gather(queue_counts(runtime), penalty_gauges(runtime))
+    except (QueueError, RedisUnavailableError) as exc:  # the queues' reads, the limiter's
         runtime.health.down("redis", exc)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 

@@ -1,4 +1,5 @@
-// The status page's script: local times, reloads, and the throughput chart. No libraries.
+// The status page's script: local times, reloads, the throughput chart, and a question before
+// a penalty is lifted. No libraries.
 "use strict";
 
 function localTimes() {
@@ -92,8 +93,18 @@ async function loadThroughput() {
   }
 }
 
+// A lift lets the seller's requests reach WB again at once, and WB may penalise them anew.
+function askBeforeLifting() {
+  for (const form of document.querySelectorAll("form.lift")) {
+    form.addEventListener("submit", (event) => {
+      if (!confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes();
+  askBeforeLifting();
   scheduleReload();
   if (document.getElementById("throughput")) loadThroughput();
 });
