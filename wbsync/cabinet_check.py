@@ -234,9 +234,9 @@ async def _section(client: WbClient, section: eps.Section) -> SectionCheck:
     ping = eps.ping(section)
     category = section.category
     granted = category is None or client.token.has(category)
-    if ping is None:
-        status, code, words = "unchecked", None, f"no /ping declared for {section.name}"
-    else:
+    words: str | None = f"no /ping declared for {section.name}"
+    status, code = "unchecked", None
+    if ping is not None:
         status, code, words, _ = await _ask(client, ping)
     return SectionCheck(
         section=section.name,

@@ -141,22 +141,30 @@ async def test_json_shape_and_a_token_of_another_seller_is_flagged(
         "words",
         "limits",
     }
-    assert (finance["host"], finance["status"], finance["http_status"]) == ("finance-api", "ok", 200)
+    assert (finance["host"], finance["status"], finance["http_status"]) == (
+        "finance-api",
+        "ok",
+        200,
+    )
     assert finance["limits"] == {
         "finance.detailed_report": {"period_s": 60.0, "limit": 1, "burst": 1}
     }
 
 
-async def test_a_token_missing_a_category_is_refused_there_only(
-    emu: Emulator, db_url: str
-) -> None:
+async def test_a_token_missing_a_category_is_refused_there_only(emu: Emulator, db_url: str) -> None:
     categories = [c for c in ("content", "analytics", "prices", "statistics", "promotion")]
-    await store_cabinet(db_url, "no-finance", emu.token(SELLERS[0], categories=categories), SELLERS[0])
+    await store_cabinet(
+        db_url, "no-finance", emu.token(SELLERS[0], categories=categories), SELLERS[0]
+    )
     result = await cli("cabinets", "check", "no-finance", "--json")
     assert result.exit_code == 1, result.output
     found = sections(as_json(result))
     finance = found.pop("finance")
-    assert (finance["status"], finance["http_status"], finance["accepted"]) == ("refused", 401, False)
+    assert (finance["status"], finance["http_status"], finance["accepted"]) == (
+        "refused",
+        401,
+        False,
+    )
     assert finance["category_granted"] is False and "token scope not allowed" in finance["words"]
     assert {s["status"] for s in found.values()} == {"ok"}
     assert as_json(result)["cabinets"][0]["seller"]["status"] == "confirmed"

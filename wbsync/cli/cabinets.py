@@ -199,9 +199,7 @@ def cabinets_import(
 
 @app.command("check")
 def cabinets_check(
-    ref: Annotated[
-        str | None, typer.Argument(help="The cabinet's id or name (or --all).")
-    ] = None,
+    ref: Annotated[str | None, typer.Argument(help="The cabinet's id or name (or --all).")] = None,
     every: Annotated[bool, typer.Option("--all", help="Check every cabinet.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
