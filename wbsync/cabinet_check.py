@@ -190,11 +190,12 @@ class CabinetCheck:
 
 
 def used_sections() -> list[eps.Section]:
-    """The sections the registered syncs call, in the syncs' order."""
+    """The sections the registered syncs call, in the syncs' order, as registered (a plugin's
+    endpoint may name a built-in section of its own making)."""
     seen: dict[str, eps.Section] = {}
     for sync in SYNCS.values():
         for ep in sync.calls:
-            seen.setdefault(ep.section.name, ep.section)
+            seen.setdefault(ep.section.name, eps.SECTIONS[ep.section.name])
     return list(seen.values())
 
 
@@ -203,7 +204,7 @@ def _limits(client: WbClient, section: eps.Section) -> dict[str, dict[str, float
     out: dict[str, dict[str, float] | None] = {}
     for sync in SYNCS.values():
         for ep in sync.calls:
-            if ep.section is section and ep.name not in out:
+            if ep.section.name == section.name and ep.name not in out:
                 out[ep.name] = _limit(client, ep)
     return out
 

@@ -54,8 +54,10 @@ def render(check: CabinetCheck) -> list[str]:
         f"{check.expires_at.date().isoformat()} ({when})"
     )
     seller = check.seller
-    if seller.status in ("confirmed", "mismatch"):
-        about = f"{seller.name} ({seller.sid}), cabinet claims {seller.claimed}"
+    if seller.status == "confirmed":
+        about = f"{seller.name} ({seller.sid})"
+    elif seller.status == "mismatch":
+        about = f"WB says {seller.name} ({seller.sid}); the cabinet claims {seller.claimed}"
     else:
         about = f"WB said: {seller.words}" if seller.words else ""
     lines = [head, f"  {'seller':<11} {seller.status:<11} {about}".rstrip()]

@@ -18,7 +18,7 @@ method is its own group, named after the method.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from wbsync.errors import TokenError, WbApiError
@@ -82,12 +82,14 @@ class Section:
     """A WB API section: its own host ``https://<host_prefix>.wildberries.ru`` (and its own base
     URL setting, ``WBSYNC_WB_BASE_URLS[name]``); ``sandbox`` when WB runs a ``-sandbox`` twin
     host (WB's /ping table), the only place Test tokens work; ``category`` is the token
-    category its host wants (None: any category, as common-api)."""
+    category its host wants (None: any category, as common-api, or not said). The category
+    takes no part in equality: a plugin that declares a built-in section again without it
+    declares the same section."""
 
     name: str
     host_prefix: str
     sandbox: bool = False
-    category: Category | None = None
+    category: Category | None = field(default=None, compare=False)
 
     def claims(self) -> Iterator[Claim]:
         """The section's name."""
