@@ -29,6 +29,7 @@ from wbsync.errors import (
     TokenError,
     WbApiError,
     WbBadResponseError,
+    WbMethodDisabledError,
     WbPathNotFoundError,
     WbRateLimitedError,
     WbServerError,
@@ -62,7 +63,14 @@ CHECK_CONCURRENCY = 32
 this only bounds the open connections and tasks."""
 
 _DAY_S = 86400.0
-_UNREACHABLE = (WbTransportError, WbServerError, WbBadResponseError, WbPathNotFoundError)
+# A 404 on a probe (path not found, or switched off) says nothing of the token.
+_UNREACHABLE = (
+    WbTransportError,
+    WbServerError,
+    WbBadResponseError,
+    WbPathNotFoundError,
+    WbMethodDisabledError,
+)
 _UNCHECKED = (WbRateLimitedError, RateLimitExceeded)
 
 

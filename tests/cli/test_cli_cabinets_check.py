@@ -245,3 +245,19 @@ async def test_import_check_stores_nothing_when_wb_refuses_a_line(
 async def test_check_needs_one_cabinet_or_all(db_url: str) -> None:
     assert (await cli("cabinets", "check")).exit_code == 2
     assert (await cli("cabinets", "check", "x", "--all")).exit_code == 2
+
+
+async def test_a_ping_wb_does_not_answer_is_unreachable_not_refused(
+    emu: Emulator, db_url: str
+) -> None:
+    await store_cabinet(db_url, "shop", emu.token(SELLERS[0]), SELLERS[0])
+    emu.disable("content.ping")
+    result = await cli("cabinets", "check", "shop", "--json")
+    assert result.exit_code == 1, result.output
+    content = sections(as_json(result))["content"]
+    assert (content["status"], content["reachable"], content["accepted"]) == (
+        "unreachable",
+        False,
+        None,
+    )
+    assert "temporarily disabled" in content["words"]

@@ -395,7 +395,9 @@ class WbClient:
         status = reply.status
         words = wb_words(status, reply.headers, reply.content)
         rid = _request_id(reply.headers, _json_or_none(reply.content))
-        if status == 404 and is_path_not_found(words):
+        # A probe's 404 is reported by its caller; only a sync's stops the section (a proxy
+        # that serves every section but not /ping must not stop the syncs).
+        if status == 404 and is_path_not_found(words) and not ep.probe:
             return self._path_not_found(ep, rid, words)
         error = _ERRORS.get(status, WbRequestError)
         message = "WB refused the request" + ("" if words else f": {reply.reason}")
