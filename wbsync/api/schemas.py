@@ -15,8 +15,8 @@ from wbsync.syncs import SYNCS
 
 __all__ = [
     "BucketOut",
-    "CabinetCheckOut",
     "CabinetBucketOut",
+    "CabinetCheckOut",
     "CabinetIn",
     "CabinetJobOut",
     "CabinetOut",
