@@ -3,7 +3,7 @@
 A handler gets a ``Call`` (the request, the seller's data and edits) after the gateway part
 (auth, limits, faults) has passed it, and returns a reply or raises ``BadRequest``.
 
-Past 400 lines on purpose: the fourteen built-in handlers are small and registered by the
+Past 400 lines on purpose: the built-in handlers are small and registered by the
 one table at the end, next to the ``Call`` they get and WB's parameter checks they share, so the
 emulator's method list reads in one place (the rows they answer with are ``reports``' and
 ``adverts``').
