@@ -35,6 +35,7 @@ from wbsync.wb.http import HttpPool
 from wbsync.wb.options import ClientOptions, Hosts
 from wbsync.wb.retry import RetryPolicy
 from wbsync.wb.stops import SectionStops
+from wbsync.wb.tokens import WbToken
 
 
 def limiter_options(settings: Settings) -> LimiterOptions:
@@ -188,9 +189,13 @@ class Runtime:
 
     def client(self, cabinet: Cabinet) -> WbClient:
         """A WB client for ``cabinet`` on the shared HTTP connection pool and limiter."""
+        return self.client_for(cabinet.name, cabinet.token())
+
+    def client_for(self, name: str, token: str | WbToken) -> WbClient:
+        """A WB client for a cabinet called ``name`` with ``token`` (stored or not yet)."""
         return WbClient(
-            cabinet.name,
-            cabinet.token(),
+            name,
+            token,
             self.limiter,
             options=self.client_options,
             http=self.http,

@@ -140,7 +140,32 @@ WB_DOCS: dict[str, tuple[str, str, str, str, Row, Row | None]] = {
         (_MIN, 6, 6),
         (_H, 1, 1),
     ),
+    "tariffs.seller_info": (
+        "GET",
+        "/api/v1/seller-info",
+        "common-api",
+        "commonapi",
+        (_MIN, 1, 10),
+        (24 * _H, 1, 1),
+    ),
 }
+
+#: /ping on every host: "a maximum of 3 requests every 30 seconds", no token types named.
+_PING: Row = (30.0, 3, 3)
+WB_DOCS.update(
+    {
+        f"{name}.ping": ("GET", "/ping", host, "all", _PING, _PING)
+        for name, host in (
+            ("finance", "finance-api"),
+            ("statistics", "statistics-api"),
+            ("promotion", "advert-api"),
+            ("analytics", "seller-analytics-api"),
+            ("content", "content-api"),
+            ("prices", "discounts-prices-api"),
+            ("tariffs", "common-api"),
+        )
+    }
+)
 
 
 #: Methods whose x-token-types leave out Test tokens: no Test row on either side.

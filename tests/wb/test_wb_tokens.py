@@ -155,6 +155,9 @@ def test_prices_methods_share_one_group_others_do_not() -> None:
     assert eps.PRICES_GOODS_LIST.group == eps.PRICES_UPLOAD_TASK.group == "prices"
     others = [g for g in groups if g != "prices"]
     assert len(others) == len(set(others)) == len(eps.ENDPOINTS) - 2
+    # /ping is counted on each host: one group a section.
+    pings = [eps.ping(s) for s in eps.SECTIONS.values()]
+    assert {p.group for p in pings if p is not None} == {f"{s}.ping" for s in eps.SECTIONS}
 
 
 def test_base_url_resolution() -> None:

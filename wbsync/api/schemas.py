@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,7 @@ from wbsync.syncs import SYNCS
 __all__ = [
     "BucketOut",
     "CabinetBucketOut",
+    "CabinetCheckOut",
     "CabinetIn",
     "CabinetJobOut",
     "CabinetOut",
@@ -380,3 +381,65 @@ def run_out(record: RunRecord) -> RunOut:
         failure_attempts=record.failure_attempts,
         loaded=record.sync in SYNCS,
     )
+
+
+class CheckLimitOut(BaseModel):
+    """A method's limit for the token's type, WB's numbers (unscaled)."""
+
+    period_s: float
+    limit: int
+    burst: int
+
+
+class CheckSectionOut(BaseModel):
+    """WB's ``/ping`` on one section's host with the cabinet's token."""
+
+    section: str
+    host: str
+    status: Literal["ok", "refused", "unreachable", "unchecked"]
+    reachable: bool
+    accepted: bool | None
+    category: str | None
+    category_granted: bool
+    http_status: int | None
+    words: str | None = Field(description="What WB said (or why nothing was sent).")
+    limits: dict[str, CheckLimitOut | None] = Field(
+        description="Each method the syncs call there: its limit, null when the type may not."
+    )
+
+
+class CheckSellerOut(BaseModel):
+    """WB's seller information against the seller the cabinet claims."""
+
+    status: Literal["confirmed", "mismatch", "refused", "unreachable", "unchecked"]
+    claimed_seller_id: str
+    seller_id: str | None
+    name: str | None
+    words: str | None
+
+
+class CheckTokenOut(BaseModel):
+    """The token's claims: type and expiry."""
+
+    type: str
+    expires_at: datetime
+    expires_in_days: int
+    expired: bool
+    expiring_soon: bool
+
+
+class CheckCabinetOut(BaseModel):
+    """Which cabinet."""
+
+    id: int | None
+    name: str
+
+
+class CabinetCheckOut(BaseModel):
+    """A cabinet's token checked with WB (the shape of ``wbsync cabinets check --json``)."""
+
+    cabinet: CheckCabinetOut
+    ok: bool
+    token: CheckTokenOut
+    seller: CheckSellerOut
+    sections: list[CheckSectionOut]

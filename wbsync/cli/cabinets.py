@@ -1,5 +1,5 @@
 """``wbsync cabinets``: add, import, list, rename, (de)activate and remove cabinets, replace
-their tokens."""
+their tokens, check them against WB."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from wbsync.cli import checks
 from wbsync.cli.running import EXIT_CONFIG, EXIT_FAILED, fail, open_store, run_async
 from wbsync.errors import WbSyncError
+
+_CHECK_HELP = (
+    "Ask WB first (/ping of each section, seller info, through the shared buckets; needs "
+    "WBSYNC_REDIS_URL); a token WB refuses is not stored (exit 2)."
+)
 
 app = typer.Typer(help="Manage cabinets (seller accounts and their WB tokens).")
 
@@ -25,6 +31,7 @@ def cabinets_add(
         str | None,
         typer.Option(help="The WB API token; omit it to be asked (input hidden) or pipe it."),
     ] = None,
+    check: Annotated[bool, typer.Option("--check", help=_CHECK_HELP)] = False,
 ) -> None:
     """Store a cabinet with its WB token (encrypted with WBSYNC_SECRET_KEY)."""
     from wbsync.wb.tokens import parse_token
@@ -34,6 +41,8 @@ def cabinets_add(
         parsed = parse_token(raw, cabinet=name)
     except WbSyncError as exc:
         fail(str(exc))
+    if check:
+        _checked_first([(name, raw)])
 
     async def go() -> None:
         async with open_store() as store:
@@ -42,6 +51,25 @@ def cabinets_add(
         _tell_unserved(parsed)
 
     run_async(go)
+
+
+def _checked_first(named: list[tuple[str, str]]) -> None:
+    """Check tokens with WB before storing them: print each report; refuse (exit 2) when WB
+    refused any, fail (exit 1) when any could not be checked."""
+    results = run_async(lambda: checks.check_tokens(named))
+    for result in results:
+        for line in checks.render(result):
+            typer.echo(line)
+    checks.warn_expiry(results)
+    refused = [r for r in results if r.refused]
+    for result in refused:
+        typer.echo(f"refused: {result.name!r}: {result.why_not()}", err=True)
+    if refused:
+        fail("WB refused the token; nothing stored", code=EXIT_CONFIG)
+    unsure = [r for r in results if not r.ok]
+    if unsure:
+        why = "; ".join(f"{r.name!r}: {r.why_not()}" for r in unsure)
+        fail(f"could not check the token ({why}); nothing stored")
 
 
 def _read_token(token: str | None) -> str:
@@ -129,17 +157,22 @@ def cabinets_import(
         str, typer.Argument(help="A CSV (name,token) or JSON lines file; - = stdin.")
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    check: Annotated[bool, typer.Option("--check", help=_CHECK_HELP)] = False,
 ) -> None:
     """Add many cabinets in one transaction; report what was added, skipped and refused.
 
-    Exit status 1 when any line was refused (the others are added all the same).
+    Exit status 1 when any line was refused (the others are added all the same). With
+    ``--check`` every token goes to WB first, and one WB refuses stores nothing (exit 2).
     """
-    from wbsync.cabinet_import import import_cabinets
+    from wbsync.cabinet_import import import_cabinets, parse_lines
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {source}: {exc}", code=EXIT_CONFIG)
+    if check:
+        good, _ = parse_lines(text)
+        _checked_first([(cabinet.name, cabinet.token) for _, cabinet, _ in good])
 
     async def go() -> Any:
         async with open_store() as store:
@@ -161,6 +194,34 @@ def cabinets_import(
             for queue, why in gaps.items():
                 typer.echo(f"warning: {name!r}: {queue}: {why}", err=True)
     if report.refused:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("check")
+def cabinets_check(
+    ref: Annotated[str | None, typer.Argument(help="The cabinet's id or name (or --all).")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Check every cabinet.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check cabinets' tokens with WB: each section's /ping and the seller information.
+
+    Exit status 0 when every section took the token and it is the cabinet's seller's; 1 when any
+    section refused it or could not be checked, or the token is another seller's.
+    """
+    if (ref is None) != every:
+        fail("name one cabinet, or pass --all", code=EXIT_CONFIG)
+    target = None if ref is None else cabinet_ref(ref)
+    results = run_async(lambda: checks.check_cabinets(target))
+    good = all(r.ok for r in results)
+    if as_json:
+        report = {"ok": good, "cabinets": [r.as_dict() for r in results]}
+        typer.echo(json.dumps(report, indent=1, ensure_ascii=False))
+    else:
+        for result in results:
+            for line in checks.render(result):
+                typer.echo(line)
+    checks.warn_expiry(results)
+    if not good:
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -1,6 +1,8 @@
 """The emulator's ASGI app: WB's gateway (auth, limits, faults, counters) in front of handlers.
 
-Every WB method is served on one host (paths are distinct). Control routes live under
+Every WB method is served on one host. Paths are distinct but one: ``/ping``, which WB serves
+on every section host, is told apart by the request's ``Host`` (its first label, ``-sandbox``
+dropped); a ``/ping`` naming no emulated host is WB's 404. Control routes live under
 ``/__emulator/`` and need no token.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
@@ -274,7 +277,7 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
     return _Outcome(resp, seller, late.kind if late else None)
 
 
-def _method_route(state: EmulatorState, ep: Method) -> Route:
+def _method_endpoint(state: EmulatorState, ep: Method) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         arrived, rid = time.time(), uuid.uuid4().hex
         if _on_sandbox(state, request) and ep.host not in SANDBOX_HOSTS:
@@ -288,7 +291,27 @@ def _method_route(state: EmulatorState, ep: Method) -> Route:
         outcome.response.headers["X-Request-Id"] = rid
         return outcome.response
 
-    return Route(ep.path, endpoint, methods=[ep.verb], name=ep.name)
+    return endpoint
+
+
+def _host_label(request: Request) -> str:
+    """The WB host a request names: ``content-api`` of ``content-api-sandbox.wildberries.ru``."""
+    label = request.headers.get("host", "").split(":")[0].split(".")[0]
+    return label.removesuffix("-sandbox")
+
+
+def _path_route(state: EmulatorState, methods: list[Method]) -> Route:
+    """One route for the methods of one path and verb: by the request's host when several."""
+    first = methods[0]
+    if len(methods) == 1:
+        return Route(first.path, _method_endpoint(state, first), methods=[first.verb])
+    by_host = {ep.host: _method_endpoint(state, ep) for ep in methods}
+
+    async def endpoint(request: Request) -> Response:
+        served = by_host.get(_host_label(request))
+        return await (served or _not_found)(request)
+
+    return Route(first.path, endpoint, methods=[first.verb])
 
 
 async def _not_found(request: Request) -> Response:
@@ -320,7 +343,10 @@ async def _deprecated(request: Request) -> Response:
 
 def build_app(state: EmulatorState) -> Starlette:
     """The emulator's ASGI app over ``state``."""
-    routes = [_method_route(state, ep) for ep in METHODS.values()]
+    paths: dict[tuple[str, str], list[Method]] = {}
+    for ep in METHODS.values():
+        paths.setdefault((ep.path, ep.verb), []).append(ep)
+    routes = [_path_route(state, methods) for methods in paths.values()]
     routes += control.routes(state)
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes += [Route(path, _deprecated, methods=methods) for path in DEPRECATED]

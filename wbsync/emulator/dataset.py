@@ -319,6 +319,16 @@ class SellerData:
 
     # Tariffs -------------------------------------------------------------------------------
 
+    def seller_info(self) -> Row:
+        """WB's seller information: name, account id, tax number and trade mark (made up)."""
+        r = self.rng("seller")
+        return {
+            "name": f"ИП Продавец {self.seller_id[:8]}",
+            "sid": self.seller_id,
+            "tin": "".join(str(r.randrange(10)) for _ in range(12)),
+            "tradeMark": f"Store {self.seller_id[:4].upper()}",
+        }
+
     def coefficients(self) -> list[Row]:
         """Acceptance coefficients for 14 days from ``last_day``, per warehouse and box type."""
         out: list[Row] = []

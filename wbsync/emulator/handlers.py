@@ -3,7 +3,7 @@
 A handler gets a ``Call`` (the request, the seller's data and edits) after the gateway part
 (auth, limits, faults) has passed it, and returns a reply or raises ``BadRequest``.
 
-Past 400 lines on purpose: the fourteen built-in handlers are small and registered by the
+Past 400 lines on purpose: the built-in handlers are small and registered by the
 one table at the end, next to the ``Call`` they get and WB's parameter checks they share, so the
 emulator's method list reads in one place (the rows they answer with are ``reports``' and
 ``adverts``').
@@ -20,9 +20,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from wbsync import clock
 from wbsync.emulator import reports
 from wbsync.emulator.adverts import NO_COMPANIES, advert_stats, has_stats
-from wbsync.emulator.config import EmulatorConfig
+from wbsync.emulator.config import MOSCOW, EmulatorConfig
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.replies import BadRequest, json_reply
 from wbsync.emulator.state import (
@@ -34,7 +35,7 @@ from wbsync.emulator.state import (
     seller_campaigns,
 )
 from wbsync.emulator.state import rows_after as _after
-from wbsync.emulator.wbdocs import METHODS, Method
+from wbsync.emulator.wbdocs import METHODS, PING_HOSTS, Method
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = ["HANDLERS", "Call", "EmulatedMethod", "Handler"]
@@ -457,6 +458,17 @@ async def coefficients(call: Call) -> Response:
     return json_reply([r for r in rows if not wanted or r["warehouseID"] in wanted])
 
 
+async def ping(call: Call) -> Response:
+    """WB's connection check: the gateway has already judged the token for this host."""
+    now = clock.calendar_now().astimezone(MOSCOW).isoformat(timespec="seconds")
+    return json_reply({"TS": now, "Status": "OK"})
+
+
+async def seller_info(call: Call) -> Response:
+    """The seller's name and account id (the token's ``sid``), in WB's shape."""
+    return json_reply(call.data.seller_info())
+
+
 _BUILTIN_HANDLERS: dict[str, Handler] = {
     "finance.detailed_report": finance_detailed,
     "statistics.orders": _statistics("orders"),
@@ -472,6 +484,8 @@ _BUILTIN_HANDLERS: dict[str, Handler] = {
     "prices.goods_list": goods_list,
     "prices.upload_task": upload_task,
     "tariffs.acceptance_coefficients": coefficients,
+    "tariffs.seller_info": seller_info,
+    **{f"{name}.ping": ping for name, _ in PING_HOSTS.values()},
 }
 
 _builtin = Registrar(BUILTIN)

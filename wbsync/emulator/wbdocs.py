@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from wbsync.emulator.tokens import Kind
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
-__all__ = ["METHODS", "SANDBOX_HOSTS", "Method", "Rate", "disabled_in_docs"]
+__all__ = ["METHODS", "PING_HOSTS", "SANDBOX_HOSTS", "Method", "Rate", "disabled_in_docs"]
 
 METHODS: Table[Method] = Table("emulated method")
 """Every emulated method by name (the names the emulator's counters and faults use)."""
@@ -264,8 +264,43 @@ _ALL = (
     ),
 )
 
+#: "Get Seller Information": a token of any category; Base tokens one a day.
+_SELLER_INFO = _m(
+    "tariffs.seller_info",
+    "GET",
+    "/api/v1/seller-info",
+    "common-api",
+    None,
+    "commonapi",
+    _rates(Rate(_MIN, 1, 10), Rate(24 * _H, 1, 1)),
+)
+
+#: The hosts emulated above, as WB's /ping table names their category (common-api: "Rates,
+#: News, Get Seller Information", any category), and the name their methods go by here.
+PING_HOSTS: dict[str, tuple[str, str | None]] = {
+    "finance-api": ("finance", "finance"),
+    "statistics-api": ("statistics", "statistics"),
+    "advert-api": ("promotion", "promotion"),
+    "seller-analytics-api": ("analytics", "analytics"),
+    "content-api": ("content", "content"),
+    "discounts-prices-api": ("prices", "prices"),
+    "common-api": ("tariffs", None),
+}
+
+#: /ping: "a maximum of 3 requests every 30 seconds", applied "individually to each instance of
+#: the method on each host"; no token types named, so every type.
+_PING = Rate(30 * _S, 3, 3)
+
+
+def _ping(host: str, name: str, category: str | None) -> Method:
+    rates = {kind: _PING for kind in Kind}
+    return _m(f"{name}.ping", "GET", "/ping", host, category, "all", rates)
+
+
+_PINGS = tuple(_ping(host, name, category) for host, (name, category) in PING_HOSTS.items())
+
 _builtin = Registrar(BUILTIN)
-_builtin.declare(*_ALL)
+_builtin.declare(*_ALL, _SELLER_INFO, *_PINGS)
 _builtin.commit()
 
 

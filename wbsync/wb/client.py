@@ -247,6 +247,8 @@ class WbClient:
             "Authorization": self._token.authorization(),
             "User-Agent": f"wbsync/{__version__}",
         }
+        if ep.probe:
+            headers["Host"] = self._wb_host(ep)
         options = self._options
         try:
             return await http.exchange(
@@ -276,6 +278,11 @@ class WbClient:
     def _base(self, ep: Endpoint) -> str:
         # Test tokens work only on WB's sandbox hosts (check_token refused sections without one).
         return base_url(ep.section, self._options.hosts, sandbox=self._sandbox)
+
+    def _wb_host(self, ep: Endpoint) -> str:
+        """WB's own host name of ``ep``'s section (its ``-sandbox`` twin for Test tokens)."""
+        twin = "-sandbox" if self._sandbox else ""
+        return f"{ep.section.host_prefix}{twin}.wildberries.ru"
 
     def _check_budget(self, failures: int, error: WbApiError) -> None:
         if failures >= self._retry.attempts:
@@ -388,7 +395,9 @@ class WbClient:
         status = reply.status
         words = wb_words(status, reply.headers, reply.content)
         rid = _request_id(reply.headers, _json_or_none(reply.content))
-        if status == 404 and is_path_not_found(words):
+        # A probe's 404 is reported by its caller; only a sync's stops the section (a proxy
+        # that serves every section but not /ping must not stop the syncs).
+        if status == 404 and is_path_not_found(words) and not ep.probe:
             return self._path_not_found(ep, rid, words)
         error = _ERRORS.get(status, WbRequestError)
         message = "WB refused the request" + ("" if words else f": {reply.reason}")

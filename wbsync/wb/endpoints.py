@@ -18,7 +18,7 @@ method is its own group, named after the method.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from wbsync.errors import TokenError, WbApiError
@@ -54,6 +54,7 @@ __all__ = [
     "STATISTICS_SALES",
     "TARIFFS",
     "TARIFFS_ACCEPTANCE_COEFFICIENTS",
+    "TARIFFS_SELLER_INFO",
     "Endpoint",
     "NoData",
     "Section",
@@ -63,6 +64,7 @@ __all__ = [
     "check_token",
     "endpoint",
     "group_token_types",
+    "ping",
 ]
 
 SECTIONS: Table[Section] = Table("WB section")
@@ -79,23 +81,28 @@ GROUPS: Table[TypeLimits] = Table("limit group")
 class Section:
     """A WB API section: its own host ``https://<host_prefix>.wildberries.ru`` (and its own base
     URL setting, ``WBSYNC_WB_BASE_URLS[name]``); ``sandbox`` when WB runs a ``-sandbox`` twin
-    host (WB's /ping table), the only place Test tokens work."""
+    host (WB's /ping table), the only place Test tokens work; ``category`` is the token
+    category its host wants (None: any category, as common-api, or not said). The category
+    takes no part in equality: a plugin that declares a built-in section again without it
+    declares the same section."""
 
     name: str
     host_prefix: str
     sandbox: bool = False
+    category: Category | None = field(default=None, compare=False)
 
     def claims(self) -> Iterator[Claim]:
         """The section's name."""
         yield Claim(SECTIONS, self.name, self)
 
 
-FINANCE = Section("finance", "finance-api")
-STATISTICS = Section("statistics", "statistics-api", sandbox=True)
-PROMOTION = Section("promotion", "advert-api", sandbox=True)
-ANALYTICS = Section("analytics", "seller-analytics-api")
-CONTENT = Section("content", "content-api", sandbox=True)
-PRICES = Section("prices", "discounts-prices-api", sandbox=True)
+FINANCE = Section("finance", "finance-api", category=Category.FINANCE)
+STATISTICS = Section("statistics", "statistics-api", sandbox=True, category=Category.STATISTICS)
+PROMOTION = Section("promotion", "advert-api", sandbox=True, category=Category.PROMOTION)
+ANALYTICS = Section("analytics", "seller-analytics-api", category=Category.ANALYTICS)
+CONTENT = Section("content", "content-api", sandbox=True, category=Category.CONTENT)
+PRICES = Section("prices", "discounts-prices-api", sandbox=True, category=Category.PRICES)
+#: common-api: "Rates, News, Get Seller Information", a token of any category.
 TARIFFS = Section("tariffs", "common-api")
 
 
@@ -150,6 +157,10 @@ class Endpoint:
     Prices and Discounts is one); methods in one group must declare the same limits.
     ``no_data``: the refusals WB gives for "nothing to return" (docs/design.md, "No data is not
     a failure"); the client answers them as an empty reply, every other 4xx is an error.
+    ``probe``: a check of the token itself (``/ping``, seller info): sent whatever the token's
+    claims say of its expiry and categories, since WB's answer is the point, and naming its WB
+    host in the ``Host`` header, since ``/ping`` has one path on every host and one base URL
+    (the emulator, a proxy) may serve them all.
     """
 
     name: str
@@ -161,6 +172,7 @@ class Endpoint:
     limits: TypeLimits
     writes: bool = False
     no_data: tuple[NoData, ...] = ()
+    probe: bool = False
 
     @property
     def host_prefix(self) -> str:
@@ -235,14 +247,15 @@ def base_url_setting(section: Section, hosts: Hosts | None = None, *, sandbox: b
 
 
 def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> None:
-    """Raise ``TokenError`` unless ``token`` may call ``ep``: expiry, type, category, read-only."""
-    if token.expired():
+    """Raise ``TokenError`` unless ``token`` may call ``ep``: expiry, type, category, read-only
+    (a probe's expiry and category are WB's to judge)."""
+    if token.expired() and not ep.probe:
         raise TokenError(
             f"WB token expired at {token.expires_at.isoformat()}; issue a new one", cabinet=cabinet
         )
     if not ep.allows(token.type):
         raise TokenError(f"{ep.name} does not accept {token.type.value} tokens", cabinet=cabinet)
-    if ep.category is not None and not token.has(ep.category):
+    if ep.category is not None and not token.has(ep.category) and not ep.probe:
         raise TokenError(
             f"token lacks category {ep.category.label!r} needed by {ep.name}", cabinet=cabinet
         )
@@ -267,8 +280,11 @@ def _ep(
     group: str | None = None,
     writes: bool = False,
     no_data: tuple[NoData, ...] = (),
+    probe: bool = False,
 ) -> Endpoint:
-    return Endpoint(name, section, method, path, group or name, category, limits, writes, no_data)
+    return Endpoint(
+        name, section, method, path, group or name, category, limits, writes, no_data, probe
+    )
 
 
 _PRICES = _limits(6.0, 10, 5, Limit(_HOUR, 4, 1))
@@ -399,6 +415,38 @@ TARIFFS_ACCEPTANCE_COEFFICIENTS = _ep(
     _limits(_MIN, 6, 6, Limit(_HOUR, 1, 1)),
 )
 
+# WB: "Get Seller Information" answers a token of any category.
+TARIFFS_SELLER_INFO = _ep(
+    "tariffs.seller_info",
+    TARIFFS,
+    "GET",
+    "/api/v1/seller-info",
+    None,
+    _limits(_MIN, 1, 10, Limit(24 * _HOUR, 1, 1)),
+    probe=True,
+)
+
+#: WB's /ping: "a maximum of 3 requests every 30 seconds", every token type, counted "on each
+#: host" (so each section's ping is its own group).
+_PING = Limit(period_s=30.0, limit=3, burst=3)
+
+
+def _ping(section: Section) -> Endpoint:
+    return _ep(
+        f"{section.name}.ping",
+        section,
+        "GET",
+        "/ping",
+        section.category,
+        TypeLimits(personal=_PING, service=_PING, test=_PING, base=_PING),
+        probe=True,
+    )
+
+
+_PINGS = tuple(
+    _ping(s) for s in (FINANCE, STATISTICS, PROMOTION, ANALYTICS, CONTENT, PRICES, TARIFFS)
+)
+
 # The built-in methods, declared like a plugin's (their sections come with them).
 _builtin = Registrar(BUILTIN)
 _builtin.declare(
@@ -416,6 +464,8 @@ _builtin.declare(
     PRICES_GOODS_LIST,
     PRICES_UPLOAD_TASK,
     TARIFFS_ACCEPTANCE_COEFFICIENTS,
+    TARIFFS_SELLER_INFO,
+    *_PINGS,
 )
 _builtin.commit()
 
@@ -426,6 +476,11 @@ def group_token_types() -> dict[str, list[TokenType]]:
     for ep in ENDPOINTS.values():
         out.setdefault(ep.group, [t for t in TokenType if ep.allows(t)])
     return dict(sorted(out.items()))
+
+
+def ping(section: Section) -> Endpoint | None:
+    """WB's ``/ping`` of ``section``'s host, when one is declared (``<section>.ping``)."""
+    return ENDPOINTS.get(f"{section.name}.ping")
 
 
 def endpoint(name: str) -> Endpoint:

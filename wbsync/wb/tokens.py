@@ -194,8 +194,15 @@ def _parsed(raw: str) -> WbToken:
     return _claims_to_token(claims, raw)
 
 
-def parse_token(raw: str, *, cabinet: str | None = None, now: datetime | None = None) -> WbToken:
-    """Read a WB token's claims without checking the signature; reject malformed or expired ones.
+def parse_token(
+    raw: str,
+    *,
+    cabinet: str | None = None,
+    now: datetime | None = None,
+    check_expiry: bool = True,
+) -> WbToken:
+    """Read a WB token's claims without checking the signature; reject malformed or expired ones
+    (an expired one is read all the same without ``check_expiry``: a check reports it).
 
     Raises ``TokenError`` (naming ``cabinet``, never showing the token). A token's claims are
     read once and kept (``PARSED_MAX``); its expiry is checked at every call.
@@ -204,7 +211,7 @@ def parse_token(raw: str, *, cabinet: str | None = None, now: datetime | None = 
         token = _parsed(_clean(raw))
     except _Malformed as exc:
         raise TokenError(f"malformed WB token: {exc}", cabinet=cabinet) from None
-    if token.expired(now):
+    if check_expiry and token.expired(now):
         raise TokenError(
             f"WB token expired at {token.expires_at.isoformat()}; issue a new one", cabinet=cabinet
         )

@@ -13,6 +13,7 @@ from wbsync.api.live import cabinet_buckets, cabinet_jobs
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import (
     BucketOut,
+    CabinetCheckOut,
     CabinetIn,
     CabinetOut,
     CabinetTokenOut,
@@ -22,6 +23,7 @@ from wbsync.api.schemas import (
     TriggerOut,
     cabinet_out,
 )
+from wbsync.cabinet_check import check_cabinet
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
 from wbsync.jobs.model import job_id
 from wbsync.runtime import Runtime
@@ -92,6 +94,15 @@ async def replace_token(body: TokenIn, cabinet: CabinetDep, runtime: RuntimeDep)
     done = await runtime.store.cabinets.replace_token(cabinet.id, token, parsed.seller_id)
     log.info("cabinet token replaced", extra={"cabinet": str(cabinet.id)})
     return _with_gaps(done, parsed)
+
+
+@router.post("/{cabinet_id}/check", response_model=CabinetCheckOut)
+async def check_token(cabinet: CabinetDep, runtime: RuntimeDep) -> CabinetCheckOut:
+    """Check the cabinet's token with WB: each used section's ``/ping`` and the seller
+    information, through the shared buckets. ``ok`` false: see each section's ``status``."""
+    result = await check_cabinet(runtime, cabinet)
+    log.info("cabinet token checked", extra={"cabinet": str(cabinet.id)})
+    return CabinetCheckOut.model_validate(result.as_dict())
 
 
 @router.post("/{cabinet_id}/activate", response_model=CabinetOut)
