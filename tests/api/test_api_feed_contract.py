@@ -93,7 +93,7 @@ async def test_a_reader_paging_while_a_cabinet_is_removed_ends_equal_to_the_live
     listed = (await api.get("/api/v1/cabinets", headers=AUTH)).json()
     assert [c["id"] for c in listed] == [kept.id]
     # The stream told of every delete, a batch an entry.
-    entries = await api_runtime.redis.xrange(api_runtime.change_stream.key)
+    entries: Any = await api_runtime.redis.xrange(api_runtime.change_stream.key)
     deletes = [f for _id, f in entries if f["cabinet"] == str(gone.id)][1:]  # [0]: the upsert
     assert [int(f["rows"]) for f in deletes] == [9, 9, 9, 9, 4]
 
