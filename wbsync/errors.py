@@ -152,6 +152,8 @@ class WbApiError(WbSyncError):
         self.status = status
         self.request_id = request_id
         self.words = words
+        self.section: str | None = None
+        """The WB section of the method refused (set by the client on a 4xx), else None."""
 
 
 class WbAuthError(WbApiError):

@@ -182,6 +182,17 @@ class SuspensionRepository:
             )
         return lifted
 
+    async def lift_one(self, cabinet_id: int, section: str | None) -> bool:
+        """Lift exactly one suspension: the whole cabinet's (``section`` None) or one
+        section's; False when there was none."""
+        key = _WHOLE if section is None else section
+        statement = delete(cabinet_suspensions).where(
+            cabinet_suspensions.c.cabinet_id == cabinet_id, cabinet_suspensions.c.section == key
+        )
+        async with self._db.transaction() as conn:
+            result = await conn.execute(statement)
+        return bool(result.rowcount)
+
     async def token_expiries(self) -> list[tuple[int, str, datetime | None]]:
         """(cabinet_id, name, token_expires_at) of every active cabinet, by id: one query."""
         query = (
