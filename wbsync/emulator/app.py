@@ -189,7 +189,7 @@ def _authorise(
         detail = "read-only token scope not allowed for this path"
         return problem(403, "forbidden", detail, rid), token
     if not state.has_balance(token.seller, ep.name):
-        detail = "payment required: not enough balance for the paid service"
+        detail = "not enough balance for the paid service"
         return problem(402, "payment required", detail, rid), token
     return token
 
