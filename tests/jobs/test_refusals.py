@@ -339,3 +339,18 @@ async def test_a_suspended_cabinet_keeps_its_cursor_and_continues_from_it(
     after = await _run(runtime, cabinet.id)
     assert "outcome" not in after[-1].result and after[-1].result["rows"] == 0  # from the cursor
     assert await runtime.store.count("finance_report", cabinet.id) == stored
+
+
+async def test_the_fan_outs_first_read_fills_the_expiries_of_older_rows(
+    runtime: Runtime, emulator: Emulator
+) -> None:
+    for name in ("old-1", "old-2"):  # as stored before the expiry was kept
+        await runtime.store.cabinets.add(name, emulator.token(SELLER), SELLER)
+    assert [e for _, _, e in await runtime.store.token_expiries()] == [None, None]
+
+    _, gaps = _fanout(runtime)
+    await gaps.active_ids()
+
+    expiries = [e for _, _, e in await runtime.store.token_expiries()]
+    assert all(e is not None and e > utcnow() for e in expiries)
+    assert await runtime.store.suspensions() == []
