@@ -100,6 +100,8 @@ class SuspensionGate:
         expired = await self._expired(cabinet)
         if expired is not None:
             return Admission(held=expired)
+        if cabinet.suspended is False:  # read with the cabinet: none, no query
+            return Admission()
         relevant = _relevant(await self._store.suspended.of_cabinet(cabinet.id), sections_of(sync))
         if not relevant:
             return Admission()
