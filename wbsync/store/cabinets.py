@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
-from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, sync_cursors, utcnow
+from wbsync.store.schema import (
+    CABINET_ID_MAX,
+    cabinet_suspensions,
+    cabinets,
+    key_checks,
+    sync_cursors,
+    utcnow,
+)
 
 __all__ = [
     "REMOVED_PREFIX",
@@ -65,6 +72,11 @@ class Cabinet:
     removed_at: datetime | None = None
     """When the cabinet was removed (None: it was not): its record stays, hidden from
     listings and syncing, until its tombstones are pruned."""
+    token_expires_at: datetime | None = None
+    """The token's ``exp`` (None: stored before it was kept, until the token is next read)."""
+    suspended: bool | None = field(default=None, compare=False)
+    """Whether any suspension of it is in force, read with it by a job's reads (``get`` by id,
+    ``with_cursor``); None where it was not read."""
 
     @property
     def sealed_token(self) -> str:
@@ -83,6 +95,8 @@ class NewCabinet:
     name: str
     token: str = field(repr=False)
     seller_id: str
+    token_expires_at: datetime | None = None
+    """The token's ``exp``, when the caller has read it (an expired token is never sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +138,8 @@ class CabinetRepository:
             _sealed=values["token_encrypted"],
             _cipher=self._cipher,
             removed_at=values["removed_at"],
+            token_expires_at=values["token_expires_at"],
+            suspended=_suspended(values),
         )
 
     async def verify_key(self) -> None:
@@ -174,8 +190,11 @@ class CabinetRepository:
         log.info("secret key rotated: %d token(s) re-encrypted", len(rows))
         return len(rows)
 
-    async def add(self, name: str, token: str, seller_id: str) -> Cabinet:
-        """Store a new active cabinet; StoreError if the name is taken.
+    async def add(
+        self, name: str, token: str, seller_id: str, *, token_expires_at: datetime | None = None
+    ) -> Cabinet:
+        """Store a new active cabinet (with its token's ``exp``, when known); StoreError if the
+        name is taken.
 
         ConfigError if the configured key is not the one the other tokens were stored with; the
         first token binds the key (writes the key check).
@@ -199,6 +218,7 @@ class CabinetRepository:
                     seller_id=seller_id,
                     active=True,
                     created_at=utcnow(),
+                    token_expires_at=token_expires_at,
                 )
                 .returning(*cabinets.c)
             )
@@ -239,6 +259,7 @@ class CabinetRepository:
                     "seller_id": item.seller_id,
                     "active": True,
                     "created_at": now,
+                    "token_expires_at": item.token_expires_at,
                 }
                 for item in wanted.values()
                 if item.name not in taken
@@ -298,8 +319,17 @@ class CabinetRepository:
         log.info("cabinet %r %s", row.name, "activated" if active else "deactivated")
         return self._record(row)
 
-    async def replace_token(self, ref: CabinetRef, token: str, seller_id: str) -> Cabinet:
-        """Store a new token for the cabinet; its rows, cursors and runs stay.
+    async def replace_token(
+        self,
+        ref: CabinetRef,
+        token: str,
+        seller_id: str,
+        *,
+        token_expires_at: datetime | None = None,
+    ) -> Cabinet:
+        """Store a new token for the cabinet (with its ``exp``, when known); its rows, cursors
+        and runs stay, and its suspensions are lifted in the same transaction (what WB refused
+        was the old token).
 
         StoreError if the token belongs to another seller than the cabinet's.
         """
@@ -317,12 +347,35 @@ class CabinetRepository:
             result = await conn.execute(
                 update(cabinets)
                 .where(cabinets.c.id == current.id)
-                .values(token_encrypted=sealed)
+                .values(token_encrypted=sealed, token_expires_at=token_expires_at)
                 .returning(*cabinets.c)
             )
             cabinet = self._record(result.one())
-        log.info("cabinet %r: token replaced", cabinet.name)
+            lifted = await conn.execute(
+                delete(cabinet_suspensions).where(cabinet_suspensions.c.cabinet_id == current.id)
+            )
+        said = f"; {lifted.rowcount} suspension(s) lifted" if lifted.rowcount else ""
+        log.info("cabinet %r: token replaced%s", cabinet.name, said)
         return cabinet
+
+    async def set_token_expiry(self, cabinet_id: int, expires_at: datetime) -> None:
+        """Keep the ``exp`` of the cabinet's stored token (read from the token itself: a row
+        stored before the expiry was kept gets it when its token is next decrypted)."""
+        await self.set_token_expiries({cabinet_id: expires_at})
+
+    async def set_token_expiries(self, expiries: Mapping[int, datetime]) -> None:
+        """``set_token_expiry`` for many cabinets in one transaction (the fan-out's first read
+        after the migration fills every older row at once)."""
+        if not expiries:
+            return
+        statement = (
+            update(cabinets)
+            .where(cabinets.c.id == bindparam("cabinet_id"))
+            .values(token_expires_at=bindparam("expires_at"))
+        )
+        rows = [{"cabinet_id": k, "expires_at": v} for k, v in expiries.items()]
+        async with self._db.transaction() as conn:
+            await conn.execute(statement, rows)
 
     async def rename(self, ref: CabinetRef, name: str) -> Cabinet:
         """Give the cabinet a new name; StoreError if it is empty or taken."""
@@ -369,8 +422,12 @@ class CabinetRepository:
                 .returning(*cabinets.c)
             )
             row = result.one_or_none()
-            # Nothing syncs it again: where its syncs stood goes (its runs stay, for the log).
+            # Nothing syncs it again: where its syncs stood goes (its runs stay, for the log),
+            # and so do its suspensions (nothing of it needs attention any more).
             await conn.execute(delete(sync_cursors).where(sync_cursors.c.cabinet_id == found.id))
+            await conn.execute(
+                delete(cabinet_suspensions).where(cabinet_suspensions.c.cabinet_id == found.id)
+            )
         if row is None:  # removed meanwhile
             return await self.get(found.id, removed=True)
         log.info("cabinet %r removed (id %d)", found.name, found.id)
@@ -423,16 +480,33 @@ async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
     )
 
 
+def _suspended(values: Any) -> bool | None:
+    try:
+        flag = values["suspended"]
+    except KeyError:  # a read that did not ask
+        return None
+    return bool(flag)
+
+
+_SUSPENDED = (
+    select(cabinet_suspensions.c.cabinet_id)
+    .where(cabinet_suspensions.c.cabinet_id == cabinets.c.id)
+    .exists()
+    .label("suspended")
+)
+"""Whether the cabinet has a suspension in force: a job's read of its cabinet says it, so the
+job reads the suspensions themselves only when there are some."""
+
 _LIVE = cabinets.c.removed_at.is_(None)
 
-_BY_ID_ANY = select(cabinets).where(cabinets.c.id == bindparam("cabinet_id"))
+_BY_ID_ANY = select(cabinets, _SUSPENDED).where(cabinets.c.id == bindparam("cabinet_id"))
 """A cabinet by its id, removed or not, built once (see ``_WITH_CURSOR``)."""
 
 _BY_ID = _BY_ID_ANY.where(_LIVE)
 """A cabinet not removed by its id, built once."""
 
 _WITH_CURSOR = (
-    select(cabinets, sync_cursors.c.cursor)
+    select(cabinets, sync_cursors.c.cursor, _SUSPENDED)
     .select_from(
         cabinets.outerjoin(
             sync_cursors,
