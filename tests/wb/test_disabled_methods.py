@@ -146,3 +146,28 @@ async def test_booking_monitor_waits_out_a_disabled_method_then_completes(
     assert len(warnings) == sum(len(_times(emulator, s)) - 1 for s in SELLERS)
     for cabinet in cabinets:
         assert await runtime.store.count("acceptance_coefficients", cabinet.id) > 0
+
+
+async def test_a_method_this_deployment_switched_off_says_so_on_the_job(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    runtime: Runtime = await runtime_factory(wb_disabled_methods=[METHOD])
+    seller = SELLERS[0]
+    cabinet = await runtime.store.cabinets.add(
+        f"cab-{uuid.uuid4().hex[:8]}", emulator.token(seller), seller
+    )
+    [worker] = build_workers(runtime, ["booking-slot-monitor"], concurrency=1)
+    queue = runtime.queue("booking-slot-monitor")
+    await worker.start()
+    try:
+        await queue.enqueue(str(cabinet.id))
+
+        async def deferred_by() -> object:
+            job = await queue.job(str(cabinet.id))
+            return None if job is None else job.data.get("deferred_by")
+
+        await wait_for(deferred_by)
+        assert await deferred_by() == f"{METHOD} (switched off by WBSYNC_WB_DISABLED_METHODS)"
+    finally:
+        await worker.close()
+    assert _times(emulator, seller) == []  # WB was never asked

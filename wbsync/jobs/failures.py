@@ -169,8 +169,10 @@ class FailurePolicy:
             await self._retry_later(job, "rate_limit", wait, str(exc), level=logging.INFO)
         except WbMethodDisabledError as exc:
             # Shown where a delayed job's reason is (the status page's "delayed on").
+            # No status: WB was not asked, the method is off by this deployment's setting.
+            by = "WB" if exc.status is not None else "WBSYNC_WB_DISABLED_METHODS"
             said = f": {exc.words}" if exc.words else ""
-            why = {"deferred_by": f"{exc.method} (switched off by WB{said})"}
+            why = {"deferred_by": f"{exc.method} (switched off by {by}{said})"}
             await self._retry_later(job, "disabled", self.disabled_retry_ms, str(exc), note=why)
 
     async def _retry_later(
