@@ -108,7 +108,18 @@ def parse_lines(text: str) -> tuple[list[tuple[int, NewCabinet, WbToken]], list[
         except TokenError as exc:  # its message never holds the token
             refused.append({"line": n, "name": name, "reason": str(exc)})
             continue
-        good.append((n, NewCabinet(name.strip(), token.strip(), parsed.seller_id), parsed))
+        good.append(
+            (
+                n,
+                NewCabinet(
+                    name.strip(),
+                    token.strip(),
+                    parsed.seller_id,
+                    token_expires_at=parsed.expires_at,
+                ),
+                parsed,
+            )
+        )
     return good, refused
 
 

@@ -215,6 +215,14 @@ class Settings(BaseSettings):
         description="A job that meets a method WB switched off comes back after this long "
         "(scaled).",
     )
+    suspension_probe_s: float = Field(
+        default=21600.0,
+        gt=0,
+        description="What WB refused for good (a dead token, a missing category, a token type, "
+        "no balance; docs/failures.md) is suspended: after this long the fan-out lets one job "
+        "of it through as a probe, and WB accepting it lifts the suspension, refusing renews it "
+        "(scaled). A revoked cabinet costs at most one request per section this often.",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="Key that encrypts cabinet tokens in the database (any string; keep it "

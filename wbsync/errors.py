@@ -11,9 +11,9 @@
     │                                raised before any request is sent
     ├── WbApiError                   a call to WB failed (carries method, status, request_id,
     │                                and WB's words: what WB said, bounded and sanitised)
-    │   ├── WbAuthError              401
-    │   ├── WbPaymentRequiredError   402
-    │   ├── WbPermissionError        403
+    │   ├── WbAuthError              401   ┐ refusals no retry fixes (with some 400s): they
+    │   ├── WbPaymentRequiredError   402   │ suspend what they apply to, ``section`` names the
+    │   ├── WbPermissionError        403   ┘ method's WB section (``wbsync.wb.refusals``)
     │   ├── WbRateLimitedError       429 (after the client's own handling gave up)
     │   ├── WbRequestError           any other 4xx: WB rejected the request itself
     │   │   ├── WbMethodDisabledError  404 "method is disabled" / "deprecated", or a method
@@ -152,6 +152,8 @@ class WbApiError(WbSyncError):
         self.status = status
         self.request_id = request_id
         self.words = words
+        self.section: str | None = None
+        """The WB section of the method refused (set by the client on a 4xx), else None."""
 
 
 class WbAuthError(WbApiError):

@@ -28,6 +28,7 @@ from wbsync.pruning import Pruner
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
 from wbsync.supervise import supervise
+from wbsync.suspending import SuspendedFilter, fill_token_expiry
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import parse_token
 from wbsync.workers import build_workers
@@ -52,34 +53,44 @@ async def watch_health(runtime: Runtime, stop: asyncio.Event) -> None:
 
 
 class TokenGaps:
-    """Which queues each active cabinet's token cannot serve, for the fan-out to skip.
+    """Which queues each active cabinet's token cannot serve, or are suspended (what WB refused
+    for good, ``wbsync.suspending``), for the fan-out to skip.
 
     Tokens are decrypted and checked once per stored token (the cache is keyed by the stored
-    ciphertext, which changes when a token is replaced), not on every fan-out pass. A token that
-    cannot be read (expired) skips nothing: its jobs fail and the page shows why.
+    ciphertext, which changes when a token is replaced), not on every fan-out pass; a token
+    stored before expiries were kept gets its expiry stored then. Every suspension is read in
+    one query per read of the active cabinets. A token that cannot be read skips nothing; an
+    expired one is suspended.
     """
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._gaps: dict[str, tuple[str, frozenset[str]]] = {}
+        self._suspended = SuspendedFilter(runtime.store)
 
     async def active_ids(self) -> list[str]:
-        """Ids of the active cabinets, learning their tokens' gaps on the way."""
-        cabinets = await self._runtime.store.cabinets.list(active_only=True)
+        """Ids of the active cabinets, learning their tokens' gaps and the suspensions."""
+        store = self._runtime.store
+        cabinets = await store.cabinets.list(active_only=True)
         known = {}
         for cabinet in cabinets:
             key = str(cabinet.id)
             cached = self._gaps.get(key)
             if cached is None or cached[0] != cabinet.sealed_token:
                 cached = (cabinet.sealed_token, _gaps_of(cabinet))
+                if cabinet.token_expires_at is None:
+                    await fill_token_expiry(store, cabinet, cabinet.token())
             known[key] = cached
         self._gaps = known
+        await self._suspended.refresh(cabinets)
         return list(known)
 
     def serves(self, queue: str, cabinet: str) -> bool:
-        """False when the cabinet's token cannot serve ``queue``."""
+        """False when the cabinet's token cannot serve ``queue`` or it is suspended there."""
         cached = self._gaps.get(cabinet)
-        return cached is None or queue not in cached[1]
+        if cached is not None and queue in cached[1]:
+            return False
+        return not self._suspended.blocks(queue, cabinet)
 
 
 def _gaps_of(cabinet: Cabinet) -> frozenset[str]:

@@ -22,7 +22,9 @@ from wbsync.redis_client import is_cluster
 from wbsync.runtime import Runtime
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.runs import failure_reason
+from wbsync.suspending import PROBE_FIELD, SuspensionGate
 from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, run_sync
+from wbsync.wb.refusals import refusal_for_good
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     apart); a lag no save took is stored when the run ends.
     """
     stream = runtime.change_stream
+    settings = runtime.settings
+    gate = SuspensionGate(
+        runtime.store, probe_ms=settings.suspension_probe_s * 1000.0 * settings.time_scale
+    )
     with_cursor = not is_cluster(runtime.redis_url)
     pages_counter, rows_counter = SYNC_PAGES.labels(sync.name), SYNC_ROWS.labels(sync.name)
 
@@ -63,6 +69,12 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         if not cabinet.active:
             log.info("cabinet %s is inactive; nothing to do", cabinet.name)
             return {"skipped": "inactive"}
+        # What WB refused for good is not asked again (one probe per probe interval).
+        admission = await gate.admit(sync, cabinet, job.data)
+        if admission.held is not None:
+            return admission.held
+        if admission.probing:
+            job.carry(lambda: {PROBE_FIELD: True})
 
         # Pages and rows of the whole job, over its deferrals: each run continues the count.
         done = {"pages": int(job.data.get("pages", 0)), "rows": int(job.data.get("rows", 0))}
@@ -97,8 +109,13 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         except RateLimitDeferred:
             raise  # not a failure: the reschedule service moves the job to delayed
         except Exception as exc:
+            refusal = refusal_for_good(exc)
+            if refusal is not None:  # no retry fixes it: suspend, spend no attempt
+                return await gate.suspend(cabinet, sync, refusal)
             await _record_failure(runtime, cabinet.id, sync.name, exc, job.attempts_made + 1)
             raise
+        if admission.probing:
+            await gate.accepted(cabinet, admission.probing)
         runtime.run_log.succeeded(cabinet.id, sync.name, **done)  # written behind
         return {"pages": totals.pages, "rows": totals.rows, "job_pages": done["pages"]}
 

@@ -29,9 +29,12 @@ __all__ = [
     "LimitOut",
     "PenaltyOut",
     "RenameIn",
+    "ResumeIn",
+    "ResumeOut",
     "RowsOut",
     "RunOut",
     "StatusOut",
+    "SuspensionOut",
     "ThroughputOut",
     "TokenIn",
     "TriggerOut",
@@ -59,6 +62,32 @@ class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     token: str = Field(min_length=1, max_length=8192, repr=False)
+
+
+class ResumeIn(BaseModel):
+    """Which suspension to lift: one section's, or (no body, or no section) all of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    section: str | None = Field(default=None, min_length=1, max_length=100)
+
+
+class SuspensionOut(BaseModel):
+    """A suspension: what WB refused for good (docs/failures.md)."""
+
+    section: str | None = Field(description="The WB section; null: the whole cabinet.")
+    kind: str = Field(description="token, expired, category, token_type, payment or refused.")
+    words: str | None = Field(description="What WB said (null for an expired token).")
+    since: datetime
+    probe_at: datetime | None
+
+
+class ResumeOut(BaseModel):
+    """The cabinet resumed and the suspensions lifted."""
+
+    id: int
+    name: str
+    lifted: list[SuspensionOut]
 
 
 class RenameIn(BaseModel):

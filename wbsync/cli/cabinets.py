@@ -37,7 +37,9 @@ def cabinets_add(
 
     async def go() -> None:
         async with open_store() as store:
-            cabinet = await store.cabinets.add(name, raw, parsed.seller_id)
+            cabinet = await store.cabinets.add(
+                name, raw, parsed.seller_id, token_expires_at=parsed.expires_at
+            )
         typer.echo(f"added cabinet {cabinet.id} {cabinet.name!r} (seller {cabinet.seller_id})")
         _tell_unserved(parsed)
 
@@ -87,9 +89,47 @@ def cabinets_token(
 
     async def go() -> None:
         async with open_store() as store:
-            cabinet = await store.cabinets.replace_token(cabinet_ref(ref), raw, parsed.seller_id)
+            cabinet = await store.cabinets.replace_token(
+                cabinet_ref(ref), raw, parsed.seller_id, token_expires_at=parsed.expires_at
+            )
         typer.echo(f"replaced the token of cabinet {cabinet.id} {cabinet.name!r}")
         _tell_unserved(parsed)
+
+    run_async(go)
+
+
+@app.command("resume")
+def cabinets_resume(
+    ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
+    section: Annotated[
+        str | None,
+        typer.Option(help="Lift only this WB section's suspension (e.g. statistics)."),
+    ] = None,
+) -> None:
+    """Lift a cabinet's suspensions (what WB refused for good), all or one section's; its jobs
+    continue from their cursors at the fan-out's next read."""
+    import logging
+
+    async def go() -> None:
+        async with open_store() as store:
+            cabinet = await store.cabinets.get(cabinet_ref(ref))
+            lifted = await store.lift_suspensions(cabinet.id, section)
+        where = f" in section {section}" if section else ""
+        logging.getLogger("wbsync.audit").info(
+            "cabinet %d %r resumed by hand: %d suspension(s) lifted%s",
+            cabinet.id,
+            cabinet.name,
+            len(lifted),
+            where,
+        )
+        if not lifted:
+            typer.echo(f"cabinet {cabinet.id} {cabinet.name!r}: nothing suspended{where}")
+        for s in lifted:
+            said = f" (WB said: {s.words})" if s.words else ""
+            typer.echo(
+                f"cabinet {cabinet.id} {cabinet.name!r}: lifted {s.section or 'whole cabinet'} "
+                f"{s.kind}{said}"
+            )
 
     run_async(go)
 

@@ -168,6 +168,8 @@ def _authorise(
         token = verify(header, state.config.signing_key)
     except TokenRefused as exc:
         return problem(401, "unauthorized", f"token problem; {exc}", rid), None
+    if token.token_id and token.token_id in state.revoked:
+        return problem(401, "unauthorized", "token problem; token is revoked", rid), None
     # WB: a Test token works only on the sandbox hosts, which take nothing else.
     if _on_sandbox(state, request) != (token.kind is Kind.TEST):
         detail = (
@@ -186,6 +188,9 @@ def _authorise(
     if ep.writes and token.read_only:
         detail = "read-only token scope not allowed for this path"
         return problem(403, "forbidden", detail, rid), token
+    if not state.has_balance(token.seller, ep.name):
+        detail = "not enough balance for the paid service"
+        return problem(402, "payment required", detail, rid), token
     return token
 
 

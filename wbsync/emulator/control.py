@@ -17,7 +17,7 @@ from starlette.routing import Route
 from wbsync.emulator.config import FaultRule, LimitOverride
 from wbsync.emulator.replies import json_reply
 from wbsync.emulator.state import EmulatorState
-from wbsync.emulator.tokens import Kind, category_bit, mint
+from wbsync.emulator.tokens import Kind, category_bit, mint, token_id
 from wbsync.emulator.wbdocs import METHODS
 
 __all__ = ["PREFIX", "routes"]
@@ -48,6 +48,18 @@ class _Limits(BaseModel):
 class _Disabled(BaseModel):
     model_config = ConfigDict(extra="forbid")
     methods: list[str]
+
+
+class _Revoke(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(repr=False)
+
+
+class _Balance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seller: str
+    method: str = "*"
+    empty: bool = True
 
 
 class _TokenRequest(BaseModel):
@@ -134,6 +146,27 @@ def routes(state: EmulatorState) -> list[Route]:
         )
         return json_reply({"token": token})
 
+    async def revoke(request: Request) -> Response:
+        try:
+            tid = token_id(_Revoke.model_validate(await _json(request)).token)
+            if not tid:
+                raise ValueError("not a token of this emulator (no id claim)")
+        except (ValueError, ValidationError) as exc:
+            return _invalid(exc)
+        state.revoked.add(tid)
+        return json_reply({"revoked": len(state.revoked)})
+
+    async def balance(request: Request) -> Response:
+        try:
+            body = _Balance.model_validate(await _json(request))
+        except (ValueError, ValidationError) as exc:
+            return _invalid(exc)
+        if body.empty:
+            state.unpaid.add((body.seller, body.method))
+        else:
+            state.unpaid.discard((body.seller, body.method))
+        return json_reply({"empty": sorted(f"{s}:{m}" for s, m in state.unpaid)})
+
     async def disabled(request: Request) -> Response:
         if request.method == "DELETE":
             method = request.query_params.get("method")
@@ -183,6 +216,8 @@ def routes(state: EmulatorState) -> list[Route]:
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "PUT", "DELETE"]),
         Route(f"{PREFIX}/expected/{{method}}", expected, methods=["GET"]),
         Route(f"{PREFIX}/tokens", tokens, methods=["POST"]),
+        Route(f"{PREFIX}/tokens/revoke", revoke, methods=["POST"]),
+        Route(f"{PREFIX}/balance", balance, methods=["POST"]),
         Route(f"{PREFIX}/limits", limits, methods=["GET", "POST", "PUT", "DELETE"]),
         Route(f"{PREFIX}/disabled", disabled, methods=["GET", "POST", "PUT", "DELETE"]),
     ]

@@ -16,7 +16,7 @@ from wbsync.emulator.app import build_app
 from wbsync.emulator.config import MOSCOW, EmulatorConfig, FaultRule, LimitOverride
 from wbsync.emulator.dataset import Row
 from wbsync.emulator.state import Counters, EmulatorState
-from wbsync.emulator.tokens import CATEGORY_BITS, LIFETIME, Kind, mint
+from wbsync.emulator.tokens import CATEGORY_BITS, LIFETIME, Kind, mint, token_id
 
 __all__ = ["ALL_CATEGORIES", "Emulator", "running_emulator", "serve"]
 
@@ -100,6 +100,22 @@ class Emulator:
             wall = updated.astimezone(MOSCOW) if updated.tzinfo else updated
             stamp = f"{wall.replace(tzinfo=None).isoformat()}+03:00"
             change.setdefault("timestamps", {})["updated"] = stamp
+
+    def revoke(self, token: str) -> None:
+        """Revoke ``token`` as its seller does in WB's portal: 401 "token problem; token is
+        revoked" for it from now on (until ``reset``)."""
+        tid = token_id(token)
+        if not tid:
+            raise ValueError("not a token of this emulator (no id claim)")
+        self.state.revoked.add(tid)
+
+    def set_balance(self, seller_id: str, *, empty: bool, method: str = "*") -> None:
+        """Empty (or refill) the seller's balance for ``method`` (every method by default):
+        WB answers 402 while it is empty."""
+        if empty:
+            self.state.unpaid.add((seller_id, method))
+        else:
+            self.state.unpaid.discard((seller_id, method))
 
     def disable(self, *methods: str) -> None:
         """Switch methods off as WB does (they answer 404 until ``enable``)."""

@@ -163,6 +163,10 @@ class EmulatorState:
         self.limits: dict[str, LimitOverride] = {}
         #: Methods switched off now (``/__emulator/disabled``; initially the config's).
         self.disabled: set[str] = config.disabled_at_start()
+        #: Ids of the tokens their sellers revoked (401 "token problem" from then on).
+        self.revoked: set[str] = set()
+        #: (seller, method or "*") whose paid service has no balance left (402 from then on).
+        self.unpaid: set[tuple[str, str]] = set()
         #: Local ports that stand for WB's ``-sandbox`` hosts (set when the server starts).
         self.sandbox_ports: set[int] = set()
         self._data: dict[str, SellerData] = {}
@@ -204,6 +208,10 @@ class EmulatorState:
             raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
         self.disabled.update(methods)
 
+    def has_balance(self, seller: str, method: str) -> bool:
+        """False when the seller's balance for ``method`` (or for every method) is empty."""
+        return (seller, method) not in self.unpaid and (seller, "*") not in self.unpaid
+
     def limit_for(self, endpoint_name: str, token_type: Kind) -> Rate | None:
         """The raw limit in force: a run-time change of the group, else the config's."""
         return self.config.limit_for(endpoint_name, token_type, self.limits)
@@ -229,6 +237,8 @@ class EmulatorState:
             self.faults.clear()
         if state:
             self._sellers.clear()
+            self.revoked.clear()
+            self.unpaid.clear()
 
     def expected(self, seller: str, method: str, **params: Any) -> list[Row]:
         """The rows a full pull of ``method`` returns now (edits included)."""

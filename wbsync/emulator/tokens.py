@@ -90,6 +90,8 @@ class EmuToken:
     seller: str
     kind: Kind
     mask: int
+    token_id: str = ""
+    """The token's own id (``id``): what the seller revokes in WB's portal."""
 
     def has(self, bit: int) -> bool:
         """True when the ``s`` bitmask has ``bit``."""
@@ -122,7 +124,23 @@ def verify(header: str, key: str, *, now: datetime | None = None) -> EmuToken:
         raise TokenRefused("token is malformed: bad acc or s claim")
     if not isinstance(exp, int | float) or exp <= (now or datetime.now(UTC)).timestamp():
         raise TokenRefused("token is expired")
-    return EmuToken(seller=sid, kind=_KIND_OF_ACC[acc], mask=mask)
+    tid = claims.get("id")
+    return EmuToken(
+        seller=sid, kind=_KIND_OF_ACC[acc], mask=mask, token_id=tid if isinstance(tid, str) else ""
+    )
+
+
+def token_id(raw: str) -> str:
+    """The ``id`` claim of a token (signature not checked); "" when it has none."""
+    raw = raw.strip()
+    if raw[:7].lower() == "bearer ":
+        raw = raw[7:].strip()
+    try:
+        claims = jwt.decode(raw, options={"verify_signature": False, "verify_exp": False})
+    except jwt.PyJWTError:
+        return ""
+    tid = claims.get("id")
+    return tid if isinstance(tid, str) else ""
 
 
 def mint(

@@ -20,6 +20,9 @@
 * **A URL WB does not serve** (``WbPathNotFoundError``, 404 "path not found": a base URL
   setting is wrong) fails the job at once, whatever attempts are left: no retry can fix a
   setting, and the client has already stopped the section in the process.
+* **A refusal no retry fixes** (a dead token, a missing category, a token type, no balance:
+  ``wbsync.wb.refusals``) never reaches this policy: the sync's processor suspends what it
+  applies to and completes the job as ``needs_attention`` (``wbsync.suspending``).
 * Anything else (WB refused the request, a token error, a bug) spends a BullMQ attempt.
 
 Every failure reason is the error's message, so WB's words travel with it.

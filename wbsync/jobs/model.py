@@ -36,6 +36,8 @@ class Outcome:
     queue: str
     cabinet: str
     job_id: str
+    result: Any = None
+    """A completed run's return value (e.g. ``{"outcome": "needs_attention", ...}``)."""
 
 
 OutcomeListener = Callable[[Outcome], None]

@@ -101,7 +101,9 @@ class SyncWorker:
         )
         self._writer = JobDataWriter(self._worker.client, self._worker.backend.scripts.toKey)
         # BullMQ emits these once the job's new state is stored, so listeners can rely on it.
-        self._worker.on("completed", lambda job, _result: self._notify("completed", job.data))
+        self._worker.on(
+            "completed", lambda job, result: self._notify("completed", job.data, result)
+        )
         self._worker.on("failed", lambda job, _err: self._notify("failed", job.data))
         # Learn the server's version on the blocking connection: without it the worker rounds
         # its blocking wait up to whole seconds and delayed jobs resume up to 1 s late.
@@ -270,10 +272,11 @@ class SyncWorker:
         assert self._worker is not None
         await self._worker.client.zadd(self._worker.keys["marker"], {"0": 0})
 
-    def _notify(self, outcome: str, data: Mapping[str, Any]) -> None:
+    def _notify(self, outcome: str, data: Mapping[str, Any], result: Any = None) -> None:
         if self._on_outcome is not None:
             cabinet = cabinet_or_blank(data)
-            self._on_outcome(Outcome(outcome, self.name, cabinet, job_id(self.name, cabinet)))
+            jid = job_id(self.name, cabinet)
+            self._on_outcome(Outcome(outcome, self.name, cabinet, jid, result))
 
 
 def _delayed_fields(data: Mapping[str, Any], now_ms: int) -> dict[str, Any]:

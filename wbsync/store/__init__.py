@@ -33,6 +33,7 @@ from wbsync.store.rows import PageWrite
 from wbsync.store.runs import CabinetOverview, RunRecord, RunRepository
 from wbsync.store.snapshots import SnapshotRepository
 from wbsync.store.store import Store
+from wbsync.store.suspensions import Suspension, SuspensionRepository
 
 __all__ = [
     "DATASETS",
@@ -60,6 +61,8 @@ __all__ = [
     "SentBid",
     "SnapshotRepository",
     "Store",
+    "Suspension",
+    "SuspensionRepository",
     "advert_stats_rows",
     "funnel_history_rows",
 ]

@@ -16,7 +16,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
-from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, sync_cursors, utcnow
+from wbsync.store.schema import (
+    CABINET_ID_MAX,
+    cabinet_suspensions,
+    cabinets,
+    key_checks,
+    sync_cursors,
+    utcnow,
+)
 
 __all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
 
@@ -54,6 +61,8 @@ class Cabinet:
     created_at: datetime
     _sealed: str = field(repr=False, compare=False)
     _cipher: TokenCipher = field(repr=False, compare=False)
+    token_expires_at: datetime | None = None
+    """The token's ``exp`` (None: stored before it was kept, until the token is next read)."""
 
     @property
     def sealed_token(self) -> str:
@@ -72,6 +81,8 @@ class NewCabinet:
     name: str
     token: str = field(repr=False)
     seller_id: str
+    token_expires_at: datetime | None = None
+    """The token's ``exp``, when the caller has read it (an expired token is never sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +123,7 @@ class CabinetRepository:
             created_at=values["created_at"],
             _sealed=values["token_encrypted"],
             _cipher=self._cipher,
+            token_expires_at=values["token_expires_at"],
         )
 
     async def verify_key(self) -> None:
@@ -161,8 +173,11 @@ class CabinetRepository:
         log.info("secret key rotated: %d token(s) re-encrypted", len(rows))
         return len(rows)
 
-    async def add(self, name: str, token: str, seller_id: str) -> Cabinet:
-        """Store a new active cabinet; StoreError if the name is taken.
+    async def add(
+        self, name: str, token: str, seller_id: str, *, token_expires_at: datetime | None = None
+    ) -> Cabinet:
+        """Store a new active cabinet (with its token's ``exp``, when known); StoreError if the
+        name is taken.
 
         ConfigError if the configured key is not the one the other tokens were stored with; the
         first token binds the key (writes the key check).
@@ -186,6 +201,7 @@ class CabinetRepository:
                     seller_id=seller_id,
                     active=True,
                     created_at=utcnow(),
+                    token_expires_at=token_expires_at,
                 )
                 .returning(*cabinets.c)
             )
@@ -226,6 +242,7 @@ class CabinetRepository:
                     "seller_id": item.seller_id,
                     "active": True,
                     "created_at": now,
+                    "token_expires_at": item.token_expires_at,
                 }
                 for item in wanted.values()
                 if item.name not in taken
@@ -279,8 +296,17 @@ class CabinetRepository:
         log.info("cabinet %r %s", row.name, "activated" if active else "deactivated")
         return self._record(row)
 
-    async def replace_token(self, ref: CabinetRef, token: str, seller_id: str) -> Cabinet:
-        """Store a new token for the cabinet; its rows, cursors and runs stay.
+    async def replace_token(
+        self,
+        ref: CabinetRef,
+        token: str,
+        seller_id: str,
+        *,
+        token_expires_at: datetime | None = None,
+    ) -> Cabinet:
+        """Store a new token for the cabinet (with its ``exp``, when known); its rows, cursors
+        and runs stay, and its suspensions are lifted in the same transaction (what WB refused
+        was the old token).
 
         StoreError if the token belongs to another seller than the cabinet's.
         """
@@ -298,12 +324,26 @@ class CabinetRepository:
             result = await conn.execute(
                 update(cabinets)
                 .where(cabinets.c.id == current.id)
-                .values(token_encrypted=sealed)
+                .values(token_encrypted=sealed, token_expires_at=token_expires_at)
                 .returning(*cabinets.c)
             )
             cabinet = self._record(result.one())
-        log.info("cabinet %r: token replaced", cabinet.name)
+            lifted = await conn.execute(
+                delete(cabinet_suspensions).where(cabinet_suspensions.c.cabinet_id == current.id)
+            )
+        said = f"; {lifted.rowcount} suspension(s) lifted" if lifted.rowcount else ""
+        log.info("cabinet %r: token replaced%s", cabinet.name, said)
         return cabinet
+
+    async def set_token_expiry(self, cabinet_id: int, expires_at: datetime) -> None:
+        """Keep the ``exp`` of the cabinet's stored token (read from the token itself: a row
+        stored before the expiry was kept gets it when its token is next decrypted)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                update(cabinets)
+                .where(cabinets.c.id == cabinet_id)
+                .values(token_expires_at=expires_at)
+            )
 
     async def rename(self, ref: CabinetRef, name: str) -> Cabinet:
         """Give the cabinet a new name; StoreError if it is empty or taken."""

@@ -38,6 +38,7 @@ __all__ = [
     "CABINET_ID_MAX",
     "RowData",
     "UtcDateTime",
+    "cabinet_suspensions",
     "cabinets",
     "change_sequences",
     "dataset_table",
@@ -134,6 +135,9 @@ cabinets = Table(
     Column("seller_id", String(64), nullable=False),
     Column("active", Boolean, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # The token's ``exp``, known when it is stored: an expired token is never sent. NULL for a
+    # token stored before it was kept, until the token is next decrypted.
+    Column("token_expires_at", UtcDateTime, nullable=True),
     UniqueConstraint("name"),
 )
 
@@ -169,6 +173,20 @@ sync_runs = Table(
     Column("failure_at", UtcDateTime, nullable=True),
     Column("failure_reason", Text, nullable=True),
     Column("failure_attempts", Integer, nullable=True),
+)
+
+# What WB refused for good, per cabinet (``section`` "": the whole cabinet, its token) or per
+# (cabinet, section): the fan-out feeds nothing suspended; a new token, an operator or a probe
+# that WB accepts lifts it.
+cabinet_suspensions = Table(
+    "cabinet_suspensions",
+    metadata,
+    _cabinet_fk(),
+    Column("section", String(100), primary_key=True),
+    Column("kind", String(20), nullable=False),
+    Column("words", Text, nullable=True),
+    Column("since", UtcDateTime, nullable=False),
+    Column("probe_at", UtcDateTime, nullable=True),
 )
 
 sent_bids = Table(

@@ -25,6 +25,7 @@ from wbsync.store.retention import PRUNE_BATCH_ROWS, Pruned, prune
 from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
 from wbsync.store.snapshots import SnapshotRepository
+from wbsync.store.suspensions import Suspension, SuspensionRepository
 
 __all__ = ["Store"]
 
@@ -44,6 +45,23 @@ class Store:
         self.runs = RunRepository(database)
         self._rows = RowRepository(database, self.cursors)
         self.snapshots = SnapshotRepository(database, self._rows)
+        self.suspended = SuspensionRepository(database)
+        """Suspensions, all of it (``suspend``, ``claim_probe``, ...); the common reads below."""
+
+    async def suspensions(self) -> list[Suspension]:
+        """Every suspension in force (``wbsync.store.suspensions``): one query."""
+        return await self.suspended.all()
+
+    async def lift_suspensions(
+        self, cabinet_id: int, section: str | None = None
+    ) -> list[Suspension]:
+        """Lift the cabinet's suspensions (all with ``section`` None, else that section's);
+        what was lifted."""
+        return await self.suspended.lift(cabinet_id, section)
+
+    async def token_expiries(self) -> list[tuple[int, str, datetime | None]]:
+        """(cabinet_id, name, token_expires_at) of every active cabinet: one query."""
+        return await self.suspended.token_expiries()
 
     def add_listener(self, listener: ChangeListener) -> None:
         """Call ``listener`` after every committed write that changed rows (e.g. a stream)."""

@@ -390,9 +390,11 @@ class WbClient:
         rid = _request_id(reply.headers, _json_or_none(reply.content))
         if status == 404 and is_path_not_found(words):
             return self._path_not_found(ep, rid, words)
-        error = _ERRORS.get(status, WbRequestError)
+        error_type = _ERRORS.get(status, WbRequestError)
         message = "WB refused the request" + ("" if words else f": {reply.reason}")
-        return error(message, method=ep.name, status=status, request_id=rid, words=words)
+        error = error_type(message, method=ep.name, status=status, request_id=rid, words=words)
+        error.section = ep.section.name  # what a refusal for good suspends (``refusals.py``)
+        return error
 
     def _path_not_found(
         self, ep: Endpoint, request_id: str | None, words: str | None

@@ -29,6 +29,7 @@ __all__ = [
     "WbToken",
     "mint_token",
     "parse_token",
+    "token_expiry",
     "verify_token",
 ]
 
@@ -209,6 +210,14 @@ def parse_token(raw: str, *, cabinet: str | None = None, now: datetime | None = 
             f"WB token expired at {token.expires_at.isoformat()}; issue a new one", cabinet=cabinet
         )
     return token
+
+
+def token_expiry(raw: str) -> datetime | None:
+    """The token's ``exp``, expired or not; None for a malformed token."""
+    try:
+        return _parsed(_clean(raw)).expires_at
+    except _Malformed:
+        return None
 
 
 def verify_token(raw: str, key: str | bytes, *, now: datetime | None = None) -> WbToken:

@@ -18,6 +18,9 @@ from wbsync.api.schemas import (
     CabinetTokenOut,
     JobOut,
     RenameIn,
+    ResumeIn,
+    ResumeOut,
+    SuspensionOut,
     TokenIn,
     TriggerOut,
     cabinet_out,
@@ -58,7 +61,9 @@ async def create_cabinet(body: CabinetIn, runtime: RuntimeDep) -> CabinetTokenOu
     except TokenError as exc:
         raise _invalid_token(exc) from None
     try:
-        cabinet = await runtime.store.cabinets.add(body.name, token, parsed.seller_id)
+        cabinet = await runtime.store.cabinets.add(
+            body.name, token, parsed.seller_id, token_expires_at=parsed.expires_at
+        )
     except StoreError:
         if await _exists(runtime, body.name):
             raise Problem(
@@ -89,9 +94,42 @@ async def replace_token(body: TokenIn, cabinet: CabinetDep, runtime: RuntimeDep)
             f"the token is for seller {parsed.seller_id}, cabinet {cabinet.id} is seller "
             f"{cabinet.seller_id}; add it as a new cabinet instead",
         )
-    done = await runtime.store.cabinets.replace_token(cabinet.id, token, parsed.seller_id)
+    done = await runtime.store.cabinets.replace_token(
+        cabinet.id, token, parsed.seller_id, token_expires_at=parsed.expires_at
+    )
     log.info("cabinet token replaced", extra={"cabinet": str(cabinet.id)})
     return _with_gaps(done, parsed)
+
+
+@router.post("/{cabinet_id}/resume", response_model=ResumeOut)
+async def resume_cabinet(
+    cabinet: CabinetDep, runtime: RuntimeDep, body: ResumeIn | None = None
+) -> ResumeOut:
+    """Lift the cabinet's suspensions (what WB refused for good; docs/failures.md): all of
+    them, or one section's with ``{"section": ...}``. The fan-out feeds it again at its next
+    read; each job continues from its cursor. ``lifted`` lists what was lifted."""
+    section = body.section if body is not None else None
+    lifted = await runtime.store.lift_suspensions(cabinet.id, section)
+    log.info(
+        "cabinet resumed by hand: %d suspension(s) lifted%s",
+        len(lifted),
+        f" in section {section}" if section else "",
+        extra={"cabinet": str(cabinet.id)},
+    )
+    return ResumeOut(
+        id=cabinet.id,
+        name=cabinet.name,
+        lifted=[
+            SuspensionOut(
+                section=s.section,
+                kind=s.kind,
+                words=s.words,
+                since=s.since,
+                probe_at=s.probe_at,
+            )
+            for s in lifted
+        ],
+    )
 
 
 @router.post("/{cabinet_id}/activate", response_model=CabinetOut)
