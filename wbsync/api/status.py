@@ -6,7 +6,9 @@ A status read has two parts:
   oldest of its syncs' last successes, whether a sync last met a method WB switched off, and
   whether its seller has a learned limit or a penalty from WB. It costs one database query, one
   Redis pipeline that reads job ids only, one read of the learned limits' index and one of the
-  penalties in force (``RateLimiter.penalties``), and it is shared: concurrent
+  penalties in force (``RateLimiter.penalties``), and two queries for what needs attention (the
+  suspensions in force, the active cabinets' token expiries; ``wbsync.api.attention``); it is
+  shared: concurrent
   reads wait for one build, and a build serves every read for ``INDEX_TTL_S``. Search,
   filters, sorting and paging run on it in memory.
 * The **page**: the details of one page of cabinets only: their jobs' data (one pipeline), their
@@ -28,8 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wbsync import clock
+from wbsync.api.attention import ATTENTION_SHOWN, Expiry, attention_out
 from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
+    AttentionOut,
     BucketOut,
     JobOut,
     PenaltyOut,
@@ -49,6 +53,7 @@ from wbsync.penalties import by_seller
 from wbsync.ratelimit import Penalty
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
+from wbsync.store.suspensions import Suspension
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import parse_token
 
@@ -99,6 +104,8 @@ class _Index:
     built_at: float  # monotonic seconds
     penalties: list[Penalty]
     sellers: dict[str, list[CabinetOverview]]  # seller id -> its cabinets
+    suspensions: list[Suspension] = field(default_factory=list)
+    expiries: list[Expiry] = field(default_factory=list)
     unloaded: list[str] = field(default_factory=list)
 
 
@@ -215,7 +222,21 @@ class StatusReader:
             unloaded_queues=index.unloaded,
             penalties=_penalties_out(live[:PENALTIES_SHOWN], index.sellers, now),
             penalties_total=len(live),
+            attention=attention_out(
+                index.suspensions, index.expiries, at_ms(now), shown=ATTENTION_SHOWN
+            ),
         )
+
+    async def attention(self) -> AttentionOut:
+        """Every suspension in force and every token expired or expiring (read afresh: two
+        queries over every cabinet)."""
+        self._refuse_stale()
+        store = self._runtime.store
+        async with self._reads:
+            suspensions, expiries = await asyncio.gather(
+                store.suspensions(), store.token_expiries()
+            )
+        return attention_out(suspensions, expiries, at_ms(clock.now_ms()))
 
     async def penalties(self) -> list[PenaltyOut]:
         """Every penalty in force now (read afresh: two round trips), the longest first, each
@@ -250,13 +271,20 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states, learned, lag, recorded, penalties = await asyncio.gather(
-            runtime.store.runs.overview(),
-            job_states(runtime.redis, queues),
-            runtime.limiter.learned_cabinets(),
-            runtime.lag.recent(list(SYNCS)),
-            runtime.store.runs.queues(),
-            runtime.limiter.penalties(),
+        store = runtime.store
+        (
+            (overview, states, learned, lag, recorded, penalties),
+            (suspensions, expiries),
+        ) = await asyncio.gather(
+            asyncio.gather(
+                runtime.store.runs.overview(),
+                job_states(runtime.redis, queues),
+                runtime.limiter.learned_cabinets(),
+                runtime.lag.recent(list(SYNCS)),
+                runtime.store.runs.queues(),
+                runtime.limiter.penalties(),
+            ),
+            asyncio.gather(store.suspensions(), store.token_expiries()),
         )
         penalised = {p.seller for p in penalties}
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
@@ -280,6 +308,8 @@ class StatusReader:
             built_at=clock.monotonic(),
             penalties=penalties,
             sellers=by_seller(overview),
+            suspensions=suspensions,
+            expiries=expiries,
             unloaded=unloaded,
         )
 
