@@ -14,7 +14,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import AUTH, SELLERS
-from wbsync.api.attention import ATTENTION_SHOWN, EXPIRING_WITHIN_DAYS, attention_out
+from wbsync.api.attention import ATTENTION_SHOWN, EXPIRING_WITHIN_DAYS, Expiry, attention_out
 from wbsync.emulator import Emulator
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
@@ -167,7 +167,7 @@ def test_a_page_shows_the_first_rows_and_counts_the_rest() -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
     many = ATTENTION_SHOWN * 2
     suspensions = [_suspension(i, "finance" if i % 2 else None) for i in range(many)]
-    expiries = [(i, f"cab-{i}", now + timedelta(hours=i - 10)) for i in range(many)]
+    expiries: list[Expiry] = [(i, f"cab-{i}", now + timedelta(hours=i - 10)) for i in range(many)]
     expiries.append((many, "unknown", None))
 
     shown = attention_out(suspensions, expiries, now, shown=ATTENTION_SHOWN)
