@@ -28,9 +28,9 @@ from wbsync.pruning import Pruner
 from wbsync.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
 from wbsync.supervise import supervise
-from wbsync.suspending import SuspendedFilter, fill_token_expiry
+from wbsync.suspending import SuspendedFilter
 from wbsync.syncs import SYNCS, unserved_queues
-from wbsync.wb.tokens import parse_token
+from wbsync.wb.tokens import parse_token, token_expiry
 from wbsync.workers import build_workers
 
 log = logging.getLogger(__name__)
@@ -73,15 +73,18 @@ class TokenGaps:
         store = self._runtime.store
         cabinets = await store.cabinets.list(active_only=True)
         known = {}
+        expiries = {}
         for cabinet in cabinets:
             key = str(cabinet.id)
             cached = self._gaps.get(key)
             if cached is None or cached[0] != cabinet.sealed_token:
                 cached = (cabinet.sealed_token, _gaps_of(cabinet))
-                if cabinet.token_expires_at is None:
-                    await fill_token_expiry(store, cabinet, cabinet.token())
+                expires = None if cabinet.token_expires_at else token_expiry(cabinet.token())
+                if expires is not None:  # a row stored before expiries were kept
+                    expiries[cabinet.id] = expires
             known[key] = cached
         self._gaps = known
+        await store.cabinets.set_token_expiries(expiries)
         await self._suspended.refresh(cabinets)
         return list(known)
 

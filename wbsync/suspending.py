@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from wbsync.errors import TokenError
 from wbsync.store import Cabinet, Store, Suspension
 from wbsync.store.schema import utcnow
 from wbsync.syncs import SYNCS, Sync
@@ -101,6 +100,8 @@ class SuspensionGate:
         expired = await self._expired(cabinet)
         if expired is not None:
             return Admission(held=expired)
+        if cabinet.suspended is False:  # read with the cabinet: none, no query
+            return Admission()
         relevant = _relevant(await self._store.suspended.of_cabinet(cabinet.id), sections_of(sync))
         if not relevant:
             return Admission()
@@ -242,14 +243,3 @@ class SuspendedFilter:
             return False
         relevant = _relevant(held, self._sections.get(queue, frozenset()))
         return bool(relevant) and not _due(relevant, self._now)
-
-
-async def fill_token_expiry(store: Store, cabinet: Cabinet, raw: str) -> None:
-    """Keep the expiry of a token stored before expiries were kept (read once, when the token
-    is first decrypted); a malformed token has none."""
-    try:
-        expires = token_expiry(raw)
-    except TokenError:
-        return
-    if expires is not None:
-        await store.cabinets.set_token_expiry(cabinet.id, expires)

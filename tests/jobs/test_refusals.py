@@ -21,6 +21,7 @@ from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
 from wbsync import clock
 from wbsync.api import create_app
+from wbsync.config import get_settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
 from wbsync.jobs.fanout import FanOut
@@ -49,8 +50,9 @@ async def emulator() -> AsyncIterator[Emulator]:
 
 
 @pytest.fixture
-async def database_url(database_factory: DatabaseFactory) -> str:
-    return await database_factory.new_url("sqlite")
+async def database_url(database_factory: DatabaseFactory, db_backend: str) -> str:
+    """SQLite, and PostgreSQL too when WBSYNC_TEST_POSTGRES_URL is set."""
+    return await database_factory.new_url(db_backend)
 
 
 @pytest.fixture
@@ -250,7 +252,11 @@ async def test_an_operator_lifts_it_through_the_cli_and_the_api(
     monkeypatch.setenv("WBSYNC_DATABASE_URL", database_url)
     monkeypatch.setenv("WBSYNC_SECRET_KEY", TEST_SECRET_KEY)
     caplog.set_level("INFO", logger="wbsync.audit")
-    result = await _invoke(cli, ["cabinets", "resume", cabinet.name, "--section", "finance"])
+    get_settings.cache_clear()  # the command reads the settings above, not a cached read
+    try:
+        result = await _invoke(cli, ["cabinets", "resume", cabinet.name, "--section", "finance"])
+    finally:
+        get_settings.cache_clear()
     assert result.exit_code == 0, result.output
     assert "lifted finance payment (WB said: no balance)" in result.output
     assert any("resumed by hand" in r.getMessage() for r in caplog.records)
@@ -333,3 +339,18 @@ async def test_a_suspended_cabinet_keeps_its_cursor_and_continues_from_it(
     after = await _run(runtime, cabinet.id)
     assert "outcome" not in after[-1].result and after[-1].result["rows"] == 0  # from the cursor
     assert await runtime.store.count("finance_report", cabinet.id) == stored
+
+
+async def test_the_fan_outs_first_read_fills_the_expiries_of_older_rows(
+    runtime: Runtime, emulator: Emulator
+) -> None:
+    for name in ("old-1", "old-2"):  # as stored before the expiry was kept
+        await runtime.store.cabinets.add(name, emulator.token(SELLER), SELLER)
+    assert [e for _, _, e in await runtime.store.token_expiries()] == [None, None]
+
+    _, gaps = _fanout(runtime)
+    await gaps.active_ids()
+
+    expiries = [e for _, _, e in await runtime.store.token_expiries()]
+    assert all(e is not None and e > utcnow() for e in expiries)
+    assert await runtime.store.suspensions() == []

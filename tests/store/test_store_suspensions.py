@@ -109,3 +109,13 @@ async def test_a_removed_cabinet_takes_its_suspensions(store: Store) -> None:
     await store.suspended.suspend(shop.id, None, kind="expired", words=None, probe_at=None)
     await store.cabinets.remove(shop.id)
     assert await store.suspensions() == []
+
+
+async def test_a_jobs_read_of_its_cabinet_says_whether_it_is_suspended(store: Store) -> None:
+    shop = await store.cabinets.add("shop", TOKEN, "sid-1")
+    assert (await store.cabinets.get(shop.id)).suspended is False
+    assert (await store.cabinets.with_cursor(shop.id, "orders"))[0].suspended is False
+    assert (await store.cabinets.get("shop")).suspended is None  # by name: not read
+    await store.suspended.suspend(shop.id, "finance", kind="payment", words=None, probe_at=None)
+    assert (await store.cabinets.get(shop.id)).suspended is True
+    assert (await store.cabinets.with_cursor(shop.id, "orders"))[0].suspended is True

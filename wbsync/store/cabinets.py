@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,6 +63,9 @@ class Cabinet:
     _cipher: TokenCipher = field(repr=False, compare=False)
     token_expires_at: datetime | None = None
     """The token's ``exp`` (None: stored before it was kept, until the token is next read)."""
+    suspended: bool | None = field(default=None, compare=False)
+    """Whether any suspension of it is in force, read with it by a job's reads (``get`` by id,
+    ``with_cursor``); None where it was not read."""
 
     @property
     def sealed_token(self) -> str:
@@ -124,6 +127,7 @@ class CabinetRepository:
             _sealed=values["token_encrypted"],
             _cipher=self._cipher,
             token_expires_at=values["token_expires_at"],
+            suspended=_suspended(values),
         )
 
     async def verify_key(self) -> None:
@@ -338,12 +342,21 @@ class CabinetRepository:
     async def set_token_expiry(self, cabinet_id: int, expires_at: datetime) -> None:
         """Keep the ``exp`` of the cabinet's stored token (read from the token itself: a row
         stored before the expiry was kept gets it when its token is next decrypted)."""
+        await self.set_token_expiries({cabinet_id: expires_at})
+
+    async def set_token_expiries(self, expiries: Mapping[int, datetime]) -> None:
+        """``set_token_expiry`` for many cabinets in one transaction (the fan-out's first read
+        after the migration fills every older row at once)."""
+        if not expiries:
+            return
+        statement = (
+            update(cabinets)
+            .where(cabinets.c.id == bindparam("cabinet_id"))
+            .values(token_expires_at=bindparam("expires_at"))
+        )
+        rows = [{"cabinet_id": k, "expires_at": v} for k, v in expiries.items()]
         async with self._db.transaction() as conn:
-            await conn.execute(
-                update(cabinets)
-                .where(cabinets.c.id == cabinet_id)
-                .values(token_expires_at=expires_at)
-            )
+            await conn.execute(statement, rows)
 
     async def rename(self, ref: CabinetRef, name: str) -> Cabinet:
         """Give the cabinet a new name; StoreError if it is empty or taken."""
@@ -391,11 +404,28 @@ async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
     )
 
 
-_BY_ID = select(cabinets).where(cabinets.c.id == bindparam("cabinet_id"))
+def _suspended(values: Any) -> bool | None:
+    try:
+        flag = values["suspended"]
+    except KeyError:  # a read that did not ask
+        return None
+    return bool(flag)
+
+
+_SUSPENDED = (
+    select(cabinet_suspensions.c.cabinet_id)
+    .where(cabinet_suspensions.c.cabinet_id == cabinets.c.id)
+    .exists()
+    .label("suspended")
+)
+"""Whether the cabinet has a suspension in force: a job's read of its cabinet says it, so the
+job reads the suspensions themselves only when there are some."""
+
+_BY_ID = select(cabinets, _SUSPENDED).where(cabinets.c.id == bindparam("cabinet_id"))
 """A cabinet by its id, built once (see ``_WITH_CURSOR``)."""
 
 _WITH_CURSOR = (
-    select(cabinets, sync_cursors.c.cursor)
+    select(cabinets, sync_cursors.c.cursor, _SUSPENDED)
     .select_from(
         cabinets.outerjoin(
             sync_cursors,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, select, update
+from sqlalchemy import and_, bindparam, delete, select, update
 
 from wbsync.store.db import Database
 from wbsync.store.schema import cabinet_suspensions, cabinets, utcnow
@@ -65,6 +65,12 @@ _SELECT = select(
 ).select_from(cabinet_suspensions.join(cabinets, cabinets.c.id == cabinet_suspensions.c.cabinet_id))
 
 
+_OF_CABINET = _SELECT.where(cabinet_suspensions.c.cabinet_id == bindparam("cabinet_id")).order_by(
+    cabinet_suspensions.c.section
+)
+"""A cabinet's suspensions, built once: every job reads it (through the driver, as its cabinet)."""
+
+
 def _record(row: Any) -> Suspension:
     return Suspension(
         cabinet_id=row[0],
@@ -90,12 +96,23 @@ class SuspensionRepository:
             return [_record(row) for row in (await conn.execute(query)).all()]
 
     async def of_cabinet(self, cabinet_id: int) -> list[Suspension]:
-        """The cabinet's suspensions in force (the whole cabinet's first)."""
-        query = _SELECT.where(cabinet_suspensions.c.cabinet_id == cabinet_id).order_by(
-            cabinet_suspensions.c.section
-        )
-        async with self._db.connection() as conn:
-            return [_record(row) for row in (await conn.execute(query)).all()]
+        """The cabinet's suspensions in force (the whole cabinet's first): one statement built
+        once, through the driver (a job's read, as its cabinet's)."""
+        rows = await self._db.fetch(_OF_CABINET, {"cabinet_id": cabinet_id})
+        return [
+            _record(
+                (
+                    r["cabinet_id"],
+                    r["name"],
+                    r["section"],
+                    r["kind"],
+                    r["words"],
+                    r["since"],
+                    r["probe_at"],
+                )
+            )
+            for r in rows
+        ]
 
     async def suspend(
         self,
