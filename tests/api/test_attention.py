@@ -101,6 +101,10 @@ async def test_the_panel_and_the_route_list_suspensions_and_tokens_with_what_lif
     assert '<td class="n">2 d 23 h</td>' in panel or '<td class="n">3 d 0 h</td>' in panel
     assert "fine (#" not in panel
 
+    flagged = await _json(api, "/api/v1/status?state=needs-attention")
+    names = {c["cabinet"]["name"] for c in flagged["cabinets"]}
+    assert names == {"shop", "lender", "soon", "old"} and flagged["matched"] == 4
+
 
 async def _gauges(api: httpx.AsyncClient) -> dict[tuple[str, str], float]:
     reply = await api.get("/metrics", headers=AUTH)

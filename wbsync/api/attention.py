@@ -22,6 +22,7 @@ __all__ = [
     "Expiry",
     "StateCounts",
     "attention_out",
+    "flagged",
     "lifts_of",
     "state_counts",
 ]
@@ -103,6 +104,16 @@ def attention_out(
         tokens_total=len(tokens),
         expiring_within_days=EXPIRING_WITHIN_DAYS,
     )
+
+
+def flagged(
+    suspensions: Sequence[Suspension], expiries: Sequence[Expiry], now: datetime
+) -> set[int]:
+    """The ids of the cabinets that need attention: a suspension in force, or a token expired
+    or expiring within ``EXPIRING_WITHIN_DAYS`` (the status filter ``needs-attention``)."""
+    horizon = now + timedelta(days=EXPIRING_WITHIN_DAYS)
+    due = {i for i, _, at in expiries if at is not None and at <= horizon}
+    return due | {s.cabinet_id for s in suspensions}
 
 
 @dataclass(frozen=True, slots=True)

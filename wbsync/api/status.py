@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wbsync import clock
-from wbsync.api.attention import ATTENTION_SHOWN, Expiry, attention_out
+from wbsync.api.attention import ATTENTION_SHOWN, Expiry, attention_out, flagged
 from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
     AttentionOut,
@@ -94,6 +94,7 @@ class _Row:
     stuck_since_ms: float | None  # None: nothing pending or failed
     learned: bool  # a bucket of its seller follows a limit learned from WB's replies
     penalised: bool  # WB's penalty holds a bucket of its seller
+    attention: bool = False  # suspended, or its token expired or expires soon
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +288,7 @@ class StatusReader:
             asyncio.gather(store.suspensions(), store.token_expiries()),
         )
         penalised = {p.seller for p in penalties}
+        needs = flagged(suspensions, expiries, at_ms(clock.now_ms()))
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
             for state, n in Counter(by_cabinet.values()).items():
@@ -299,7 +301,16 @@ class StatusReader:
             mine = {q: by_cabinet[key] for q, by_cabinet in states.items() if key in by_cabinet}
             seller = cabinet.seller_id
             since = _stuck_since(cabinet, mine)
-            rows.append(_Row(cabinet, mine, since, seller in learned, seller in penalised))
+            rows.append(
+                _Row(
+                    cabinet,
+                    mine,
+                    since,
+                    seller in learned,
+                    seller in penalised,
+                    cabinet.id in needs,
+                )
+            )
         unloaded = [q for q in recorded if q not in SYNCS]
         return _Index(
             rows=rows,
@@ -394,6 +405,8 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
         found = [r for r in found if r.learned]
     elif query.state == "penalty":
         found = [r for r in found if r.penalised]
+    elif query.state == "needs-attention":
+        found = [r for r in found if r.attention]
     elif query.state != "all":
         wanted = _FILTER_STATES[query.state]
         found = [r for r in found if any(s in wanted for s in r.states.values())]

@@ -41,6 +41,7 @@ StateFilter = Literal[
     "disabled-method",
     "learned-limit",
     "penalty",
+    "needs-attention",
 ]
 SortOrder = Literal["stuck", "id", "name"]
 STATE_FILTERS: tuple[str, ...] = get_args(StateFilter)
