@@ -70,21 +70,23 @@ def _ordered(suspensions: Sequence[Suspension]) -> list[Suspension]:
     return sorted(suspensions, key=lambda s: (s.section is not None, s.since, s.cabinet_id))
 
 
-def _due(expiries: Sequence[Expiry], now: datetime) -> list[TokenExpiryOut]:
+def _due(expiries: Sequence[Expiry], now: datetime) -> list[tuple[datetime, int, str]]:
     """The tokens expired or expiring within ``EXPIRING_WITHIN_DAYS``, the soonest first."""
     horizon = now + timedelta(days=EXPIRING_WITHIN_DAYS)
     found = [(at, i, name) for i, name, at in expiries if at is not None and at <= horizon]
     found.sort()
-    return [
-        TokenExpiryOut(
-            cabinet_id=i,
-            cabinet=name,
-            expires_at=at,
-            expired=at <= now,
-            remaining_s=max(0, math.ceil((at - now).total_seconds())),
-        )
-        for at, i, name in found
-    ]
+    return found
+
+
+def _token_out(due: tuple[datetime, int, str], now: datetime) -> TokenExpiryOut:
+    at, cabinet_id, name = due
+    return TokenExpiryOut(
+        cabinet_id=cabinet_id,
+        cabinet=name,
+        expires_at=at,
+        expired=at <= now,
+        remaining_s=max(0, math.ceil((at - now).total_seconds())),
+    )
 
 
 def attention_out(
@@ -100,7 +102,7 @@ def attention_out(
     return AttentionOut(
         suspensions=[_suspension_out(s) for s in ordered],
         suspensions_total=len(suspensions),
-        tokens=tokens[:shown],
+        tokens=[_token_out(t, now) for t in tokens[:shown]],
         tokens_total=len(tokens),
         expiring_within_days=EXPIRING_WITHIN_DAYS,
     )

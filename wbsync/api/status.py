@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wbsync import clock
-from wbsync.api.attention import ATTENTION_SHOWN, Expiry, attention_out, flagged
+from wbsync.api.attention import ATTENTION_SHOWN, attention_out, flagged
 from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
     AttentionOut,
@@ -53,7 +53,6 @@ from wbsync.penalties import by_seller
 from wbsync.ratelimit import Penalty
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
-from wbsync.store.suspensions import Suspension
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import parse_token
 
@@ -105,8 +104,7 @@ class _Index:
     built_at: float  # monotonic seconds
     penalties: list[Penalty]
     sellers: dict[str, list[CabinetOverview]]  # seller id -> its cabinets
-    suspensions: list[Suspension] = field(default_factory=list)
-    expiries: list[Expiry] = field(default_factory=list)
+    attention: AttentionOut = field(default_factory=AttentionOut)  # as of built_at, shown rows
     unloaded: list[str] = field(default_factory=list)
 
 
@@ -223,9 +221,7 @@ class StatusReader:
             unloaded_queues=index.unloaded,
             penalties=_penalties_out(live[:PENALTIES_SHOWN], index.sellers, now),
             penalties_total=len(live),
-            attention=attention_out(
-                index.suspensions, index.expiries, at_ms(now), shown=ATTENTION_SHOWN
-            ),
+            attention=index.attention,
         )
 
     async def attention(self) -> AttentionOut:
@@ -288,7 +284,8 @@ class StatusReader:
             asyncio.gather(store.suspensions(), store.token_expiries()),
         )
         penalised = {p.seller for p in penalties}
-        needs = flagged(suspensions, expiries, at_ms(clock.now_ms()))
+        now = at_ms(clock.now_ms())
+        needs = flagged(suspensions, expiries, now)
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
             for state, n in Counter(by_cabinet.values()).items():
@@ -319,8 +316,7 @@ class StatusReader:
             built_at=clock.monotonic(),
             penalties=penalties,
             sellers=by_seller(overview),
-            suspensions=suspensions,
-            expiries=expiries,
+            attention=attention_out(suspensions, expiries, now, shown=ATTENTION_SHOWN),
             unloaded=unloaded,
         )
 
