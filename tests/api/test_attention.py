@@ -162,6 +162,22 @@ async def test_a_new_token_takes_a_cabinet_off_the_panel(
     assert [t["cabinet"] for t in attention["tokens"]] == ["soon"]
 
 
+async def test_a_deactivated_cabinet_needs_no_attention(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
+) -> None:
+    made = await _refused_shop(api_runtime, api_emulator)
+    for name in ("shop", "soon"):
+        await api_runtime.store.cabinets.deactivate(made[name].id)
+
+    attention = await _json(api, "/api/v1/attention")
+    assert [s["cabinet"] for s in attention["suspensions"]] == ["lender"]
+    assert [t["cabinet"] for t in attention["tokens"]] == ["old"]
+    gauges = await _gauges(api)
+    assert gauges[("wbsync_cabinets", "active")] == 3
+    assert gauges[("wbsync_cabinets", "refused")] == 0
+    assert gauges.get(("wbsync_cabinet_sections_suspended", "content"), 0) == 0
+
+
 def _suspension(i: int, section: str | None) -> Suspension:
     since = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i)
     return Suspension(i, f"cab-{i}", section, "token", "x", since, None)

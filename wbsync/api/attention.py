@@ -46,6 +46,13 @@ _LIFTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _of_active(suspensions: Sequence[Suspension], expiries: Sequence[Expiry]) -> list[Suspension]:
+    """The suspensions of active cabinets (``expiries`` lists every active one): a deactivated
+    cabinet needs no attention; its suspensions show again if it is activated."""
+    active = {i for i, _, _ in expiries}
+    return [s for s in suspensions if s.cabinet_id in active]
+
+
 def lifts_of(suspension: Suspension) -> list[str]:
     """What lifts the suspension (a probe only when one is due)."""
     lifts = _LIFTS.get(suspension.kind, ("new_token", "resume"))
@@ -96,12 +103,13 @@ def attention_out(
     *,
     shown: int | None = None,
 ) -> AttentionOut:
-    """What needs attention at ``now``; at most ``shown`` rows of each list (None: all)."""
-    ordered = _ordered(suspensions)[:shown]
+    """What needs attention at ``now`` (active cabinets only); at most ``shown`` rows of each
+    list (None: all)."""
+    live = _of_active(suspensions, expiries)
     tokens = _due(expiries, now)
     return AttentionOut(
-        suspensions=[_suspension_out(s) for s in ordered],
-        suspensions_total=len(suspensions),
+        suspensions=[_suspension_out(s) for s in _ordered(live)[:shown]],
+        suspensions_total=len(live),
         tokens=[_token_out(t, now) for t in tokens[:shown]],
         tokens_total=len(tokens),
         expiring_within_days=EXPIRING_WITHIN_DAYS,
@@ -115,7 +123,7 @@ def flagged(
     or expiring within ``EXPIRING_WITHIN_DAYS`` (the status filter ``needs-attention``)."""
     horizon = now + timedelta(days=EXPIRING_WITHIN_DAYS)
     due = {i for i, _, at in expiries if at is not None and at <= horizon}
-    return due | {s.cabinet_id for s in suspensions}
+    return due | {s.cabinet_id for s in _of_active(suspensions, expiries)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +140,9 @@ def state_counts(
 ) -> StateCounts:
     """``active``: active cabinets; ``expiring``: of those, a token expiring within
     ``EXPIRING_WITHIN_DAYS``; ``expired``: its exp passed; ``refused``: suspended as a whole
-    cabinet for what WB said (an expired token is counted ``expired`` only)."""
+    cabinet for what WB said (an expired token is counted ``expired`` only). Active cabinets
+    only."""
+    suspensions = _of_active(suspensions, expiries)
     horizon = now + timedelta(days=EXPIRING_WITHIN_DAYS)
     known = [at for _, _, at in expiries if at is not None]
     live = [(at - now).total_seconds() for at in known if at > now]
