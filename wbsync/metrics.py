@@ -125,7 +125,8 @@ CABINETS = Gauge(
 
 SECTIONS_SUSPENDED = Gauge(
     "wbsync_cabinet_sections_suspended",
-    "Cabinets with a WB section suspended (a category, token type, payment or refused request), "
+    "Active cabinets with a WB section suspended (a category, token type, payment or refused "
+    "request), "
     "per section; read from the database when /metrics is scraped.",
     ["section"],
 )
