@@ -16,6 +16,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 from wbsync import metrics
+from wbsync.api.attention import EXPIRING_WITHIN_DAYS
 from wbsync.cli import app
 from wbsync.config import Settings
 from wbsync.syncs import SYNCS
@@ -192,3 +193,14 @@ def test_promtool_accepts_the_alert_rules() -> None:
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_cabinets_wb_refuses_and_tokens_expiring_are_alerted() -> None:
+    rules = {rule["alert"]: rule for rule in _rules()}
+    expiring = rules["WbsyncTokenExpiringSoon"]["expr"]
+    assert "wbsync_cabinet_token_least_remaining_seconds" in expiring
+    days = int(re.search(r"<\s*(\d+)\s*\*\s*86400", expiring).group(1))  # type: ignore[union-attr]
+    assert 0 < days < EXPIRING_WITHIN_DAYS  # the panel lists the token before the alert fires
+    assert 'wbsync_cabinets{state="expired"}' in rules["WbsyncTokensExpired"]["expr"]
+    assert 'wbsync_cabinets{state="refused"}' in rules["WbsyncCabinetsRefused"]["expr"]
+    assert "wbsync_cabinet_sections_suspended" in rules["WbsyncSectionsSuspended"]["expr"]

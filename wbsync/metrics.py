@@ -115,6 +115,28 @@ WB_PENALTY_REMAINING = Gauge(
     ["group"],
 )
 
+CABINETS = Gauge(
+    "wbsync_cabinets",
+    "Cabinets by state: active (every active cabinet); expiring (of those, a token expiring "
+    "within 14 days); expired (a token past its exp: nothing is sent); refused (suspended as a "
+    "whole cabinet for what WB said). Read from the database when /metrics is scraped.",
+    ["state"],
+)
+
+SECTIONS_SUSPENDED = Gauge(
+    "wbsync_cabinet_sections_suspended",
+    "Active cabinets with a WB section suspended (a category, token type, payment or refused "
+    "request), "
+    "per section; read from the database when /metrics is scraped.",
+    ["section"],
+)
+
+TOKEN_LEAST_REMAINING = Gauge(
+    "wbsync_cabinet_token_least_remaining_seconds",
+    "The least time before an active cabinet's token expires, over the tokens not yet expired "
+    "(+Inf with none); read from the database when /metrics is scraped.",
+)
+
 FANOUT_LEADER = Gauge(
     "wbsync_fanout_leader",
     "1 while this process leads the queue's fan-out (holds its lease in Redis), else 0.",

@@ -23,7 +23,13 @@ from wbsync.runtime import Runtime
 
 # Generous: a loaded machine may be slow; an outage without bounds takes 40-100 s.
 REPLY_BOUND_S = 5.0
-ROUTES = ("/", "/api/v1/status", "/api/v1/penalties", "/api/v1/cabinets/{id}/jobs")
+ROUTES = (
+    "/",
+    "/api/v1/status",
+    "/api/v1/penalties",
+    "/api/v1/attention",
+    "/api/v1/cabinets/{id}/jobs",
+)
 
 
 def _redis_up() -> float | None:

@@ -72,7 +72,9 @@ def status_query(
         Query(
             description="Cabinets with a job in this state (idle: none); disabled-method: a sync "
             "last met a method WB switched off; learned-limit: a bucket follows a stricter limit "
-            "learned from WB's replies; penalty: WB's penalty holds a bucket of its seller."
+            "learned from WB's replies; penalty: WB's penalty holds a bucket of its seller; "
+            "needs-attention: suspended (WB refused it for good), or its token expired or expires "
+            "within 14 days."
         ),
     ] = "all",
     sort: Annotated[

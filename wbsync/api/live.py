@@ -15,10 +15,18 @@ from collections.abc import Sequence
 from prometheus_client import REGISTRY
 
 from wbsync import clock
+from wbsync.api.attention import state_counts
 from wbsync.api.schemas import BucketOut, JobOut, LearnedOut, LimitOut, at_ms, job_out
 from wbsync.errors import ConfigError, TokenError
 from wbsync.jobs.model import LIVE_STATES
-from wbsync.metrics import QUEUE_JOBS, WB_PENALTIES, WB_PENALTY_REMAINING
+from wbsync.metrics import (
+    CABINETS,
+    QUEUE_JOBS,
+    SECTIONS_SUSPENDED,
+    TOKEN_LEAST_REMAINING,
+    WB_PENALTIES,
+    WB_PENALTY_REMAINING,
+)
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Learned
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
@@ -122,6 +130,20 @@ async def penalty_gauges(runtime: Runtime) -> None:
     for group in had | {GLOBAL_GROUP} | set(count):
         WB_PENALTIES.labels(group).set(count.get(group, 0))
         WB_PENALTY_REMAINING.labels(group).set(longest.get(group, 0.0))
+
+
+async def cabinet_gauges(runtime: Runtime) -> None:
+    """Set the cabinets' state gauges from two queries (the suspensions in force, the active
+    cabinets' token expiries). A section once suspended reads 0 rather than vanishing."""
+    store = runtime.store
+    suspensions, expiries = await asyncio.gather(store.suspensions(), store.token_expiries())
+    counts = state_counts(suspensions, expiries, at_ms(clock.now_ms()))
+    for state, n in counts.states.items():
+        CABINETS.labels(state).set(n)
+    had = {s.labels["section"] for m in SECTIONS_SUSPENDED.collect() for s in m.samples}
+    for section in had | set(counts.sections):
+        SECTIONS_SUSPENDED.labels(section).set(counts.sections.get(section, 0))
+    TOKEN_LEAST_REMAINING.set(counts.least_remaining_s)
 
 
 def counters() -> dict[str, float]:

@@ -144,6 +144,12 @@ def _ago(ms: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
+def _until(seconds: float) -> str:
+    """A time left in days and hours past a day (a token's), else as a penalty's."""
+    days, rest = divmod(int(seconds), 86400)
+    return f"{days} d {rest // 3600} h" if days else remaining_text(seconds * 1000)
+
+
 def _utc(at: datetime | None) -> str:
     return "—" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -169,6 +175,8 @@ def _context(page: StatusPage) -> dict[str, Any]:
             ("deferrals (reschedules)", page.counters["reschedules"]),
             ("429s from WB", page.counters["upstream_429"]),
             ("WB penalties in force", page.penalties_total),
+            ("suspended (needs attention)", page.attention.suspensions_total),
+            ("tokens expired or expiring", page.attention.tokens_total),
         ],
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
@@ -176,4 +184,5 @@ def _context(page: StatusPage) -> dict[str, Any]:
         "ago": _ago,
         "utc": _utc,
         "remaining": remaining_text,
+        "until": _until,
     }

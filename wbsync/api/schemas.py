@@ -23,6 +23,8 @@ from wbsync.store.changes import (
 from wbsync.syncs import SYNCS
 
 __all__ = [
+    "AttentionOut",
+    "AttentionSuspensionOut",
     "BucketOut",
     "CabinetBucketOut",
     "CabinetCheckOut",
@@ -45,6 +47,7 @@ __all__ = [
     "StatusOut",
     "SuspensionOut",
     "ThroughputOut",
+    "TokenExpiryOut",
     "TokenIn",
     "TriggerOut",
     "cabinet_out",
@@ -90,6 +93,48 @@ class SuspensionOut(BaseModel):
     words: str | None = Field(description="What WB said (null for an expired token).")
     since: datetime
     probe_at: datetime | None
+
+
+class AttentionSuspensionOut(SuspensionOut):
+    """A suspension in force, with its cabinet and what lifts it."""
+
+    cabinet_id: int
+    cabinet: str = Field(description="The cabinet's name.")
+    lifts: list[str] = Field(
+        description="What lifts it, of: new_token (wbsync cabinets token, PUT "
+        "/api/v1/cabinets/{id}/token), balance (money on the WB balance, then a resume or a "
+        "probe), resume (wbsync cabinets resume, POST /api/v1/cabinets/{id}/resume), probe (at "
+        "probe_at, when WB accepts it)."
+    )
+
+
+class TokenExpiryOut(BaseModel):
+    """An active cabinet whose token has expired or expires soon."""
+
+    cabinet_id: int
+    cabinet: str = Field(description="The cabinet's name.")
+    expires_at: datetime = Field(description="The token's exp.")
+    expired: bool = Field(description="True once exp has passed: nothing is sent to WB.")
+    remaining_s: int = Field(description="Seconds until exp (0 once expired).")
+
+
+class AttentionOut(BaseModel):
+    """The cabinets that need an operator: suspensions in force, tokens expired or expiring."""
+
+    suspensions: list[AttentionSuspensionOut] = Field(
+        default_factory=list,
+        description="Suspensions in force, the whole cabinets' first, then by since.",
+    )
+    suspensions_total: int = Field(default=0, description="Suspensions in force in all.")
+    tokens: list[TokenExpiryOut] = Field(
+        default_factory=list,
+        description="Active cabinets' tokens expired or expiring within expiring_within_days, "
+        "the soonest first (the expired ones first of all).",
+    )
+    tokens_total: int = Field(default=0, description="Such tokens in all.")
+    expiring_within_days: int = Field(
+        default=14, description="A token is listed from this many days before it expires."
+    )
 
 
 class ResumeOut(BaseModel):
@@ -306,6 +351,11 @@ class StatusOut(BaseModel):
         "first of many (penalties_total counts them all, GET /api/v1/penalties lists them).",
     )
     penalties_total: int = Field(default=0, description="Penalties in force in all.")
+    attention: AttentionOut = Field(
+        default_factory=AttentionOut,
+        description="Needs attention: suspensions and tokens expired or expiring; only the first "
+        "of many (the totals count them all, GET /api/v1/attention lists them).",
+    )
 
 
 class ThroughputOut(BaseModel):

@@ -6,7 +6,9 @@ A status read has two parts:
   oldest of its syncs' last successes, whether a sync last met a method WB switched off, and
   whether its seller has a learned limit or a penalty from WB. It costs one database query, one
   Redis pipeline that reads job ids only, one read of the learned limits' index and one of the
-  penalties in force (``RateLimiter.penalties``), and it is shared: concurrent
+  penalties in force (``RateLimiter.penalties``), and two queries for what needs attention (the
+  suspensions in force, the active cabinets' token expiries; ``wbsync.api.attention``); it is
+  shared: concurrent
   reads wait for one build, and a build serves every read for ``INDEX_TTL_S``. Search,
   filters, sorting and paging run on it in memory.
 * The **page**: the details of one page of cabinets only: their jobs' data (one pipeline), their
@@ -28,8 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wbsync import clock
+from wbsync.api.attention import ATTENTION_SHOWN, attention_out, flagged
 from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
+    AttentionOut,
     BucketOut,
     JobOut,
     PenaltyOut,
@@ -89,6 +93,7 @@ class _Row:
     stuck_since_ms: float | None  # None: nothing pending or failed
     learned: bool  # a bucket of its seller follows a limit learned from WB's replies
     penalised: bool  # WB's penalty holds a bucket of its seller
+    attention: bool = False  # suspended, or its token expired or expires soon
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ class _Index:
     built_at: float  # monotonic seconds
     penalties: list[Penalty]
     sellers: dict[str, list[CabinetOverview]]  # seller id -> its cabinets
+    attention: AttentionOut = field(default_factory=AttentionOut)  # as of built_at, shown rows
     unloaded: list[str] = field(default_factory=list)
 
 
@@ -215,7 +221,19 @@ class StatusReader:
             unloaded_queues=index.unloaded,
             penalties=_penalties_out(live[:PENALTIES_SHOWN], index.sellers, now),
             penalties_total=len(live),
+            attention=index.attention,
         )
+
+    async def attention(self) -> AttentionOut:
+        """Every suspension in force and every token expired or expiring (read afresh: two
+        queries over every cabinet)."""
+        self._refuse_stale()
+        store = self._runtime.store
+        async with self._reads:
+            suspensions, expiries = await asyncio.gather(
+                store.suspensions(), store.token_expiries()
+            )
+        return attention_out(suspensions, expiries, at_ms(clock.now_ms()))
 
     async def penalties(self) -> list[PenaltyOut]:
         """Every penalty in force now (read afresh: two round trips), the longest first, each
@@ -250,15 +268,24 @@ class StatusReader:
     async def _build_index(self) -> _Index:
         runtime = self._runtime
         queues = [runtime.queue(q) for q in SYNCS]
-        overview, states, learned, lag, recorded, penalties = await asyncio.gather(
-            runtime.store.runs.overview(),
-            job_states(runtime.redis, queues),
-            runtime.limiter.learned_cabinets(),
-            runtime.lag.recent(list(SYNCS)),
-            runtime.store.runs.queues(),
-            runtime.limiter.penalties(),
+        store = runtime.store
+        (
+            (overview, states, learned, lag, recorded, penalties),
+            (suspensions, expiries),
+        ) = await asyncio.gather(
+            asyncio.gather(
+                runtime.store.runs.overview(),
+                job_states(runtime.redis, queues),
+                runtime.limiter.learned_cabinets(),
+                runtime.lag.recent(list(SYNCS)),
+                runtime.store.runs.queues(),
+                runtime.limiter.penalties(),
+            ),
+            asyncio.gather(store.suspensions(), store.token_expiries()),
         )
         penalised = {p.seller for p in penalties}
+        now = at_ms(clock.now_ms())
+        needs = flagged(suspensions, expiries, now)
         counts = {q: dict.fromkeys(STATES, 0) for q in SYNCS}
         for name, by_cabinet in states.items():
             for state, n in Counter(by_cabinet.values()).items():
@@ -271,7 +298,16 @@ class StatusReader:
             mine = {q: by_cabinet[key] for q, by_cabinet in states.items() if key in by_cabinet}
             seller = cabinet.seller_id
             since = _stuck_since(cabinet, mine)
-            rows.append(_Row(cabinet, mine, since, seller in learned, seller in penalised))
+            rows.append(
+                _Row(
+                    cabinet,
+                    mine,
+                    since,
+                    seller in learned,
+                    seller in penalised,
+                    cabinet.id in needs,
+                )
+            )
         unloaded = [q for q in recorded if q not in SYNCS]
         return _Index(
             rows=rows,
@@ -280,6 +316,7 @@ class StatusReader:
             built_at=clock.monotonic(),
             penalties=penalties,
             sellers=by_seller(overview),
+            attention=attention_out(suspensions, expiries, now, shown=ATTENTION_SHOWN),
             unloaded=unloaded,
         )
 
@@ -364,6 +401,8 @@ def _select(rows: Sequence[_Row], query: StatusQuery) -> list[_Row]:
         found = [r for r in found if r.learned]
     elif query.state == "penalty":
         found = [r for r in found if r.penalised]
+    elif query.state == "needs-attention":
+        found = [r for r in found if r.attention]
     elif query.state != "all":
         wanted = _FILTER_STATES[query.state]
         found = [r for r in found if any(s in wanted for s in r.states.values())]

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Literal, get_args
 
 from wbsync.api.schemas import (
+    AttentionOut,
     BucketOut,
     CabinetBucketOut,
     CabinetJobOut,
@@ -40,6 +41,7 @@ StateFilter = Literal[
     "disabled-method",
     "learned-limit",
     "penalty",
+    "needs-attention",
 ]
 SortOrder = Literal["stuck", "id", "name"]
 STATE_FILTERS: tuple[str, ...] = get_args(StateFilter)
@@ -90,6 +92,8 @@ class StatusPage:
     """WB's penalties in force over every cabinet, the longest first (at most PENALTIES_SHOWN)."""
     penalties_total: int = 0
     """How many penalties are in force in all."""
+    attention: AttentionOut = field(default_factory=AttentionOut)
+    """Needs attention: suspensions, tokens expired or expiring (at most ATTENTION_SHOWN each)."""
     rendered: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Renderings of this page (JSON, HTML), made once however many viewers ask."""
 
@@ -132,4 +136,5 @@ def status_out(page: StatusPage) -> StatusOut:
         busiest_buckets=[CabinetBucketOut(cabinet=n, bucket=b) for n, b in page.buckets],
         penalties=page.penalties,
         penalties_total=page.penalties_total,
+        attention=page.attention,
     )

@@ -1,7 +1,9 @@
 """``status``: the status page and ``/api/v1/status`` under concurrent readers, at scale.
 
 1. A fresh SQLite database gets N cabinets in one transaction; the seven long queues get one job
-   per cabinet each (N x 7 jobs): four queues' jobs waiting, three queues' jobs delayed.
+   per cabinet each (N x 7 jobs): four queues' jobs waiting, three queues' jobs delayed. What
+   the "needs attention" panel reads is there too: 1 % of the cabinets suspended as a whole,
+   1 % with a section suspended, 5 % with a token expiring in 3 days and 2 % expired.
 2. ``wbsync api`` runs as a child process on loopback, as in production.
 3. One warm-up read of each (the server's first read builds its index), then R readers, each
    in a loop, alternately load the page's first page (``/``) and
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -68,11 +71,17 @@ async def _populate(url: str, prefix: str, database_url: str, params: Params) ->
         began = time.perf_counter()
         report = await store.cabinets.add_many(
             [
-                NewCabinet(f"bench-{i:06d}", tokens[i % _SELLERS], sellers[i % _SELLERS])
+                NewCabinet(
+                    f"bench-{i:06d}",
+                    tokens[i % _SELLERS],
+                    sellers[i % _SELLERS],
+                    token_expires_at=_expiry(i),
+                )
                 for i in range(params.cabinets)
             ]
         )
         insert_s = time.perf_counter() - began
+        await _suspend(store, [c.id for c in report.added])
     ids = [str(c.id) for c in report.added]
     for name in LONG_QUEUES:
         queue = SyncQueue(name, redis_url=url, prefix=keys.queue_prefix(prefix))
@@ -84,6 +93,27 @@ async def _populate(url: str, prefix: str, database_url: str, params: Params) ->
 
 
 _SECRET = secrets.token_hex(32)
+
+
+def _expiry(i: int) -> datetime:
+    """A token's exp: 5 % in 3 days, 2 % a day ago, the rest in 180 days."""
+    now = datetime.now(UTC)
+    if i % 20 == 0:
+        return now + timedelta(days=3)
+    return now - timedelta(days=1) if i % 50 == 1 else now + timedelta(days=180)
+
+
+async def _suspend(store: Store, ids: list[int]) -> None:
+    """1 % of the cabinets suspended as a whole (a revoked token), 1 % in a section (payment)."""
+    probe = datetime.now(UTC) + timedelta(hours=6)
+    for cabinet_id in ids[::100]:
+        await store.suspended.suspend(
+            cabinet_id, None, kind="token", words="token problem; token is revoked", probe_at=probe
+        )
+    for cabinet_id in ids[50::100]:
+        await store.suspended.suspend(
+            cabinet_id, "finance", kind="payment", words="insufficient funds", probe_at=None
+        )
 
 
 def _start_api(port: int, env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen[bytes]:

@@ -13,11 +13,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
-from wbsync.api.live import penalty_gauges, queue_counts
+from wbsync.api.live import cabinet_gauges, penalty_gauges, queue_counts
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import StatusOut, ThroughputOut
 from wbsync.api.status_model import status_out
-from wbsync.errors import QueueError, RedisUnavailableError
+from wbsync.errors import QueueError, RedisUnavailableError, StoreError
+from wbsync.runtime import Runtime
 
 __all__ = ["probes", "router"]
 
@@ -51,17 +52,30 @@ async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
 
 @router.get("/metrics", response_class=Response)
 async def metrics(runtime: RuntimeDep) -> Response:
-    """Every wbsync metric in Prometheus' text format; queue depths and WB's penalties are read
-    at scrape time.
+    """Every wbsync metric in Prometheus' text format; queue depths, WB's penalties and the
+    cabinets' states are read at scrape time.
 
-    With Redis away the process's own metrics are still served (queue depths and penalties as
-    last read, ``wbsync_dependency_up{dependency="redis"}`` 0).
+    With Redis or the database away the process's own metrics are still served (what that one
+    feeds as last read, ``wbsync_dependency_up{dependency=...}`` 0).
     """
-    try:
-        await asyncio.gather(queue_counts(runtime), penalty_gauges(runtime))
-    except (QueueError, RedisUnavailableError) as exc:  # the queues' reads, the limiter's
-        runtime.health.down("redis", exc)
+    redis, database = await asyncio.gather(
+        asyncio.gather(queue_counts(runtime), penalty_gauges(runtime)),
+        cabinet_gauges(runtime),
+        return_exceptions=True,
+    )
+    _down_or_raise(runtime, "redis", redis, (QueueError, RedisUnavailableError))
+    _down_or_raise(runtime, "database", database, (StoreError,))
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def _down_or_raise(
+    runtime: Runtime, name: str, outcome: object, expected: tuple[type[Exception], ...]
+) -> None:
+    """Mark the dependency down when its read failed as expected; raise anything else."""
+    if isinstance(outcome, expected):
+        runtime.health.down(name, outcome)
+    elif isinstance(outcome, BaseException):
+        raise outcome
 
 
 @router.get("/api/v1/status", response_model=StatusOut)

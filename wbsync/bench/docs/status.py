@@ -31,7 +31,9 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(
         [
             "A fresh SQLite database gets the cabinets in one transaction; the seven long queues "
-            "get one job per cabinet (four queues' jobs waiting, three queues' delayed). "
+            "get one job per cabinet (four queues' jobs waiting, three queues' delayed); 1 % of "
+            "the cabinets are suspended as a whole, 1 % in a section, 5 % have a token expiring "
+            "in 3 days and 2 % an expired one, so the needs-attention panel is full. "
             "`wbsync api` runs in a child process on loopback; after one warm-up read of each "
             "(the process's first read builds its status index), the readers, each in a loop, "
             "alternately load the page's first page and `/api/v1/status` with the bearer key. "
