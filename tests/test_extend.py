@@ -167,3 +167,16 @@ def test_exported_members_of_the_emulator_surface() -> None:
         member = getattr(emulated, name)
         if inspect.isclass(member) or inspect.isfunction(member):
             assert member.__doc__, name
+
+
+def test_the_example_plugin_imports_only_the_public_surface() -> None:
+    """The example is what authors copy: it reaches wbsync through the two public modules."""
+    import ast
+    from pathlib import Path
+
+    public = {"wbsync", "wbsync.extend", "wbsync.emulator.extend"}
+    src = Path(__file__).parents[1] / "examples" / "wbsync-deductions" / "src"
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("wbsync."):
+                assert node.module in public, f"{path.name} imports {node.module}"

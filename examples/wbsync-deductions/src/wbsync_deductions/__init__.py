@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wbsync.registry import Registrar
+    from wbsync.extend import Registrar
 
 
 def register(registrar: Registrar) -> None:
