@@ -117,13 +117,21 @@ class Registrar:
             if key in table and table[key] != value:
                 raise ConfigError(
                     f"plugin {self.owner!r}: {table.kind} {key!r} is already declared by "
-                    f"{table.owner(key)!r}"
+                    f"{table.owner(key)!r}{_names(table[key], value)}"
                 )
 
     def commit(self) -> None:
         """Check, then register every claim; ``ConfigError`` (and nothing registered) on a
         clash."""
         commit_all([self])
+
+
+def _names(held: object, value: object) -> str:
+    # A table of names (a route to its method) says which two names clash; other values are
+    # whole declarations, too long for one line.
+    if isinstance(held, str) and isinstance(value, str):
+        return f" as {held!r}, so {value!r} cannot take it"
+    return ""
 
 
 def commit_all(registrars: Iterable[Registrar]) -> None:

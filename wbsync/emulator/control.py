@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from wbsync.emulator.config import FaultRule, LimitOverride
 from wbsync.emulator.replies import json_reply
-from wbsync.emulator.state import EmulatorState
+from wbsync.emulator.state import EmulatorState, NoExpectation
 from wbsync.emulator.tokens import Kind, category_bit, mint, token_id
 from wbsync.emulator.wbdocs import METHODS
 
@@ -127,6 +127,8 @@ def routes(state: EmulatorState) -> list[Route]:
             return _invalid(ValueError("need ?seller=<sid> and a known method name"))
         try:
             rows = state.expected(seller, method, **params)
+        except NoExpectation as exc:
+            return json_reply({"title": "no expectation", "detail": str(exc)}, status=404)
         except ValueError as exc:
             return _invalid(exc)
         return json_reply(rows)

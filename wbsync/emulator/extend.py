@@ -19,14 +19,15 @@ from __future__ import annotations
 from wbsync.emulator.dataset import Row, SellerData, iso_z
 from wbsync.emulator.handlers import HANDLERS, Call, EmulatedMethod, Handler
 from wbsync.emulator.replies import BadRequest, json_reply
-from wbsync.emulator.state import cached
+from wbsync.emulator.state import SellerState, cached
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import METHODS, Method, Rate
+from wbsync.emulator.wbdocs import METHODS, ROUTES, Method, Rate
 from wbsync.registry import Registrar
 
 __all__ = [
     "HANDLERS",
     "METHODS",
+    "ROUTES",
     "BadRequest",
     "Call",
     "EmulatedMethod",
@@ -37,6 +38,7 @@ __all__ = [
     "Registrar",
     "Row",
     "SellerData",
+    "SellerState",
     "cached",
     "iso_z",
     "json_reply",

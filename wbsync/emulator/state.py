@@ -20,6 +20,7 @@ from wbsync.emulator.wbdocs import METHODS, Rate
 __all__ = [
     "Counters",
     "EmulatorState",
+    "NoExpectation",
     "SellerState",
     "expected_rows",
     "parse_moscow",
@@ -36,6 +37,9 @@ class SellerState:
     prices: dict[int, tuple[int, int]] = field(default_factory=dict)
     uploads: list[Row] = field(default_factory=list)
     campaign_edits: dict[int, Row] = field(default_factory=dict)
+    #: Plugins' emulated edits, under a key of the plugin's own (its method's name): per seller,
+    #: and forgotten with the rest by ``/__emulator/reset`` (``state``).
+    plugins: dict[str, Any] = field(default_factory=dict)
 
 
 def seller_campaigns(data: SellerData, st: SellerState) -> list[Row]:
@@ -307,7 +311,21 @@ def _expected(
         return list(st.uploads)
     if method == "tariffs.acceptance_coefficients":
         return cached(data, "coefficients", SellerData.coefficients)
-    raise KeyError(f"no emulated method {method!r}")
+    raise NoExpectation(method)
+
+
+class NoExpectation(LookupError):
+    """The emulator computes no expected rows for this method (a plugin's, or unknown)."""
+
+    def __init__(self, method: str) -> None:
+        owner = METHODS.owner(method)
+        why = (
+            "no emulated method by that name"
+            if owner is None
+            else f"it is declared by plugin {owner!r}, and the emulator computes expected rows "
+            "for wbsync's own methods only: compute a plugin's from SellerData"
+        )
+        super().__init__(f"no expected rows for {method!r}: {why} (docs/extending.md)")
 
 
 def parse_moscow(text: str) -> datetime:

@@ -26,10 +26,14 @@ from dataclasses import dataclass, field
 from wbsync.emulator.tokens import Kind
 from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
-__all__ = ["METHODS", "PING_HOSTS", "SANDBOX_HOSTS", "Method", "Rate", "disabled_in_docs"]
+__all__ = ["METHODS", "PING_HOSTS", "ROUTES", "SANDBOX_HOSTS", "Method", "Rate", "disabled_in_docs"]
 
 METHODS: Table[Method] = Table("emulated method")
 """Every emulated method by name (the names the emulator's counters and faults use)."""
+
+ROUTES: Table[str] = Table("emulated route")
+"""The method each (verb, host, path) is served by: two methods on one route would leave one
+never answering, so a second is refused at registration."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +75,9 @@ class Method:
         return self.rates.get(kind)
 
     def claims(self) -> Iterator[Claim]:
-        """The method's name."""
+        """The method's name, and the route it answers on."""
         yield Claim(METHODS, self.name, self)
+        yield Claim(ROUTES, f"{self.verb} {self.host} {self.path}", self.name)
 
 
 _S, _MIN, _H = 1.0, 60.0, 3600.0
