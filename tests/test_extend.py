@@ -180,3 +180,18 @@ def test_the_example_plugin_imports_only_the_public_surface() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("wbsync."):
                 assert node.module in public, f"{path.name} imports {node.module}"
+
+
+def test_a_key_field_of_an_unknown_kind_is_refused_when_declared() -> None:
+    with pytest.raises(StoreError) as caught:
+        KeyField("id", "id", "uuid")  # type: ignore[arg-type]
+    assert str(caught.value) == "key field 'id': kind must be one of int, str, date, got 'uuid'"
+
+
+def test_a_str_key_longer_than_its_column_is_refused() -> None:
+    from wbsync.extend import KEY_STR_MAX
+
+    key = KeyField("code", "code", "str")
+    assert key.extract({"code": "x" * KEY_STR_MAX}) == "x" * KEY_STR_MAX
+    with pytest.raises(StoreError, match=r"key field 'code' is 256 characters, past the 255"):
+        key.extract({"code": "x" * (KEY_STR_MAX + 1)})

@@ -61,6 +61,17 @@ def register(registrar: Registrar) -> None:
 """
 
 
+UUID_KEY = """
+from wbsync.extend import Dataset, KeyField, Registrar
+
+DATASET = Dataset("uuid_rows", "GET /api/v1/list", (KeyField("id", "id", "uuid"),))
+
+
+def register(registrar: Registrar) -> None:
+    pass
+"""
+
+
 def _wbsync(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "wbsync", *argv],
@@ -133,8 +144,19 @@ def test_the_allow_list_leaves_an_installed_plugin_unloaded(good: Path) -> None:
             {"twin_plugin.py": TWIN},
             "error: plugin 'twin': queue 'good-sync' is already declared by 'good'",
         ),
+        (
+            {"uuidkey": "uuid_plugin:register"},
+            {"uuid_plugin.py": UUID_KEY},
+            "error: plugin 'uuidkey' (uuid_plugin:register) cannot be imported: StoreError: "
+            "key field 'id': kind must be one of int, str, date, got 'uuid'",
+        ),
     ],
-    ids=["cannot be imported", "clashes with a built-in", "clashes with another plugin"],
+    ids=[
+        "cannot be imported",
+        "clashes with a built-in",
+        "clashes with another plugin",
+        "declares a key of an unknown kind",
+    ],
 )
 def test_a_broken_or_clashing_plugin_is_refused_at_start_in_one_line(
     tmp_path: Path,

@@ -32,6 +32,7 @@ from wbsync.registry import BUILTIN, Registrar, Table
 from wbsync.scope import Limit
 from wbsync.store.datasets import (
     DATASETS,
+    KEY_STR_MAX,
     TOMBSTONE_GRACE_DAYS,
     Dataset,
     DatasetKind,
@@ -79,6 +80,7 @@ __all__ = [
     "DATASETS",
     "ENDPOINTS",
     "GROUPS",
+    "KEY_STR_MAX",
     "SECTIONS",
     "SYNCS",
     "TOMBSTONE_GRACE_DAYS",

@@ -127,6 +127,7 @@ async def test_missing_optional_key_gets_its_default(store: Store) -> None:
         ("finance_report", {"rrdId": True}, "not an integer"),
         ("funnel_history", {"date": "2026-08-01", "product": {}}, "product.nmId"),
         ("advert_stats", {"advertId": 1, "date": "yesterday"}, "not a date"),
+        ("orders", {"nmId": 1, "srid": "x" * 256}, "'srid' is 256 characters, past the 255"),
         ("nope", {}, "unknown dataset 'nope'"),
     ],
 )

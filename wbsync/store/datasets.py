@@ -24,6 +24,8 @@ __all__ = [
     "DATASETS",
     "DATASET_KINDS",
     "IDENTIFIER_MAX",
+    "KEY_KINDS",
+    "KEY_STR_MAX",
     "NAME_MAX",
     "STANDARD_COLUMNS",
     "TOMBSTONE_GRACE_DAYS",
@@ -40,6 +42,10 @@ __all__ = [
 
 KeyKind = Literal["int", "str", "date"]
 KeyValue = int | str
+KEY_KINDS: tuple[KeyKind, ...] = ("int", "str", "date")
+#: The longest value a key field of kind ``"str"`` holds: its column is ``varchar(255)``, which
+#: PostgreSQL refuses past (SQLite would keep it), so a longer value is refused on both.
+KEY_STR_MAX = 255
 DatasetKind = Literal["snapshot", "stream"]
 #: Whose rows a dataset holds; a fleet-wide scope (rows the same for every seller) may follow.
 DatasetScope = Literal["cabinet"]
@@ -81,6 +87,12 @@ class KeyField:
     _parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Refused here, so a plugin declaring one is refused when it loads, not at migrate.
+        if self.kind not in KEY_KINDS:
+            raise StoreError(
+                f"key field {self.column!r}: kind must be one of {', '.join(KEY_KINDS)}, "
+                f"got {self.kind!r}"
+            )
         object.__setattr__(self, "_parts", tuple(self.path.split(".")))
 
     def extract(self, row: Mapping[str, Any]) -> KeyValue:
@@ -114,7 +126,13 @@ class KeyField:
             return text
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise StoreError(f"key field {self.path!r} is not a string")
-        return str(value)
+        text = str(value)
+        if len(text) > KEY_STR_MAX:
+            raise StoreError(
+                f"key field {self.path!r} is {len(text)} characters, past the {KEY_STR_MAX} "
+                "a str key holds"
+            )
+        return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from wbsync.clock import now_ms
 from wbsync.registry import BUILTIN
-from wbsync.store.datasets import DATASETS, Dataset, KeyKind, dataset
+from wbsync.store.datasets import DATASETS, KEY_STR_MAX, Dataset, KeyKind, dataset
 
 __all__ = [
     "CABINET_ID_MAX",
@@ -283,7 +283,7 @@ snapshot_keys = Table(
     Column("digests", LargeBinary, nullable=False),
 )
 
-_KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(255), "date": String(10)}
+_KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(KEY_STR_MAX), "date": String(10)}
 
 RowData = JSON().with_variant(JSONB(), "postgresql")
 """A WB row: ``JSONB`` on PostgreSQL (compared, indexed and queried by field), JSON text on SQLite
