@@ -63,7 +63,7 @@ def _expected_rows(anchor: date) -> list[dict[str, Any]]:
         from wbsync_deductions.emulated import deduction_rows
     finally:
         sys.path.remove(str(EXAMPLE / "src"))
-    from wbsync.emulator.state import seller_data
+    from wbsync.emulator.extend import seller_data
 
     rows: list[dict[str, Any]] = deduction_rows(
         seller_data(EmulatorConfig(seed=SEED, anchor_date=anchor), SELLER)

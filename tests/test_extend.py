@@ -195,3 +195,21 @@ def test_a_str_key_longer_than_its_column_is_refused() -> None:
     assert key.extract({"code": "x" * KEY_STR_MAX}) == "x" * KEY_STR_MAX
     with pytest.raises(StoreError, match=r"key field 'code' is 256 characters, past the 255"):
         key.extract({"code": "x" * (KEY_STR_MAX + 1)})
+
+
+def test_the_emulated_method_api_is_documented_with_its_types() -> None:
+    """Every name of the emulator's surface, and ``Call``'s members, are in the author's guide."""
+    from pathlib import Path
+
+    import wbsync.emulator.extend as emulated
+
+    guide = (Path(__file__).parents[1] / "docs" / "extending.md").read_text()
+    for name in emulated.__all__:
+        assert f"`{name}" in guide, name
+    for member in ("call.data", "call.seller", "await call.body()", "call.query(name)"):
+        assert member in guide, member
+    for member in ("anchor", "rng(kind: str)", "x_category", "seller.plugins"):
+        assert f"`{member}" in guide or f"call.{member}" in guide, member
+    # A coroutine whose annotation says what it returns.
+    assert inspect.iscoroutinefunction(emulated.Call.body)
+    assert inspect.signature(emulated.Call.body).return_annotation == "dict[str, Any]"

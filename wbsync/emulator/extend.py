@@ -10,16 +10,18 @@ A method is written from WB's documents, not from the plugin's client: its :clas
 (verb, path, host, token category, :class:`Rate` per token :class:`Kind`, limit group) is
 served by the emulator's gateway like the built-in ones (token checks, WB's limits and 429s,
 faults, the sandbox host), then its handler answers a :class:`Call` from the seller's generated
-:class:`SellerData` (``cached`` builds a seller's rows once). Like the rest of the emulator, this
-module imports nothing of the client or the syncs.
+:class:`SellerData` (``cached`` builds a seller's rows once; ``seller_data`` builds a seller's
+data as the emulator does, for a plugin's tests) and keeps what it changes in the seller's
+:class:`SellerState` (``plugins``), which a reset forgets. docs/extending.md documents each.
+Like the rest of the emulator, this module imports nothing of the client or the syncs.
 """
 
 from __future__ import annotations
 
-from wbsync.emulator.dataset import Row, SellerData, iso_z
+from wbsync.emulator.dataset import Product, Row, SellerData, iso_z
 from wbsync.emulator.handlers import HANDLERS, Call, EmulatedMethod, Handler
 from wbsync.emulator.replies import BadRequest, json_reply
-from wbsync.emulator.state import SellerState, cached
+from wbsync.emulator.state import SellerState, cached, seller_data
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, ROUTES, Method, Rate
 from wbsync.registry import Registrar
@@ -34,6 +36,7 @@ __all__ = [
     "Handler",
     "Kind",
     "Method",
+    "Product",
     "Rate",
     "Registrar",
     "Row",
@@ -42,4 +45,5 @@ __all__ = [
     "cached",
     "iso_z",
     "json_reply",
+    "seller_data",
 ]
