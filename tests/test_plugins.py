@@ -172,3 +172,47 @@ def test_a_broken_or_clashing_plugin_is_refused_at_start_in_one_line(
     done = _wbsync(env | {"WBSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}, "migrate")
     assert (done.returncode, done.stderr) == (2, says + "\n")
     assert not (tmp_path / "x.db").exists()
+
+
+FEEDBACKS = """
+from wbsync.emulator.extend import EmulatedMethod, Kind, Method, Rate, Registrar, json_reply
+
+
+async def handle(call):
+    return json_reply({"feedbacks": []})
+
+
+METHOD = Method("test.feedbacks", "GET", "/api/v1/test-feedbacks", "feedbacks-api", "feedbacks",
+                {kind: Rate(1.0, 10, 10) for kind in Kind})
+
+
+def register(registrar: Registrar) -> None:
+    registrar.declare(EmulatedMethod(METHOD, handle))
+"""
+
+
+def test_an_emulator_token_grants_what_plugins_methods_need_and_refuses_unknown_categories(
+    tmp_path: Path,
+) -> None:
+    from tests.support.plugins import EMULATOR_GROUP
+    from wbsync.emulator import EmulatorConfig
+    from wbsync.emulator.tokens import CATEGORY_BITS, verify
+
+    site = install(
+        tmp_path,
+        "feedbacks-plugin",
+        {EMULATOR_GROUP: {"feedbacks": "feedbacks_plugin:register"}},
+        {"feedbacks_plugin.py": FEEDBACKS},
+    )
+    env = plugin_env(site, WBSYNC_PLUGINS='["feedbacks"]')
+    done = _wbsync(env, "emulator", "token")
+    assert done.returncode == 0, done.stderr
+    granted = verify(done.stdout.strip(), EmulatorConfig().signing_key)
+    for name in ("content", "analytics", "prices", "statistics", "promotion", "finance"):
+        assert granted.has(CATEGORY_BITS[name]), name
+    assert granted.has(CATEGORY_BITS["feedbacks"])
+
+    refused = _wbsync(env, "emulator", "token", "--categories", "content,nope")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: unknown token category 'nope'; known: content, ")
+    assert refused.stderr.count("\n") == 1

@@ -83,21 +83,29 @@ def token(
         str, typer.Option("--type", help="base, test, personal or service.")
     ] = "personal",
     categories: Annotated[
-        str, typer.Option(help="Comma-separated: content,analytics,prices,statistics,...")
-    ] = "content,analytics,prices,statistics,promotion,finance",
+        str | None,
+        typer.Option(
+            help="Comma-separated: content,analytics,prices,statistics,...; default: every "
+            "category the emulated methods need, the allowed plugins' included."
+        ),
+    ] = None,
     days: Annotated[float, typer.Option(help="Lifetime in days.")] = 180.0,
     config: ConfigOpt = None,
 ) -> None:
-    """Print a token the emulator accepts."""
-    from wbsync.emulator.cli_support import issue_token, load_config
+    """Print a token the emulator accepts; an unknown category is one error line, status 2."""
+    from wbsync.emulator.cli_support import issue_token, load_config, load_plugins, needed
+    from wbsync.errors import ConfigError
 
+    load_plugins()
     cfg = load_config(config)
-    typer.echo(
-        issue_token(
+    try:
+        raw = issue_token(
             seller=seller or str(uuid.uuid4()),
             token_type=type,
-            categories=categories,
+            categories=needed() if categories is None else categories,
             days=days,
             config=cfg,
         )
-    )
+    except ValueError as exc:  # an unknown category or token type: the user's words, not a bug
+        raise ConfigError(str(exc)) from None
+    typer.echo(raw)

@@ -10,7 +10,7 @@ from wbsync.emulator.config import EmulatorConfig
 from wbsync.emulator.server import serve
 from wbsync.emulator.tokens import mint
 
-__all__ = ["issue_token", "load_config", "run_emulator"]
+__all__ = ["issue_token", "load_config", "load_plugins", "needed", "run_emulator"]
 
 
 def load_plugins() -> None:
@@ -78,3 +78,10 @@ def issue_token(
         categories=[n for n in names if n.strip()],
         lifetime=timedelta(days=days),
     )
+
+
+def needed() -> list[str]:
+    """Every token category a registered emulated method needs (the loaded plugins' too)."""
+    from wbsync.emulator.wbdocs import METHODS
+
+    return list(dict.fromkeys(m.category for m in METHODS.values() if m.category))
