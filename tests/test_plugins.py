@@ -216,3 +216,50 @@ def test_an_emulator_token_grants_what_plugins_methods_need_and_refuses_unknown_
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: unknown token category 'nope'; known: content, ")
     assert refused.stderr.count("\n") == 1
+
+
+def test_plugins_lists_every_plugin_with_the_broken_one_and_why_then_exits_2(
+    tmp_path: Path, good: Path
+) -> None:
+    site = install(
+        tmp_path,
+        "bad-plugin",
+        {GROUP: {"broken": "broken_plugin:register"}},
+        {"broken_plugin.py": "import not_a_module_anywhere\n"},
+    )
+    env = plugin_env(site, good)
+    env.pop("WBSYNC_PLUGINS", None)
+    done = _wbsync(env, "plugins", "--json")
+    assert done.returncode == 2
+    listing = {entry["name"]: entry for entry in json.loads(done.stdout)}
+    assert listing["broken"]["state"] == "refused"
+    assert listing["broken"]["error"] == (
+        "plugin 'broken' (broken_plugin:register) cannot be imported: "
+        "ModuleNotFoundError: No module named 'not_a_module_anywhere'"
+    )
+    # The good one is shown too: nothing is loaded when one is refused, and it says why.
+    assert listing["good"]["state"] == "not loaded (the start was refused)"
+    assert listing["good"]["error"] is None and listing["good"]["loaded"] is False
+    assert done.stderr == "error: " + listing["broken"]["error"] + "\n"
+
+    table = _wbsync(env, "plugins")
+    assert table.returncode == 2
+    assert "refused: plugin 'broken'" in table.stdout and "good" in table.stdout
+
+
+def test_plugins_names_the_plugin_refused_for_clashing_with_another(
+    tmp_path: Path, good: Path
+) -> None:
+    site = install(
+        tmp_path, "twin-plugin", {GROUP: {"twin": "twin_plugin:register"}}, {"twin_plugin.py": TWIN}
+    )
+    env = plugin_env(site, good)
+    env.pop("WBSYNC_PLUGINS", None)
+    done = _wbsync(env, "plugins", "--json")
+    assert done.returncode == 2
+    listing = {entry["name"]: entry for entry in json.loads(done.stdout)}
+    assert listing["twin"]["state"] == "refused"
+    assert (
+        listing["twin"]["error"] == "plugin 'twin': queue 'good-sync' is already declared by 'good'"
+    )
+    assert listing["good"]["state"] == "not loaded (the start was refused)"

@@ -26,7 +26,16 @@ from typing import Any
 from wbsync.errors import ConfigError
 from wbsync.registry import Registrar, Table, commit_all
 
-__all__ = ["EMULATOR_GROUP", "GROUP", "GROUPS", "Loaded", "installed", "load", "loaded"]
+__all__ = [
+    "EMULATOR_GROUP",
+    "GROUP",
+    "GROUPS",
+    "Loaded",
+    "diagnose",
+    "installed",
+    "load",
+    "loaded",
+]
 
 GROUP = "wbsync.plugins"
 """The entry-point group of plugins that declare syncs."""
@@ -105,6 +114,24 @@ def load(
             if g == group
         ]
     return loaded()
+
+
+def diagnose(*, allow: Collection[str] | None) -> dict[tuple[str, str], str]:
+    """Each allowed installed plugin's own refusal, by (group, name), each tried alone against
+    what is registered now; nothing is registered. For ``wbsync plugins`` after a refused
+    start, so it can show which plugin is broken beside the others."""
+    refused = {}
+    for group in GROUPS:
+        for ep in installed(group):
+            if allow is not None and ep.name not in allow:
+                continue
+            registrar = Registrar(ep.name)
+            try:
+                _declare(ep, registrar)
+                registrar.check()
+            except ConfigError as exc:
+                refused[(group, ep.name)] = str(exc)
+    return refused
 
 
 def _declare(ep: EntryPoint, registrar: Registrar) -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from wbsync.cli.running import configured_settings, open_database, run_async
+from wbsync.cli.running import EXIT_CONFIG, configured_settings, fail, open_database, run_async
+from wbsync.errors import ConfigError
 
 if TYPE_CHECKING:
     from wbsync.store.migrator import Migration
@@ -43,41 +45,80 @@ def settings_cmd(
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
-    """The installed plugins: which are loaded (WBSYNC_PLUGINS) and what each declared."""
-    settings = configured_settings()
+    """The installed plugins: which are loaded (WBSYNC_PLUGINS), what each declared, and why
+    a refused one was refused; exit status 2 after the listing when the start was refused."""
+    from wbsync import plugins as loader
+
+    problem, allow = _start()
+    refused = loader.diagnose(allow=allow) if problem and not loader.loaded() else {}
+    rows = _plugin_rows(problem, allow, refused)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+    elif not rows:
+        typer.echo("no plugins installed (entry-point groups: " + ", ".join(loader.GROUPS) + ")")
+    else:
+        table = Table("group", "plugin", "entry point", "state", "declares")
+        for row in rows:
+            declared = row["declared"].items()
+            declares = "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in declared)
+            state = f"{row['state']}: {row['error']}" if row["error"] else row["state"]
+            plugin = f"{row['name']} ({row['dist']})" if row["dist"] else row["name"]
+            table.add_row(row["group"], plugin, row["value"], state, declares)
+        Console(width=None if sys.stdout.isatty() else 200).print(table)
+    if problem:
+        fail(problem, code=EXIT_CONFIG)
+
+
+def _start() -> tuple[str | None, Collection[str] | None]:
+    """The start's refusal (None when it started), and the allow-list (None: every plugin)."""
+    from wbsync.config import get_settings
+
+    try:
+        configured_settings()
+    except ConfigError as exc:
+        problem: str | None = str(exc)
+    else:
+        problem = None
+    try:
+        return problem, get_settings().plugins
+    except ConfigError:
+        return problem, None
+
+
+def _plugin_rows(
+    problem: str | None, allow: Collection[str] | None, refused: dict[tuple[str, str], str]
+) -> list[dict[str, Any]]:
+    """One row per installed entry point: ``state`` loaded, not allowed, refused (``error``
+    says why) or not loaded because another was refused."""
     from wbsync import plugins as loader
 
     loaded = {(p.group, p.name): p for p in loader.loaded()}
-    installed = [(group, ep) for group in loader.GROUPS for ep in loader.installed(group)]
-    rows = [(group, ep, loaded.get((group, ep.name))) for group, ep in installed]
-    if as_json:
-        listing = [
-            {
-                "group": group,
-                "name": ep.name,
-                "value": ep.value,
-                "loaded": one is not None,
-                "declared": one.declared if one else {},
-            }
-            for group, ep, one in rows
-        ]
-        typer.echo(json.dumps(listing, indent=1))
-        return
-    if not rows:
-        typer.echo("no plugins installed (entry-point groups: " + ", ".join(loader.GROUPS) + ")")
-        return
-    table = Table("group", "plugin", "entry point", "loaded", "declares")
-    allowed = "all installed" if settings.plugins is None else "WBSYNC_PLUGINS"
-    for group, ep, one in rows:
-        declared = one.declared if one else {}
-        table.add_row(
-            group,
-            f"{ep.name} ({one.dist})" if one else ep.name,
-            ep.value,
-            "yes" if one else f"no (not in {allowed})",
-            "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in declared.items()),
-        )
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    rows = []
+    for group in loader.GROUPS:
+        for ep in loader.installed(group):
+            one = loaded.get((group, ep.name))
+            error = refused.get((group, ep.name))
+            if error is None and problem and problem.startswith(f"plugin {ep.name!r}"):
+                error = problem  # refused beside another plugin (a clash between the two)
+            if one is not None:
+                state = "loaded"
+            elif allow is not None and ep.name not in allow:
+                state = "not allowed (WBSYNC_PLUGINS)"
+            else:
+                state = "refused" if error else "not loaded (the start was refused)"
+            rows.append(
+                {
+                    "group": group,
+                    "name": ep.name,
+                    "value": ep.value,
+                    "dist": one.dist if one else None,
+                    "loaded": one is not None,
+                    "state": state,
+                    "error": error,
+                    "declared": one.declared if one else {},
+                }
+            )
+    return rows
 
 
 def migrate() -> None:
