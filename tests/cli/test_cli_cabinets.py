@@ -90,6 +90,22 @@ def test_add_and_token_say_which_queues_the_token_cannot_serve(db_url: str) -> N
     assert reply.exit_code == 0 and "warning" not in reply.output
 
 
+def test_import_summarises_the_queues_tokens_cannot_serve_one_line_each(db_url: str) -> None:
+    finance_only = token(categories=(Category.FINANCE,))
+    lines = ["name,token"] + [f"shop-{i},{finance_only}" for i in range(10)]
+    reply = invoke("cabinets", "import", "-", input="\n".join(lines) + "\n")
+    assert reply.exit_code == 0, reply.output
+    warnings = [line for line in reply.output.splitlines() if line.startswith("warning:")]
+    # One line per queue the token cannot serve, not one per cabinet and queue.
+    assert warnings and len(warnings) == len({line.split(":")[1] for line in warnings})
+    assert (
+        "warning: rnp-sections-sync: token lacks category 'statistics' needed by "
+        "statistics.orders: 10 cabinets ('shop-0', 'shop-1', 'shop-2' and 7 more; "
+        "--json lists them)"
+    ) in warnings
+    assert not any("rnp-finance-sync" in line for line in warnings)
+
+
 def test_deactivate_activate_rename_and_list_json(db_url: str) -> None:
     assert invoke("cabinets", "add", "shop", "--token", token()).exit_code == 0
     assert invoke("cabinets", "add", "other", "--token", token(OTHER)).exit_code == 0

@@ -237,11 +237,30 @@ def cabinets_import(
             for entry in getattr(report, kind):
                 name = f" {entry['name']!r}" if entry["name"] else ""
                 typer.echo(f"{kind}: line {entry['line']}{name}: {entry['reason']}")
-        for name, gaps in report.unserved.items():
-            for queue, why in gaps.items():
-                typer.echo(f"warning: {name!r}: {queue}: {why}", err=True)
+        for line in _unserved_summary(report.unserved):
+            typer.echo(line, err=True)
     if report.refused:
         raise typer.Exit(EXIT_FAILED)
+
+
+#: Cabinets an import's warning names before it says "and N more" (``--json`` names them all).
+UNSERVED_NAMED = 3
+
+
+def _unserved_summary(unserved: dict[str, dict[str, str]]) -> list[str]:
+    """One warning per (queue, reason) with how many imported cabinets it applies to: one
+    line per cabinet and queue would bury the report under thousands."""
+    by_gap: dict[tuple[str, str], list[str]] = {}
+    for name, gaps in unserved.items():
+        for queue, why in gaps.items():
+            by_gap.setdefault((queue, why), []).append(name)
+    lines = []
+    for (queue, why), names in by_gap.items():
+        shown = ", ".join(repr(n) for n in names[:UNSERVED_NAMED])
+        more = f" and {len(names) - UNSERVED_NAMED} more" if len(names) > UNSERVED_NAMED else ""
+        count = f"{len(names)} cabinet{'s' if len(names) != 1 else ''}"
+        lines.append(f"warning: {queue}: {why}: {count} ({shown}{more}; --json lists them)")
+    return lines
 
 
 @app.command("check")
