@@ -8,7 +8,9 @@ from wbsync.context import current_job
 
 RESCHEDULES = Counter(
     "wbsync_rate_limit_reschedules",
-    "Jobs moved to delayed because a rate-limit window was longer than the deferral threshold.",
+    "Jobs moved to delayed because a rate-limit window was longer than the deferral threshold; "
+    "counted by the worker process that deferred the job, so a process running no workers "
+    "(a standalone `wbsync api`) counts none: read the workers' /metrics.",
     ["queue", "scope"],
 )
 

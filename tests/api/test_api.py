@@ -239,6 +239,17 @@ async def test_probes_and_status_json(api: httpx.AsyncClient, add_cabinet: AddCa
     assert [c["cabinet"]["name"] for c in status["cabinets"]] == ["cab-1"]
 
 
+async def test_process_local_counters_say_they_are_this_processs(api: httpx.AsyncClient) -> None:
+    """A standalone API runs no workers: its 0 reschedules must not read as the fleet's."""
+    html = (await api.get("/", headers=AUTH)).text
+    assert "deferrals (reschedules) by this process&#39;s workers" in html
+    assert "429s from WB to this process" in html
+    metrics = (await api.get("/metrics", headers=AUTH)).text
+    family = "# HELP wbsync_rate_limit_reschedules_total "
+    [help_line] = [line for line in metrics.splitlines() if line.startswith(family)]
+    assert "a standalone `wbsync api`) counts none" in help_line
+
+
 async def test_readyz_is_503_when_redis_is_gone(
     api: httpx.AsyncClient, api_runtime: Runtime
 ) -> None:

@@ -172,8 +172,9 @@ def _context(page: StatusPage) -> dict[str, Any]:
             ("live jobs", live),
             ("delayed (waiting on a window)", sum(by["delayed"] for by in queues.values())),
             ("failed jobs", sum(by["failed"] for by in queues.values())),
-            ("deferrals (reschedules)", page.counters["reschedules"]),
-            ("429s from WB", page.counters["upstream_429"]),
+            # Counted where the jobs run: a standalone `wbsync api` runs none, so shows 0.
+            ("deferrals (reschedules) by this process's workers", page.counters["reschedules"]),
+            ("429s from WB to this process", page.counters["upstream_429"]),
             ("WB penalties in force", page.penalties_total),
             ("suspended (needs attention)", page.attention.suspensions_total),
             ("tokens expired or expiring", page.attention.tokens_total),
