@@ -64,7 +64,18 @@ BID_WRITES = Counter(
 
 SYNC_PAGES = Counter("wbsync_sync_pages", "Pages a sync fetched and stored.", ["queue"])
 
-SYNC_ROWS = Counter("wbsync_sync_rows", "Rows a sync upserted.", ["queue"])
+SYNC_ROWS = Counter(
+    "wbsync_sync_rows",
+    "Rows a sync fetched from WB and stored (upserted: written only where they changed, see "
+    "wbsync_sync_rows_written).",
+    ["queue"],
+)
+
+SYNC_ROWS_WRITTEN = Counter(
+    "wbsync_sync_rows_written",
+    "Rows a sync wrote: inserted or changed (a row WB sent again unchanged is not written).",
+    ["queue"],
+)
 
 JOB_DURATION = Histogram(
     "wbsync_job_duration_seconds",

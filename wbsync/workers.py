@@ -4,7 +4,7 @@ wrapped for deferral."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wbsync import clock
@@ -17,13 +17,13 @@ from wbsync.jobs.lag import STARTED_FIELD, start_lag_ms
 from wbsync.jobs.model import OutcomeListener
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
-from wbsync.metrics import SYNC_PAGES, SYNC_ROWS
+from wbsync.metrics import SYNC_PAGES, SYNC_ROWS, SYNC_ROWS_WRITTEN
 from wbsync.redis_client import is_cluster
 from wbsync.runtime import Runtime
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.runs import failure_reason
 from wbsync.suspending import PROBE_FIELD, SuspensionGate
-from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, run_sync
+from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, SyncTotals, run_sync
 from wbsync.wb.refusals import refusal_for_good
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     )
     with_cursor = not is_cluster(runtime.redis_url)
     pages_counter, rows_counter = SYNC_PAGES.labels(sync.name), SYNC_ROWS.labels(sync.name)
+    written_counter = SYNC_ROWS_WRITTEN.labels(sync.name)
 
     async def process(job: JobHandle) -> dict[str, Any]:
         _measure_lag(runtime, job)
@@ -76,17 +77,21 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
         if admission.probing:
             job.carry(lambda: {PROBE_FIELD: True})
 
-        # Pages and rows of the whole job, over its deferrals: each run continues the count.
-        done = {"pages": int(job.data.get("pages", 0)), "rows": int(job.data.get("rows", 0))}
+        # The whole job's counts, over its deferrals: each run continues them.
+        totals = _carried(job.data)
+        before = SyncTotals(totals.pages, totals.rows, totals.tombstoned, totals.fetched)
+        written = totals.rows
 
         async def saved(page: SyncPage, event: ChangeEvent | None) -> None:
+            nonlocal written
             count = None
             if page.dataset is not None:
-                done["pages"] += 1
-                done["rows"] += len(page.rows)
                 pages_counter.inc()
                 rows_counter.inc(len(page.rows))
+                written_counter.inc(totals.rows - written)
+                written = totals.rows
                 count = runtime.throughput.count_page(job.queue)  # with the cursor: one call
+            done = _counts(totals)
             entry = None
             if event is not None and with_cursor:
                 entry = StreamEntry(
@@ -105,7 +110,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             options=runtime.sync_options,
         )
         try:
-            totals = await run_sync(sync, inp, on_page=saved, announce=False)
+            await run_sync(sync, inp, on_page=saved, announce=False, totals=totals)
         except RateLimitDeferred:
             raise  # not a failure: the reschedule service moves the job to delayed
         except Exception as exc:
@@ -116,10 +121,39 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             raise
         if admission.probing:
             await gate.accepted(cabinet, admission.probing)
-        runtime.run_log.succeeded(cabinet.id, sync.name, **done)  # written behind
-        return {"pages": totals.pages, "rows": totals.rows, "job_pages": done["pages"]}
+        # ``rows`` of the run log are rows fetched, as they always were (docs/api.md).
+        runtime.run_log.succeeded(
+            cabinet.id, sync.name, pages=totals.pages, rows=totals.fetched
+        )  # written behind
+        return {
+            "pages": totals.pages - before.pages,  # this run's (after the last deferral)
+            "rows": totals.rows - before.rows,  # rows written by this run
+            "job_pages": totals.pages,
+            "rows_fetched": totals.fetched,  # the whole job's
+            "rows_written": totals.rows,
+        }
 
     return process
+
+
+def _carried(data: Mapping[str, Any]) -> SyncTotals:
+    """The counts a job's earlier runs saved in its data (``rows`` is rows fetched)."""
+    return SyncTotals(
+        pages=int(data.get("pages", 0)),
+        rows=int(data.get("rows_written", 0)),
+        tombstoned=int(data.get("tombstoned", 0)),
+        fetched=int(data.get("rows", 0)),
+    )
+
+
+def _counts(totals: SyncTotals) -> dict[str, int]:
+    """What a job's data keeps of its counts (``jobs.contract.COUNTS``)."""
+    return {
+        "pages": totals.pages,
+        "rows": totals.fetched,
+        "rows_written": totals.rows,
+        "tombstoned": totals.tombstoned,
+    }
 
 
 def _measure_lag(runtime: Runtime, job: JobHandle) -> None:

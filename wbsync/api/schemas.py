@@ -189,7 +189,11 @@ class RunOut(BaseModel):
     queue: str
     success_at: datetime | None
     success_pages: int | None
-    success_rows: int | None
+    success_rows: int | None = Field(
+        description="Rows the last successful run fetched from WB over all its deferrals "
+        "(stored, but written only where they changed: wbsync_sync_rows_written_total counts "
+        "those)."
+    )
     failure_at: datetime | None
     failure_reason: str | None
     failure_attempts: int | None

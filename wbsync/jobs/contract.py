@@ -19,9 +19,18 @@ __all__ = ["COUNTS", "cabinet_of", "normalised"]
 
 # Cabinet ids are database ids; any reference longer than this is not one.
 _CABINET_MAX_CHARS = 200
-#: The counts the job layer keeps in a job's data (pages and rows stored, upstream failures and
-#: infrastructure retries since the last progress, deferrals).
-COUNTS = ("pages", "rows", "failures", "infra_retries", "deferrals")
+#: The counts the job layer keeps in a job's data (pages stored, rows fetched (``rows``), rows
+#: written and tombstoned, upstream failures and infrastructure retries since the last
+#: progress, deferrals).
+COUNTS = (
+    "pages",
+    "rows",
+    "rows_written",
+    "tombstoned",
+    "failures",
+    "infra_retries",
+    "deferrals",
+)
 
 
 def cabinet_of(data: Any) -> str:

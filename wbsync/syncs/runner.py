@@ -18,11 +18,13 @@ PageListener = Callable[[SyncPage, ChangeEvent | None], Awaitable[None]]
 
 @dataclass(slots=True)
 class SyncTotals:
-    """What one run did: pages fetched, rows written (changed) and rows tombstoned."""
+    """What one run did: pages fetched, rows written (changed), rows tombstoned, and rows
+    fetched (every row WB sent, written or not: most are unchanged and not written)."""
 
     pages: int = 0
     rows: int = 0
     tombstoned: int = 0
+    fetched: int = 0
 
 
 async def run_sync(
@@ -31,6 +33,7 @@ async def run_sync(
     *,
     on_page: PageListener | None = None,
     announce: bool = True,
+    totals: SyncTotals | None = None,
 ) -> SyncTotals:
     """Run ``sync`` from ``inp.cursor`` to the end; a cursor not of the sync's shape is refused
     (``MalformedJobError``) before anything is fetched.
@@ -43,6 +46,10 @@ async def run_sync(
     the page's change event: the caller sends it (the job layer, in the call that saves the
     job's cursor: one round trip).
 
+    ``totals``: what the run's earlier slices did (a run resumed after a deferral), continued
+    in place, so ``on_page`` reads the whole run's counts and the log line at the end counts
+    the whole run, not the last slice.
+
     Datasets of kind ``"snapshot"``: a run starting from no cursor begins a snapshot run, each
     page's keys are recorded as seen, and a run that reaches the end tombstones the rows it did
     not see. A run that raises (a failure, or a deferral that a later run of the same job
@@ -51,7 +58,7 @@ async def run_sync(
     tombstones the rows it lacks, and no snapshot run is begun or completed.
     """
     sync.check_cursor(inp.cursor)
-    totals = SyncTotals()
+    totals = SyncTotals() if totals is None else totals
     store, cabinet = inp.store, inp.cabinet_id
     snapshots = [ds for ds in sync.stores if ds.kind == "snapshot"]
     # A sync storing one dataset, a snapshot, begins its run with its first stored page (on
@@ -70,6 +77,7 @@ async def run_sync(
         cursor = (sync.name, page.cursor) if sync.incremental else None
         if page.dataset is not None:
             totals.pages += 1
+            totals.fetched += len(page.rows)
         event: ChangeEvent | None = None
         into = None if page.dataset is None else dataset(page.dataset)
         whole = page.whole and into is not None and into == unbegun
@@ -104,9 +112,10 @@ async def run_sync(
         if ds not in replaced:
             totals.tombstoned += await store.snapshots.complete(ds, cabinet)
     log.info(
-        "%s done: %d pages, %d rows written, %d tombstoned",
+        "%s done: %d pages, %d rows fetched, %d rows written, %d tombstoned",
         sync.name,
         totals.pages,
+        totals.fetched,
         totals.rows,
         totals.tombstoned,
     )
