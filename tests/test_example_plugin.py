@@ -165,6 +165,12 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
             assert time.monotonic() < deadline, f"{len(_stored(db))} of {len(expected)} rows"
             time.sleep(0.1)
         assert sorted(_stored(db), key=_key) == expected
+        # The emulator answers the plugin method's expectation as the plugin declares it.
+        served = httpx.get(
+            f"http://127.0.0.1:{emulator_port}/__emulator/expected/analytics.deductions",
+            params={"seller": SELLER},
+        )
+        assert sorted(served.json(), key=_key) == expected
 
         base = f"http://127.0.0.1:{run_port}"
         metrics = httpx.get(f"{base}/metrics", headers=AUTH).text

@@ -1,10 +1,12 @@
-"""A plugin's emulated methods in the emulator: its per-seller state (cleared by a reset), the
-expectation endpoint's answer for it, and a route clash with a built-in refused at registration."""
+"""A plugin's emulated methods in the emulator: its per-seller state (cleared by a reset), its
+expectation (or a 404 saying why there is none), and a route clash with a built-in refused at
+registration."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +23,9 @@ from wbsync.emulator.extend import (
     Method,
     Rate,
     Registrar,
+    Row,
+    SellerData,
+    SellerState,
     json_reply,
 )
 from wbsync.errors import ConfigError
@@ -51,10 +56,16 @@ async def add_note(call: Call) -> Response:
     return json_reply({})
 
 
+def expected_notes(data: SellerData, seller: SellerState, params: dict[str, Any]) -> list[Row]:
+    return [{"note": note, "seller": data.seller_id} for note in seller.plugins.get(NOTES.name, [])]
+
+
 @pytest.fixture
 def registered() -> Iterator[Registrar]:
     registrar = Registrar("test-notes")
-    registrar.declare(EmulatedMethod(NOTES, list_notes), EmulatedMethod(ADD, add_note))
+    registrar.declare(
+        EmulatedMethod(NOTES, list_notes, expected=expected_notes), EmulatedMethod(ADD, add_note)
+    )
     registrar.commit()
     yield registrar
     for claim in registrar._claims:  # the registry is process-wide
@@ -78,13 +89,21 @@ async def test_a_plugins_per_seller_state_is_cleared_by_a_reset(http: httpx.Asyn
     assert (await http.get(NOTES.path)).json() == {"notes": []}
 
 
-async def test_the_expectation_of_a_plugins_method_is_a_404_saying_why(
+async def test_a_plugin_methods_expectation_is_its_own_or_a_404_saying_why(
     http: httpx.AsyncClient,
 ) -> None:
+    await http.post(ADD.path, json={"note": "kept"})
     reply = await http.get(f"/__emulator/expected/{NOTES.name}", params={"seller": SELLER_A})
+    assert reply.status_code == 200
+    assert reply.json() == [{"note": "kept", "seller": SELLER_A}]
+
+    reply = await http.get(f"/__emulator/expected/{ADD.name}", params={"seller": SELLER_A})
     assert reply.status_code == 404
-    assert "declared by plugin 'test-notes'" in reply.json()["detail"]
-    assert "compute a plugin's from SellerData" in reply.json()["detail"]
+    assert reply.json()["detail"] == (
+        "no expected rows for 'test.notes_add': plugin 'test-notes' declares it with no "
+        "expectation (EmulatedMethod's expected): compute its rows from SellerData "
+        "(docs/extending.md)"
+    )
 
 
 def test_a_method_on_a_built_in_route_is_refused_naming_both() -> None:

@@ -21,18 +21,20 @@ from __future__ import annotations
 from wbsync.emulator.dataset import Product, Row, SellerData, iso_z
 from wbsync.emulator.handlers import HANDLERS, Call, EmulatedMethod, Handler
 from wbsync.emulator.replies import BadRequest, json_reply
-from wbsync.emulator.state import SellerState, cached, seller_data
+from wbsync.emulator.state import EXPECTED, Expectation, SellerState, cached, seller_data
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, ROUTES, Method, Rate
 from wbsync.registry import Registrar
 
 __all__ = [
+    "EXPECTED",
     "HANDLERS",
     "METHODS",
     "ROUTES",
     "BadRequest",
     "Call",
     "EmulatedMethod",
+    "Expectation",
     "Handler",
     "Kind",
     "Method",

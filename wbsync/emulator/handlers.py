@@ -27,7 +27,9 @@ from wbsync.emulator.config import MOSCOW, EmulatorConfig
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.replies import BadRequest, json_reply
 from wbsync.emulator.state import (
+    EXPECTED,
     EmulatorState,
+    Expectation,
     SellerState,
     bid_row,
     cached,
@@ -93,11 +95,15 @@ class EmulatedMethod:
 
     method: Method
     handler: Handler
+    #: What a full pull returns (``/__emulator/expected``); None: the emulator answers 404.
+    expected: Expectation | None = None
 
     def claims(self) -> Iterator[Claim]:
-        """The method's name, in the method table and the handler table."""
+        """The method's name, in the method, handler and (if any) expectation tables."""
         yield from self.method.claims()
         yield Claim(HANDLERS, self.method.name, self.handler)
+        if self.expected is not None:
+            yield Claim(EXPECTED, self.method.name, self.expected)
 
 
 def _int(value: Any, name: str, *, lo: int = 0, hi: int | None = None) -> int:

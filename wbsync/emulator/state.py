@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -16,10 +17,13 @@ from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, Rate
+from wbsync.registry import Table
 
 __all__ = [
+    "EXPECTED",
     "Counters",
     "EmulatorState",
+    "Expectation",
     "NoExpectation",
     "SellerState",
     "expected_rows",
@@ -311,7 +315,17 @@ def _expected(
         return list(st.uploads)
     if method == "tariffs.acceptance_coefficients":
         return cached(data, "coefficients", SellerData.coefficients)
+    if method in EXPECTED:
+        return EXPECTED[method](data, st, params)
     raise NoExpectation(method)
+
+
+Expectation = Callable[[SellerData, SellerState, dict[str, Any]], list[Row]]
+"""A plugin method's expected rows: what a full pull returns from the seller's data and edits,
+given ``/__emulator/expected``'s query parameters (``seller`` left out)."""
+
+EXPECTED: Table[Expectation] = Table("emulated method expectation")
+"""The expectation of each plugin method that declares one, by method name."""
 
 
 class NoExpectation(LookupError):
@@ -322,8 +336,8 @@ class NoExpectation(LookupError):
         why = (
             "no emulated method by that name"
             if owner is None
-            else f"it is declared by plugin {owner!r}, and the emulator computes expected rows "
-            "for wbsync's own methods only: compute a plugin's from SellerData"
+            else f"plugin {owner!r} declares it with no expectation (EmulatedMethod's "
+            "expected): compute its rows from SellerData"
         )
         super().__init__(f"no expected rows for {method!r}: {why} (docs/extending.md)")
 

@@ -7,6 +7,7 @@ Each seller gets between 2,000 and 2,499 deductions (three pages of WB's 1,000),
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from typing import Any
 
 from starlette.responses import Response
 
@@ -19,6 +20,7 @@ from wbsync.emulator.extend import (
     Rate,
     Row,
     SellerData,
+    SellerState,
     cached,
     json_reply,
 )
@@ -119,4 +121,14 @@ async def handle(call: Call) -> Response:
     return json_reply({"data": {"reports": page, "total": len(found)}})
 
 
-EMULATED = EmulatedMethod(METHOD, handle)
+def expected(data: SellerData, seller: SellerState, params: dict[str, Any]) -> list[Row]:
+    """What a full pull returns (``/__emulator/expected``): the deductions between the
+    ``date_from`` and ``date_to`` query parameters (RFC 3339; default: all), oldest first."""
+    date_from = params.get("date_from", "1970-01-01T00:00:00Z")
+    date_to = params.get("date_to", "9999-12-31T23:59:59Z")
+    rows = cached(data, "deductions", deduction_rows)
+    found = (row for row in rows if date_from <= row["dtBonus"] <= date_to)
+    return sorted(found, key=lambda row: (row["dtBonus"], row["nmId"], row["newShkId"]))
+
+
+EMULATED = EmulatedMethod(METHOD, handle, expected=expected)
