@@ -147,7 +147,6 @@ def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ('{"finance": {"period_s": 90, "burst": 1}}', "no limit group 'finance'; did you mean"),
         ('{"prices": {"period_s": 0, "burst": 1}}', "prices.period_s: Input should be greater"),
         ('{"prices": {"period_s": 6}}', "prices.burst: Field required"),
         ('{"prices": {"personal": {"period_s": 6, "burst": 1, "rate": 2}}}', "prices.personal"),
@@ -173,6 +172,19 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
     finally:
         get_settings.cache_clear()
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_limit_group_not_loaded_here_is_named_not_refused() -> None:
+    from wbsync.startup import check, not_loaded_here
+
+    settings = Settings(limit_overrides='{"finance": {"period_s": 90, "burst": 1}}')
+    assert check(settings) == []
+    notice = not_loaded_here(settings)
+    assert notice is not None and "\n" not in notice
+    assert notice.startswith(
+        "WBSYNC_LIMIT_OVERRIDES: limit group(s) ['finance'] not loaded here (did you mean"
+    )
+    assert "not loaded here" in notice
 
 
 def test_a_funnel_window_past_wbs_last_week_is_refused_naming_the_setting(

@@ -27,7 +27,7 @@ from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 from wbsync.metrics import sample
 from wbsync.runtime import Runtime
-from wbsync.startup import check
+from wbsync.startup import check, not_loaded_here
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
 from wbsync.workers import queue_concurrency
@@ -152,9 +152,11 @@ def test_queue_concurrency_per_queue_with_a_default_and_clear_errors() -> None:
     settings = Settings(queue_concurrency={FINANCE: 12}, sync_queue_concurrency=3)
     assert queue_concurrency(settings, FINANCE) == 12
     assert queue_concurrency(settings, "catalog-sync") == 3
-    # Queue names are checked against the registry where the application is composed.
-    (problem,) = check(Settings(queue_concurrency={"finance": 2}))
-    assert problem.startswith("WBSYNC_QUEUE_CONCURRENCY: unknown queue(s) ['finance']; queues: ")
+    # A queue no loaded plugin declares is not loaded here: named, never refused.
+    assert check(Settings(queue_concurrency={"finance": 2})) == []
+    notice = not_loaded_here(Settings(queue_concurrency={"finance": 2}))
+    assert notice is not None
+    assert notice.startswith("WBSYNC_QUEUE_CONCURRENCY: queue(s) ['finance'] not loaded here")
     with pytest.raises(ValidationError, match=f"{FINANCE}: give each queue 1 job at once"):
         Settings(queue_concurrency={FINANCE: 0})
 

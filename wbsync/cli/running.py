@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from functools import cache
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
@@ -46,10 +47,24 @@ class OneLineErrors(TyperGroup):
 
 
 def configured_settings() -> Settings:
-    """The settings, with the plugins loaded and every name checked: each command's start."""
-    from wbsync.startup import load_settings
+    """The settings, with the plugins loaded and every name checked: each command's start.
 
-    return load_settings()  # a ConfigError is reported by OneLineErrors
+    Names of queues and limit groups no loaded plugin declares are one ``warning:`` line, once
+    a process: in a mixed fleet another process may load them (never an exit)."""
+    from wbsync.startup import load_settings, not_loaded_here
+
+    settings = load_settings()  # a ConfigError is reported by OneLineErrors
+    notice = not_loaded_here(settings)
+    if notice:
+        _warn_once(notice)
+    return settings
+
+
+@cache
+def _warn_once(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(
+        f"[yellow]warning:[/yellow] {message}", highlight=False
+    )
 
 
 def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
