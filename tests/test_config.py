@@ -177,7 +177,9 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
 def test_a_limit_group_not_loaded_here_is_named_not_refused() -> None:
     from wbsync.startup import check, not_loaded_here
 
-    settings = Settings(limit_overrides='{"finance": {"period_s": 90, "burst": 1}}')
+    settings = Settings.model_validate(
+        {"limit_overrides": {"finance": {"period_s": 90, "burst": 1}}}
+    )
     assert check(settings) == []
     notice = not_loaded_here(settings)
     assert notice is not None and "\n" not in notice

@@ -21,6 +21,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +45,117 @@ API_KEY_MIN_LENGTH = 32
 FUNNEL_DAYS_MAX = 7
 """WB serves the sales-funnel history of the last week only (analytics, products/history)."""
 _MAKE_A_KEY = "make one with `openssl rand -hex 32`"
+
+
+@dataclass(frozen=True)
+class QueueOption:
+    """One per-queue setting: a JSON object of values by queue name, read from
+    ``WBSYNC_<FIELD>``. A queue not named takes its sync's own figure (the ``Sync`` attribute
+    ``own``), else the setting ``fallback``. Declared once here (``QUEUE_OPTIONS``): the field's
+    description and bound check, the start-up check against the registry (``wbsync.startup``),
+    the lookup (``wbsync.workers.queue_option``) and docs/settings.md all read it."""
+
+    key: str
+    """The option's name in ``queue_option(settings, queue, key)``."""
+    field: str
+    """The ``Settings`` field (and so the variable ``WBSYNC_<FIELD>``)."""
+    meaning: str
+    unit: str
+    minimum: float
+    above: bool = False
+    """True: the minimum itself is refused (a value must be above it)."""
+    own: str | None = None
+    fallback: str | None = None
+    scaled: bool = False
+    example: float = 1
+
+    @property
+    def variable(self) -> str:
+        """The environment variable."""
+        return f"WBSYNC_{self.field.upper()}"
+
+    @property
+    def bound(self) -> str:
+        """The least value, in words: "at least 1 job at once", "above 0 s"."""
+        return f"{'above' if self.above else 'at least'} {self.minimum:g} {self.unit}"
+
+    @property
+    def default(self) -> str:
+        """Where a queue not named takes its value from, in words."""
+        words = [f"its sync's own `{self.own}`"] if self.own else []
+        if self.fallback:
+            words.append(f"`WBSYNC_{self.fallback.upper()}`")
+        return ", else ".join(words)
+
+    def describe(self) -> str:
+        """The field's description, the settings table's line."""
+        example = json.dumps({"rnp-finance-sync": self.example})
+        scaled = " Scaled by time_scale." if self.scaled else ""
+        return (
+            f"{self.meaning}, per queue, JSON: {example}; each {self.bound}. A queue not named "
+            f"takes {self.default}.{scaled}"
+        )
+
+    def problem(self, values: Mapping[str, float]) -> str | None:
+        """What is wrong with ``values`` on their own (a bound), in one line, or None."""
+        low = sorted(
+            q for q, v in values.items() if v < self.minimum or (self.above and v == self.minimum)
+        )
+        return f"{', '.join(low)}: give each queue {self.bound}" if low else None
+
+
+QUEUE_OPTIONS: dict[str, QueueOption] = {
+    option.key: option
+    for option in (
+        QueueOption(
+            key="concurrency",
+            field="queue_concurrency",
+            meaning="Jobs a queue's worker runs at once in each process",
+            unit="job at once",
+            minimum=1,
+            own="concurrency",
+            fallback="sync_queue_concurrency",
+            example=20,
+        ),
+        QueueOption(
+            key="fanout_interval_s",
+            field="fanout_intervals_s",
+            meaning="How often the fan-out enqueues a queue's job of each cabinet (seconds)",
+            unit="s",
+            minimum=0,
+            above=True,
+            own="interval_s",
+            scaled=True,
+            example=3600,
+        ),
+        QueueOption(
+            key="failure_budget",
+            field="queue_failure_budget",
+            meaning="Upstream failures a queue's job may meet without progress",
+            unit="failure",
+            minimum=1,
+            fallback="job_failure_budget",
+            example=20,
+        ),
+        QueueOption(
+            key="defer_threshold_ms",
+            field="queue_defer_threshold_ms",
+            meaning="The longest rate-limit wait a long sync's job sleeps in place, not deferred "
+            "(ms)",
+            unit="ms",
+            minimum=0,
+            fallback="defer_threshold_ms",
+            scaled=True,
+            example=20000,
+        ),
+    )
+}
+"""Every per-queue setting, by key; a ``Settings`` field of each (``_per_queue``)."""
+
+
+def _per_queue(key: str) -> Any:
+    """The ``Settings`` field of per-queue option ``key``: described and checked by its row."""
+    return Field(default_factory=dict, description=QUEUE_OPTIONS[key].describe())
 
 
 class Settings(BaseSettings):
@@ -92,7 +204,8 @@ class Settings(BaseSettings):
         default=5000,
         ge=0,
         description="Inside a job, waits up to this long are slept in place; longer waits defer "
-        "the job to BullMQ's delayed state (scaled by time_scale).",
+        "the job to BullMQ's delayed state (scaled by time_scale). Per queue: "
+        "WBSYNC_QUEUE_DEFER_THRESHOLD_MS.",
     )
     wait_ceiling_margin_ms: int = Field(
         default=5000,
@@ -173,14 +286,9 @@ class Settings(BaseSettings):
         default=5,
         ge=1,
         description="Jobs each sync queue's worker runs at once, unless its sync has a figure of "
-        "its own (booking-slot-monitor: 10). Per process.",
+        "its own (booking-slot-monitor: 10). Per process. Per queue: WBSYNC_QUEUE_CONCURRENCY.",
     )
-    queue_concurrency: dict[str, int] = Field(
-        default_factory=dict,
-        description='Jobs a queue\'s worker runs at once, per queue, JSON: {"rnp-finance-sync": '
-        "20}; a queue not named runs its sync's own figure, else sync_queue_concurrency. Per "
-        "process.",
-    )
+    queue_concurrency: dict[str, int] = _per_queue("concurrency")
     leader_lease_ms: int = Field(
         default=15_000,
         ge=300,
@@ -233,11 +341,7 @@ class Settings(BaseSettings):
         description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"]; each at least '
         f"{API_KEY_MIN_LENGTH} characters.",
     )
-    fanout_intervals_s: dict[str, float] = Field(
-        default_factory=dict,
-        description='Fan-out interval per queue, JSON: {"rnp-finance-sync": 3600}; unset queues '
-        "keep their defaults (docs/design.md, The queues). Scaled by time_scale.",
-    )
+    fanout_intervals_s: dict[str, float] = _per_queue("fanout_interval_s")
     sync_lookback_days: int = Field(
         default=30, ge=1, description="How far back a first pull of a report starts."
     )
@@ -263,8 +367,11 @@ class Settings(BaseSettings):
         default=8,
         ge=1,
         description="Upstream failures (WB 5xx, transport, unusable replies) a job may meet "
-        "without progress, across deferrals and retries; the one that reaches it fails the job.",
+        "without progress, across deferrals and retries; the one that reaches it fails the job. "
+        "Per queue: WBSYNC_QUEUE_FAILURE_BUDGET.",
     )
+    queue_failure_budget: dict[str, int] = _per_queue("failure_budget")
+    queue_defer_threshold_ms: dict[str, float] = _per_queue("defer_threshold_ms")
     infra_retry_ms: int = Field(
         default=1000,
         ge=1,
@@ -318,13 +425,13 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, url: str | None) -> str | None:
         return url or None  # an empty variable is an unset one; the URL is checked at start
 
-    @field_validator("queue_concurrency", "fanout_intervals_s")
+    @field_validator(*(option.field for option in QUEUE_OPTIONS.values()))
     @classmethod
-    def _positive_per_queue(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        not_positive = sorted(queue for queue, value in values.items() if value <= 0)
-        if not_positive:
-            least = "1 job at once" if info.field_name == "queue_concurrency" else "above 0 s"
-            raise ValueError(f"{', '.join(not_positive)}: give each queue {least}")
+    def _per_queue_bound(cls, values: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        option = next(o for o in QUEUE_OPTIONS.values() if o.field == info.field_name)
+        problem = option.problem(values)
+        if problem:
+            raise ValueError(problem)
         return values
 
     @field_validator("sync_funnel_days")

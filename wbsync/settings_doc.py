@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic_core import PydanticUndefined
 
-from wbsync.config import Settings
+from wbsync.config import QUEUE_OPTIONS, Settings
 
 __all__ = ["settings_markdown"]
 
@@ -36,8 +36,18 @@ the password of a URL setting. `wbsync settings` prints every setting with its c
 
 "Scaled" means multiplied by `WBSYNC_TIME_SCALE`.
 
-| variable | default | meaning |
-|---|---|---|
+"""
+
+_PER_QUEUE = """
+## Per-queue settings
+
+Each is a JSON object of a value by queue name, `{"<queue>": <value>}`, accepting any loaded
+plugin's queue; a queue not named takes the default below. A queue no loaded plugin declares is
+ignored with one `warning:` line (a fleet may share settings between processes that load a plugin
+and processes that do not); a value out of bounds stops every command, whatever its queue.
+
+| variable | each value | a queue not named takes | scaled |
+|---|---|---|---|
 """
 
 
@@ -62,4 +72,9 @@ def settings_markdown() -> str:
         f"| `WBSYNC_{name.upper()}` | {_default(info)} | {_cell(info.description or '')} |"
         for name, info in Settings.model_fields.items()
     ]
-    return _HEADER + "\n".join(rows) + "\n"
+    per_queue = [
+        f"| `{o.variable}` | {o.bound} | {o.default} | {'yes' if o.scaled else 'no'} |"
+        for o in QUEUE_OPTIONS.values()
+    ]
+    table = "| variable | default | meaning |\n|---|---|---|\n"
+    return _HEADER + table + "\n".join(rows) + "\n" + _PER_QUEUE + "\n".join(per_queue) + "\n"

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from typing import Any
 
 from wbsync import plugins
-from wbsync.config import SETTINGS_TABLE, Settings, get_settings
+from wbsync.config import QUEUE_OPTIONS, SETTINGS_TABLE, Settings, get_settings
 from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError
 from wbsync.limit_overrides import ALL_TOKEN_TYPES
@@ -82,10 +82,10 @@ def not_loaded_here(settings: Settings) -> str | None:
     plugin declares, or None: a process of a mixed fleet ignores them (another process may load
     their plugin), and says so, since a misspelt name looks the same."""
     unknown = []
-    for field in ("queue_concurrency", "fanout_intervals_s"):
-        queues = sorted(set(getattr(settings, field)) - set(SYNCS))
+    for option in QUEUE_OPTIONS.values():
+        queues = sorted(set(getattr(settings, option.field)) - set(SYNCS))
         if queues:
-            unknown.append(f"WBSYNC_{field.upper()}: queue(s) {queues} not loaded here")
+            unknown.append(f"{option.variable}: queue(s) {queues} not loaded here")
     allowed = group_token_types()
     groups = sorted(set(settings.limit_overrides) - set(allowed))
     if groups:

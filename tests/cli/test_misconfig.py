@@ -117,7 +117,7 @@ CASES = [
     Case(
         "zero jobs at once in WBSYNC_QUEUE_CONCURRENCY",
         RUN,
-        ("WBSYNC_QUEUE_CONCURRENCY: pricing-bulk: give each queue 1 job at once",),
+        ("WBSYNC_QUEUE_CONCURRENCY: pricing-bulk: give each queue at least 1 job at once",),
         {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_QUEUE_CONCURRENCY": '{"pricing-bulk": 0}'},
     ),
     Case(
