@@ -34,6 +34,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
@@ -479,6 +480,20 @@ class Settings(BaseSettings):
         """The API keys themselves, for the one place that compares them."""
         return tuple(key.get_secret_value() for key in self.api_keys)
 
+    def environment(self) -> dict[str, str]:
+        """Every setting as the variable that gives it back (``WBSYNC_<NAME>``; JSON where the
+        setting is JSON), unset ones left out: the environment a child process is started with
+        to run on these very settings. Secrets are in clear (the child needs them): never log
+        it."""
+        env = {}
+        for name in type(self).model_fields:
+            value = _revealed(getattr(self, name))
+            if value is None:
+                continue
+            plain = to_jsonable_python(value)
+            env[f"WBSYNC_{name.upper()}"] = plain if isinstance(plain, str) else json.dumps(plain)
+        return env
+
     def described(self) -> list[tuple[str, str, str]]:
         """Every setting as (variable, current value, meaning); secrets and URL passwords masked."""
         out = []
@@ -500,6 +515,15 @@ class Settings(BaseSettings):
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, without_password(value) if isinstance(value, str) else value
+
+
+def _revealed(value: Any) -> Any:
+    """``value`` with every ``SecretStr`` in it replaced by its secret."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, list):
+        return [_revealed(v) for v in value]
+    return value
 
 
 def without_password(value: str) -> str:
