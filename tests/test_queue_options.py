@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from wbsync.config import QUEUE_OPTIONS, QueueOption, Settings, get_settings
+from wbsync.config import QUEUE_OPTIONS, Settings, get_settings
 from wbsync.errors import ConfigError
+from wbsync.queue_options import QueueOption
 from wbsync.settings_doc import settings_markdown
 from wbsync.startup import check, not_loaded_here
 from wbsync.syncs import SYNCS

@@ -3,15 +3,17 @@
 Every setting's default and meaning is declared here; docs/settings.md is generated from it
 (``wbsync settings --markdown``).
 A value type at the bottom of the layers: it imports nothing of wbsync above ``errors`` (the
-limit overrides are value types of their own, ``wbsync.limit_overrides``), and checks only what
+limit overrides and a per-queue option are value types of their own, ``wbsync.limit_overrides``
+and ``wbsync.queue_options``), and checks only what
 a value is on its own. Names that must exist in the registry (queues, WB methods,
 limit groups, token types, which plugins may add to) and URLs checked by the layer that uses
 them are checked where the application is composed, after the plugins are loaded
 (``wbsync.startup``), in the same one-line form.
 
-Just past 400 lines on purpose: nearly all of it is the one ``Settings`` class, whose fields are
-the settings table (docs/settings.md), and the reading of the environment below it works on
-exactly those fields, so a split would leave neither part easier to read.
+Past 400 lines on purpose: nearly all of it is the settings table (docs/settings.md), the one
+``Settings`` class and the rows of its per-queue settings (``QUEUE_OPTIONS``), and the reading of
+the environment below it works on exactly those fields, so a split would leave neither part
+easier to read.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +40,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
 from wbsync.limit_overrides import LimitOverrides, parse_limit_overrides
+from wbsync.queue_options import QueueOption
 
 # Shortest API key accepted: 32 characters leave guessing out of reach for any key made as the
 # message below says (``openssl rand -hex 32`` gives 64).
@@ -46,63 +48,6 @@ API_KEY_MIN_LENGTH = 32
 FUNNEL_DAYS_MAX = 7
 """WB serves the sales-funnel history of the last week only (analytics, products/history)."""
 _MAKE_A_KEY = "make one with `openssl rand -hex 32`"
-
-
-@dataclass(frozen=True)
-class QueueOption:
-    """One per-queue setting: a JSON object of values by queue name, read from
-    ``WBSYNC_<FIELD>``. A queue not named takes its sync's own figure (the ``Sync`` attribute
-    ``own``), else the setting ``fallback``. Declared once here (``QUEUE_OPTIONS``): the field's
-    description and bound check, the start-up check against the registry (``wbsync.startup``),
-    the lookup (``wbsync.workers.queue_option``) and docs/settings.md all read it."""
-
-    key: str
-    """The option's name in ``queue_option(settings, queue, key)``."""
-    field: str
-    """The ``Settings`` field (and so the variable ``WBSYNC_<FIELD>``)."""
-    meaning: str
-    unit: str
-    minimum: float
-    above: bool = False
-    """True: the minimum itself is refused (a value must be above it)."""
-    own: str | None = None
-    fallback: str | None = None
-    scaled: bool = False
-    example: float = 1
-
-    @property
-    def variable(self) -> str:
-        """The environment variable."""
-        return f"WBSYNC_{self.field.upper()}"
-
-    @property
-    def bound(self) -> str:
-        """The least value, in words: "at least 1 job at once", "above 0 s"."""
-        return f"{'above' if self.above else 'at least'} {self.minimum:g} {self.unit}"
-
-    @property
-    def default(self) -> str:
-        """Where a queue not named takes its value from, in words."""
-        words = [f"its sync's own `{self.own}`"] if self.own else []
-        if self.fallback:
-            words.append(f"`WBSYNC_{self.fallback.upper()}`")
-        return ", else ".join(words)
-
-    def describe(self) -> str:
-        """The field's description, the settings table's line."""
-        example = json.dumps({"rnp-finance-sync": self.example})
-        scaled = " Scaled by time_scale." if self.scaled else ""
-        return (
-            f"{self.meaning}, per queue, JSON: {example}; each {self.bound}. A queue not named "
-            f"takes {self.default}.{scaled}"
-        )
-
-    def problem(self, values: Mapping[str, float]) -> str | None:
-        """What is wrong with ``values`` on their own (a bound), in one line, or None."""
-        low = sorted(
-            q for q, v in values.items() if v < self.minimum or (self.above and v == self.minimum)
-        )
-        return f"{', '.join(low)}: give each queue {self.bound}" if low else None
 
 
 QUEUE_OPTIONS: dict[str, QueueOption] = {
@@ -151,7 +96,9 @@ QUEUE_OPTIONS: dict[str, QueueOption] = {
         ),
     )
 }
-"""Every per-queue setting, by key; a ``Settings`` field of each (``_per_queue``)."""
+"""Every per-queue setting, by key (``wbsync.queue_options``). A new one is a row here and a
+``Settings`` field of ``_per_queue`` below; its bound check, the start-up check of its queue
+names, ``wbsync.workers.queue_option`` and docs/settings.md follow from the row."""
 
 
 def _per_queue(key: str) -> Any:
