@@ -535,7 +535,7 @@ def describe(exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         name = str(err["loc"][0]) if err["loc"] else "?"
-        where = "".join(f"[{p}]" for p in err["loc"][1:] if isinstance(p, int))
+        where = "".join(f"[{p}]" for p in err["loc"][1:])  # a list's index, a queue's name
         msg = err["msg"].removeprefix("Value error, ")
         problems.append(f"WBSYNC_{name.upper()}{where}: {msg}")
     return "; ".join(problems) + f" ({SETTINGS_TABLE})"

@@ -5,6 +5,7 @@ a bad value is still refused (exit 2) whatever the queue."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -119,4 +120,5 @@ def test_a_bad_value_is_refused_whether_or_not_its_queue_is_loaded_here(
         timeout=60,
     )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(f"error: {variable}: ") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"error: {variable}") and done.stderr.count("\n") == 1
+    assert next(iter(json.loads(value))) in done.stderr  # the queue or group with the bad value

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from wbsync import eventloop
@@ -63,13 +64,15 @@ def configured_settings() -> Settings:
 @cache
 def _warn_once(message: str) -> None:
     Console(stderr=True, soft_wrap=True).print(
-        f"[yellow]warning:[/yellow] {message}", highlight=False
+        f"[yellow]warning:[/yellow] {escape(message)}", highlight=False
     )
 
 
 def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
     """One ``error:`` line on stderr, then the exit status ``code``."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(
+        f"[red]error:[/red] {escape(message)}", highlight=False
+    )
     raise typer.Exit(code)
 
 
