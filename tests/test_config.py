@@ -28,6 +28,41 @@ def test_the_settings_page_is_generated_from_the_settings() -> None:
     )
 
 
+def test_a_settings_environment_gives_back_the_same_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Settings.environment``: every setting set by its variable, secrets included; read
+    back, the same settings (how a benchmark starts its workers)."""
+    from datetime import UTC, datetime
+
+    from wbsync.config import QUEUE_OPTIONS, get_settings
+
+    settings = Settings.model_validate(
+        {
+            **{o.field: {"rnp-finance-sync": o.minimum + 2} for o in QUEUE_OPTIONS.values()},
+            "secret_key": "a-secret",
+            "api_keys": ["k" * 40],
+            "calendar_origin": datetime(2026, 1, 1, 3, tzinfo=UTC),
+            "limit_overrides": {"prices": {"base": {"period_s": 6, "burst": 1}}},
+            "plugins": [],
+            "time_scale": 0.0123456789,
+            "wb_base_urls": {"finance": "http://127.0.0.1:9"},
+        }
+    )
+    env = settings.environment()
+    unset = {f"WBSYNC_{n.upper()}" for n in Settings.model_fields if getattr(settings, n) is None}
+    assert set(env) == {f"WBSYNC_{n.upper()}" for n in Settings.model_fields} - unset
+    for var in [v for v in os.environ if v.startswith("WBSYNC_")]:
+        monkeypatch.delenv(var)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    get_settings.cache_clear()
+    try:
+        assert get_settings() == settings
+    finally:
+        get_settings.cache_clear()
+
+
 def test_a_misspelt_variable_is_an_error_with_a_hint() -> None:
     problems = unknown_variables({"WBSYNC_REDIS_ULR": "redis://x", "WBSYNC_TIME_SCALE": "1"})
     assert problems == ["WBSYNC_REDIS_ULR is not a setting (did you mean WBSYNC_REDIS_URL?)"]
@@ -147,7 +182,6 @@ def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ('{"finance": {"period_s": 90, "burst": 1}}', "no limit group 'finance'; did you mean"),
         ('{"prices": {"period_s": 0, "burst": 1}}', "prices.period_s: Input should be greater"),
         ('{"prices": {"period_s": 6}}', "prices.burst: Field required"),
         ('{"prices": {"personal": {"period_s": 6, "burst": 1, "rate": 2}}}', "prices.personal"),
@@ -173,6 +207,21 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
     finally:
         get_settings.cache_clear()
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_limit_group_not_loaded_here_is_named_not_refused() -> None:
+    from wbsync.startup import check, not_loaded_here
+
+    settings = Settings.model_validate(
+        {"limit_overrides": {"finance": {"period_s": 90, "burst": 1}}}
+    )
+    assert check(settings) == []
+    notice = not_loaded_here(settings)
+    assert notice is not None and "\n" not in notice
+    assert notice.startswith(
+        "WBSYNC_LIMIT_OVERRIDES: limit group(s) ['finance'] not loaded here (did you mean"
+    )
+    assert "not loaded here" in notice
 
 
 def test_a_funnel_window_past_wbs_last_week_is_refused_naming_the_setting(

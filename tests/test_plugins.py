@@ -114,14 +114,14 @@ def test_an_installed_plugin_is_loaded_and_listed_with_what_it_declares(good: Pa
 def test_the_allow_list_leaves_an_installed_plugin_unloaded(good: Path) -> None:
     [entry] = _listing(plugin_env(good, WBSYNC_PLUGINS="[]"))
     assert entry["loaded"] is False
-    # Its queue is then unknown to this process's settings, named in one line.
+    # Its queue is then not loaded here: named in one warning line, never an exit.
     done = _wbsync(
         plugin_env(good, WBSYNC_PLUGINS="[]", WBSYNC_FANOUT_INTERVALS_S='{"good-sync": 60}'),
         "settings",
     )
-    assert done.returncode == 2
+    assert done.returncode == 0, done.stderr
     assert done.stderr.startswith(
-        "error: WBSYNC_FANOUT_INTERVALS_S: unknown queue(s) ['good-sync']; queues: "
+        "warning: WBSYNC_FANOUT_INTERVALS_S: queue(s) ['good-sync'] not loaded here"
     )
 
 

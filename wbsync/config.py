@@ -3,15 +3,17 @@
 Every setting's default and meaning is declared here; docs/settings.md is generated from it
 (``wbsync settings --markdown``).
 A value type at the bottom of the layers: it imports nothing of wbsync above ``errors`` (the
-limit overrides are value types of their own, ``wbsync.limit_overrides``), and checks only what
+limit overrides and a per-queue option are value types of their own, ``wbsync.limit_overrides``
+and ``wbsync.queue_options``), and checks only what
 a value is on its own. Names that must exist in the registry (queues, WB methods,
 limit groups, token types, which plugins may add to) and URLs checked by the layer that uses
 them are checked where the application is composed, after the plugins are loaded
 (``wbsync.startup``), in the same one-line form.
 
-Just past 400 lines on purpose: nearly all of it is the one ``Settings`` class, whose fields are
-the settings table (docs/settings.md), and the reading of the environment below it works on
-exactly those fields, so a split would leave neither part easier to read.
+Past 400 lines on purpose: nearly all of it is the settings table (docs/settings.md), the one
+``Settings`` class and the rows of its per-queue settings (``QUEUE_OPTIONS``), and the reading of
+the environment below it works on exactly those fields, so a split would leave neither part
+easier to read.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from wbsync.errors import ConfigError
 from wbsync.limit_overrides import LimitOverrides, parse_limit_overrides
+from wbsync.queue_options import QueueOption
 
 # Shortest API key accepted: 32 characters leave guessing out of reach for any key made as the
 # message below says (``openssl rand -hex 32`` gives 64).
@@ -44,6 +48,62 @@ API_KEY_MIN_LENGTH = 32
 FUNNEL_DAYS_MAX = 7
 """WB serves the sales-funnel history of the last week only (analytics, products/history)."""
 _MAKE_A_KEY = "make one with `openssl rand -hex 32`"
+
+
+QUEUE_OPTIONS: dict[str, QueueOption] = {
+    option.key: option
+    for option in (
+        QueueOption(
+            key="concurrency",
+            field="queue_concurrency",
+            meaning="Jobs a queue's worker runs at once in each process",
+            unit="job at once",
+            minimum=1,
+            own="concurrency",
+            fallback="sync_queue_concurrency",
+            example=20,
+        ),
+        QueueOption(
+            key="fanout_interval_s",
+            field="fanout_intervals_s",
+            meaning="How often the fan-out enqueues a queue's job of each cabinet (seconds)",
+            unit="s",
+            minimum=0,
+            above=True,
+            own="interval_s",
+            scaled=True,
+            example=3600,
+        ),
+        QueueOption(
+            key="failure_budget",
+            field="queue_failure_budget",
+            meaning="Upstream failures a queue's job may meet without progress",
+            unit="failure",
+            minimum=1,
+            fallback="job_failure_budget",
+            example=20,
+        ),
+        QueueOption(
+            key="defer_threshold_ms",
+            field="queue_defer_threshold_ms",
+            meaning="The longest rate-limit wait a long sync's job sleeps in place, not deferred "
+            "(ms)",
+            unit="ms",
+            minimum=0,
+            fallback="defer_threshold_ms",
+            scaled=True,
+            example=20000,
+        ),
+    )
+}
+"""Every per-queue setting, by key (``wbsync.queue_options``). A new one is a row here and a
+``Settings`` field of ``_per_queue`` below; its bound check, the start-up check of its queue
+names, ``wbsync.workers.queue_option`` and docs/settings.md follow from the row."""
+
+
+def _per_queue(key: str) -> Any:
+    """The ``Settings`` field of per-queue option ``key``: described and checked by its row."""
+    return Field(default_factory=dict, description=QUEUE_OPTIONS[key].describe())
 
 
 class Settings(BaseSettings):
@@ -92,7 +152,8 @@ class Settings(BaseSettings):
         default=5000,
         ge=0,
         description="Inside a job, waits up to this long are slept in place; longer waits defer "
-        "the job to BullMQ's delayed state (scaled by time_scale).",
+        "the job to BullMQ's delayed state (scaled by time_scale). Per queue: "
+        "WBSYNC_QUEUE_DEFER_THRESHOLD_MS.",
     )
     wait_ceiling_margin_ms: int = Field(
         default=5000,
@@ -173,14 +234,9 @@ class Settings(BaseSettings):
         default=5,
         ge=1,
         description="Jobs each sync queue's worker runs at once, unless its sync has a figure of "
-        "its own (booking-slot-monitor: 10). Per process.",
+        "its own (booking-slot-monitor: 10). Per process. Per queue: WBSYNC_QUEUE_CONCURRENCY.",
     )
-    queue_concurrency: dict[str, int] = Field(
-        default_factory=dict,
-        description='Jobs a queue\'s worker runs at once, per queue, JSON: {"rnp-finance-sync": '
-        "20}; a queue not named runs its sync's own figure, else sync_queue_concurrency. Per "
-        "process.",
-    )
+    queue_concurrency: dict[str, int] = _per_queue("concurrency")
     leader_lease_ms: int = Field(
         default=15_000,
         ge=300,
@@ -233,11 +289,7 @@ class Settings(BaseSettings):
         description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"]; each at least '
         f"{API_KEY_MIN_LENGTH} characters.",
     )
-    fanout_intervals_s: dict[str, float] = Field(
-        default_factory=dict,
-        description='Fan-out interval per queue, JSON: {"rnp-finance-sync": 3600}; unset queues '
-        "keep their defaults (docs/design.md, The queues). Scaled by time_scale.",
-    )
+    fanout_intervals_s: dict[str, float] = _per_queue("fanout_interval_s")
     sync_lookback_days: int = Field(
         default=30, ge=1, description="How far back a first pull of a report starts."
     )
@@ -263,8 +315,11 @@ class Settings(BaseSettings):
         default=8,
         ge=1,
         description="Upstream failures (WB 5xx, transport, unusable replies) a job may meet "
-        "without progress, across deferrals and retries; the one that reaches it fails the job.",
+        "without progress, across deferrals and retries; the one that reaches it fails the job. "
+        "Per queue: WBSYNC_QUEUE_FAILURE_BUDGET.",
     )
+    queue_failure_budget: dict[str, int] = _per_queue("failure_budget")
+    queue_defer_threshold_ms: dict[str, float] = _per_queue("defer_threshold_ms")
     infra_retry_ms: int = Field(
         default=1000,
         ge=1,
@@ -318,13 +373,13 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, url: str | None) -> str | None:
         return url or None  # an empty variable is an unset one; the URL is checked at start
 
-    @field_validator("queue_concurrency", "fanout_intervals_s")
+    @field_validator(*(option.field for option in QUEUE_OPTIONS.values()))
     @classmethod
-    def _positive_per_queue(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        not_positive = sorted(queue for queue, value in values.items() if value <= 0)
-        if not_positive:
-            least = "1 job at once" if info.field_name == "queue_concurrency" else "above 0 s"
-            raise ValueError(f"{', '.join(not_positive)}: give each queue {least}")
+    def _per_queue_bound(cls, values: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        option = next(o for o in QUEUE_OPTIONS.values() if o.field == info.field_name)
+        problem = option.problem(values)
+        if problem:
+            raise ValueError(problem)
         return values
 
     @field_validator("sync_funnel_days")
@@ -372,6 +427,20 @@ class Settings(BaseSettings):
         """The API keys themselves, for the one place that compares them."""
         return tuple(key.get_secret_value() for key in self.api_keys)
 
+    def environment(self) -> dict[str, str]:
+        """Every setting as the variable that gives it back (``WBSYNC_<NAME>``; JSON where the
+        setting is JSON), unset ones left out: the environment a child process is started with
+        to run on these very settings. Secrets are in clear (the child needs them): never log
+        it."""
+        env = {}
+        for name in type(self).model_fields:
+            value = _revealed(getattr(self, name))
+            if value is None:
+                continue
+            plain = to_jsonable_python(value)
+            env[f"WBSYNC_{name.upper()}"] = plain if isinstance(plain, str) else json.dumps(plain)
+        return env
+
     def described(self) -> list[tuple[str, str, str]]:
         """Every setting as (variable, current value, meaning); secrets and URL passwords masked."""
         out = []
@@ -393,6 +462,15 @@ class Settings(BaseSettings):
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, without_password(value) if isinstance(value, str) else value
+
+
+def _revealed(value: Any) -> Any:
+    """``value`` with every ``SecretStr`` in it replaced by its secret."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, list):
+        return [_revealed(v) for v in value]
+    return value
 
 
 def without_password(value: str) -> str:
@@ -457,7 +535,7 @@ def describe(exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         name = str(err["loc"][0]) if err["loc"] else "?"
-        where = "".join(f"[{p}]" for p in err["loc"][1:] if isinstance(p, int))
+        where = "".join(f"[{p}]" for p in err["loc"][1:])  # a list's index, a queue's name
         msg = err["msg"].removeprefix("Value error, ")
         problems.append(f"WBSYNC_{name.upper()}{where}: {msg}")
     return "; ".join(problems) + f" ({SETTINGS_TABLE})"

@@ -31,7 +31,7 @@ from wbsync.supervise import supervise
 from wbsync.suspending import SuspendedFilter
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import parse_token, token_expiry
-from wbsync.workers import build_workers
+from wbsync.workers import build_workers, queue_option
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ Extra = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
 def fanout_intervals(settings: Settings) -> dict[str, float]:
     """Each queue's fan-out interval in seconds: the sync's default or the setting, scaled."""
     return {
-        name: settings.fanout_intervals_s.get(name, sync.interval_s) * settings.time_scale
-        for name, sync in SYNCS.items()
+        name: queue_option(settings, name, "fanout_interval_s") * settings.time_scale
+        for name in SYNCS
     }
 
 

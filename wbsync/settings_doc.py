@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic_core import PydanticUndefined
 
-from wbsync.config import Settings
+from wbsync.config import QUEUE_OPTIONS, Settings
 
 __all__ = ["settings_markdown"]
 
@@ -27,15 +27,27 @@ setting that is not JSON or a value out of range stops every command before it s
 a command that started and failed). So does a start that cannot go on: no `WBSYNC_REDIS_URL` for
 `run` or `api`, a Redis URL that is not one, a Redis or a database that does not answer at start,
 a missing or wrong `WBSYNC_SECRET_KEY` while cabinets are stored, an unknown queue in `--queues`,
-`WBSYNC_QUEUE_CONCURRENCY` or `WBSYNC_FANOUT_INTERVALS_S`, and a bad emulator config file
-(tests/cli/test_misconfig.py runs each of these as the real command). The secret key and the API
+and a bad emulator config file (tests/cli/test_misconfig.py runs each of these as the real
+command). A queue or limit group named in a per-queue setting or `WBSYNC_LIMIT_OVERRIDES` that no
+loaded plugin declares is not an error: a process of a mixed fleet may not load the plugin, so it
+prints one `warning:` line naming it as not loaded here and ignores it. The secret key and the API
 keys are secrets: their values never appear in a log line, an error or a repr, and neither does
 the password of a URL setting. `wbsync settings` prints every setting with its current value.
 
 "Scaled" means multiplied by `WBSYNC_TIME_SCALE`.
 
-| variable | default | meaning |
-|---|---|---|
+"""
+
+_PER_QUEUE = """
+## Per-queue settings
+
+Each is a JSON object of a value by queue name, `{"<queue>": <value>}`, accepting any loaded
+plugin's queue; a queue not named takes the default below. A queue no loaded plugin declares is
+ignored with one `warning:` line (a fleet may share settings between processes that load a plugin
+and processes that do not); a value out of bounds stops every command, whatever its queue.
+
+| variable | each value | a queue not named takes | scaled |
+|---|---|---|---|
 """
 
 
@@ -60,4 +72,9 @@ def settings_markdown() -> str:
         f"| `WBSYNC_{name.upper()}` | {_default(info)} | {_cell(info.description or '')} |"
         for name, info in Settings.model_fields.items()
     ]
-    return _HEADER + "\n".join(rows) + "\n"
+    per_queue = [
+        f"| `{o.variable}` | {o.bound} | {o.default} | {'yes' if o.scaled else 'no'} |"
+        for o in QUEUE_OPTIONS.values()
+    ]
+    table = "| variable | default | meaning |\n|---|---|---|\n"
+    return _HEADER + table + "\n".join(rows) + "\n" + _PER_QUEUE + "\n".join(per_queue) + "\n"

@@ -9,10 +9,11 @@ one-line ``ConfigError`` (the variable, what is wrong, what exists).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from typing import Any
 
 from wbsync import plugins
-from wbsync.config import SETTINGS_TABLE, Settings, get_settings
+from wbsync.config import QUEUE_OPTIONS, SETTINGS_TABLE, Settings, get_settings
 from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError
 from wbsync.limit_overrides import ALL_TOKEN_TYPES
@@ -24,7 +25,7 @@ from wbsync.wb.hosts import base_url_problems
 from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import TokenType
 
-__all__ = ["check", "load_settings", "start"]
+__all__ = ["check", "load_settings", "not_loaded_here", "start"]
 
 # What `wbsync plugins` reports per plugin.
 _REPORTED: tuple[Any, ...] = (SYNCS, DATASETS, ENDPOINTS, SECTIONS, GROUPS, METHODS)
@@ -48,16 +49,13 @@ def start(settings: Settings) -> list[plugins.Loaded]:
 
 
 def check(settings: Settings) -> list[str]:
-    """What in ``settings`` names something that does not exist, one line per variable."""
+    """What in ``settings`` is wrong for this process, one line per variable.
+
+    A queue or limit group this process does not know is not wrong: another process of the fleet
+    may load the plugin that declares it (``not_loaded_here``)."""
     problems = []
     if settings.redis_url and (problem := url_problem(settings.redis_url)):
         problems.append(f"WBSYNC_REDIS_URL: {problem}")
-    for field in ("queue_concurrency", "fanout_intervals_s"):
-        unknown = sorted(set(getattr(settings, field)) - set(SYNCS))
-        if unknown:
-            problems.append(
-                f"WBSYNC_{field.upper()}: unknown queue(s) {unknown}; queues: {', '.join(SYNCS)}"
-            )
     unknown = [n for n in settings.wb_disabled_methods if n not in ENDPOINTS]
     if unknown:
         problems.append(
@@ -79,15 +77,41 @@ def check(settings: Settings) -> list[str]:
     return problems
 
 
+def not_loaded_here(settings: Settings) -> str | None:
+    """One line naming the queues and limit groups ``settings`` give values for that no loaded
+    plugin declares, or None: a process of a mixed fleet ignores them (another process may load
+    their plugin), and says so, since a misspelt name looks the same."""
+    unknown = []
+    for option in QUEUE_OPTIONS.values():
+        queues = sorted(set(getattr(settings, option.field)) - set(SYNCS))
+        if queues:
+            unknown.append(f"{option.variable}: queue(s) {queues} not loaded here")
+    allowed = group_token_types()
+    groups = sorted(set(settings.limit_overrides) - set(allowed))
+    if groups:
+        hints = [f"{c!r} for {g!r}" for g in groups if (c := _close_group(g, allowed))]
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+        unknown.append(f"WBSYNC_LIMIT_OVERRIDES: limit group(s) {groups} not loaded here{hint}")
+    if not unknown:
+        return None
+    return (
+        f"{'; '.join(unknown)}; this process ignores them: a process that loads their plugin "
+        f"uses them, else fix the name (queues loaded here: {', '.join(SYNCS)})"
+    )
+
+
+def _close_group(group: str, allowed: Collection[str]) -> str | None:
+    close = [g for g in allowed if g.startswith(f"{group}.")] or (
+        difflib.get_close_matches(group, allowed, n=1, cutoff=0.8)
+    )
+    return close[0] if close else None
+
+
 def _override_problem(settings: Settings) -> str | None:
     allowed = group_token_types()
     for group, per_type in settings.limit_overrides.items():
         if group not in allowed:
-            close = [g for g in allowed if g.startswith(f"{group}.")] or (
-                difflib.get_close_matches(group, allowed, n=1, cutoff=0.5)
-            )
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            return f"no limit group {group!r}; {hint}groups: {', '.join(allowed)}"
+            continue  # not loaded here: not_loaded_here names it
         for name in per_type:
             if name == ALL_TOKEN_TYPES:
                 continue

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wbsync import clock
-from wbsync.config import Settings
+from wbsync.config import QUEUE_OPTIONS, Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.handle import JobHandle, Processor
@@ -177,15 +177,22 @@ async def _record_failure(
         log.warning("could not record the failure of %s: %s", sync, record_exc)
 
 
-def queue_concurrency(settings: Settings, queue: str) -> int:
-    """Jobs ``queue``'s worker runs at once: its entry in WBSYNC_QUEUE_CONCURRENCY, else its
-    sync's own figure (``Sync.concurrency``), else WBSYNC_SYNC_QUEUE_CONCURRENCY."""
-    named = settings.queue_concurrency.get(queue)
+def queue_option(settings: Settings, queue: str, key: str) -> float:
+    """Per-queue option ``key`` of ``queue`` (``wbsync.config.QUEUE_OPTIONS``), unscaled: its
+    entry in the option's setting, else its sync's own figure, else the option's fallback
+    setting. ``KeyError`` for a key no option has."""
+    option = QUEUE_OPTIONS[key]
+    named: float | None = getattr(settings, option.field).get(queue)
     if named is not None:
         return named
     sync = SYNCS.get(queue)
-    own = None if sync is None else sync.concurrency
-    return own if own is not None else settings.sync_queue_concurrency
+    own: float | None = getattr(sync, option.own) if sync and option.own else None
+    if own is not None:
+        return own
+    if option.fallback is None:
+        raise WbSyncError(f"{option.variable}: queue {queue!r} is not loaded here")
+    fallback: float = getattr(settings, option.fallback)
+    return fallback
 
 
 def build_workers(
@@ -198,25 +205,27 @@ def build_workers(
     """One (unstarted) worker per named queue (all by default); long syncs defer long waits."""
     settings = runtime.settings
     scale = settings.time_scale
-    service = RescheduleService(threshold_ms=settings.defer_threshold_ms * scale)
-    policy = FailurePolicy(
-        budget=settings.job_failure_budget,
-        retry_ms=settings.infra_retry_ms * scale,
-        retry_max_ms=settings.infra_retry_max_ms * scale,
-        disabled_retry_ms=settings.disabled_retry_s * 1000.0 * scale,
-        lock_ms=settings.job_lock_ms,
-    )
     workers = []
     for name in names if names is not None else SYNCS:
         sync = SYNCS[name]
         processor = sync_processor(sync, runtime)
+        if sync.long:
+            threshold_ms = queue_option(settings, name, "defer_threshold_ms") * scale
+            processor = RescheduleService(threshold_ms=threshold_ms).wrap(processor)
+        policy = FailurePolicy(
+            budget=int(queue_option(settings, name, "failure_budget")),
+            retry_ms=settings.infra_retry_ms * scale,
+            retry_max_ms=settings.infra_retry_max_ms * scale,
+            disabled_retry_ms=settings.disabled_retry_s * 1000.0 * scale,
+            lock_ms=settings.job_lock_ms,
+        )
         workers.append(
             SyncWorker(
                 name,
-                policy.wrap(service.wrap(processor) if sync.long else processor),
+                policy.wrap(processor),
                 redis_url=runtime.redis_url,
                 prefix=runtime.queue_prefix,
-                concurrency=concurrency or queue_concurrency(settings, name),
+                concurrency=concurrency or int(queue_option(settings, name, "concurrency")),
                 lock_duration_ms=settings.job_lock_ms,
                 on_outcome=on_outcome,
             )

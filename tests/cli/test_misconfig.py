@@ -97,10 +97,10 @@ CASES = [
         {"WBSYNC_REDIS_URL": f"redis://127.0.0.1:{CLOSED}/0"},
     ),
     Case(
-        "unknown queue in WBSYNC_FANOUT_INTERVALS_S",
+        "a fan-out interval of no seconds",
         RUN,
-        ("WBSYNC_FANOUT_INTERVALS_S: unknown queue(s) ['finance']", QUEUES_LISTED),
-        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_FANOUT_INTERVALS_S": '{"finance": 60}'},
+        ("WBSYNC_FANOUT_INTERVALS_S: rnp-finance-sync: give each queue above 0 s",),
+        {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_FANOUT_INTERVALS_S": '{"rnp-finance-sync": 0}'},
     ),
     Case(
         "unknown queue in --queues",
@@ -117,7 +117,7 @@ CASES = [
     Case(
         "zero jobs at once in WBSYNC_QUEUE_CONCURRENCY",
         RUN,
-        ("WBSYNC_QUEUE_CONCURRENCY: pricing-bulk: give each queue 1 job at once",),
+        ("WBSYNC_QUEUE_CONCURRENCY: pricing-bulk: give each queue at least 1 job at once",),
         {"WBSYNC_REDIS_URL": REDIS, "WBSYNC_QUEUE_CONCURRENCY": '{"pricing-bulk": 0}'},
     ),
     Case(

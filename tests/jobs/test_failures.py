@@ -218,6 +218,23 @@ async def test_a_bid_update_wb_did_not_apply_is_never_recorded_as_sent(
     assert dict(emulator.state.seller(SELLER).bids) == bids_before
 
 
+async def test_a_queues_own_failure_budget_beats_the_global_one(
+    runtime_factory: Callable[..., Any], emulator: Emulator
+) -> None:
+    # WBSYNC_QUEUE_FAILURE_BUDGET names the autobidder's queue: its jobs stop at 2 failures,
+    # other queues keep WBSYNC_JOB_FAILURE_BUDGET's 5.
+    runtime: Runtime = await runtime_factory(
+        job_failure_budget=5, queue_failure_budget={"autobidder-sync": 2}
+    )
+    cabinet = await runtime.store.cabinets.add(_name(), emulator.token(SELLER), SELLER)
+    emulator.set_faults([FaultRule(kind="error_body", method="promotion.set_bids_v1")])
+
+    outcomes = await _run_until_gone(runtime, "autobidder-sync", cabinet.id)
+
+    assert outcomes[-1] == "failed" and outcomes.count("failed") == 1
+    assert _requests(emulator, "promotion.set_bids_v1") == 2
+
+
 async def test_an_unusable_reply_found_outside_the_client_ends_the_job_at_its_budget(
     redis_url: str, prefix: str
 ) -> None:

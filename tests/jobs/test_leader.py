@@ -27,10 +27,10 @@ from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
 from wbsync.metrics import sample
 from wbsync.runtime import Runtime
-from wbsync.startup import check
+from wbsync.startup import check, not_loaded_here
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
-from wbsync.workers import queue_concurrency
+from wbsync.workers import queue_option
 
 FINANCE = "rnp-finance-sync"
 
@@ -150,21 +150,23 @@ async def _through_past(lease: FanOutLeases, queue: str, at: int | None) -> bool
 
 def test_queue_concurrency_per_queue_with_a_default_and_clear_errors() -> None:
     settings = Settings(queue_concurrency={FINANCE: 12}, sync_queue_concurrency=3)
-    assert queue_concurrency(settings, FINANCE) == 12
-    assert queue_concurrency(settings, "catalog-sync") == 3
-    # Queue names are checked against the registry where the application is composed.
-    (problem,) = check(Settings(queue_concurrency={"finance": 2}))
-    assert problem.startswith("WBSYNC_QUEUE_CONCURRENCY: unknown queue(s) ['finance']; queues: ")
-    with pytest.raises(ValidationError, match=f"{FINANCE}: give each queue 1 job at once"):
+    assert queue_option(settings, FINANCE, "concurrency") == 12
+    assert queue_option(settings, "catalog-sync", "concurrency") == 3
+    # A queue no loaded plugin declares is not loaded here: named, never refused.
+    assert check(Settings(queue_concurrency={"finance": 2})) == []
+    notice = not_loaded_here(Settings(queue_concurrency={"finance": 2}))
+    assert notice is not None
+    assert notice.startswith("WBSYNC_QUEUE_CONCURRENCY: queue(s) ['finance'] not loaded here")
+    with pytest.raises(ValidationError, match=f"{FINANCE}: give each queue at least 1 job at once"):
         Settings(queue_concurrency={FINANCE: 0})
 
 
 def test_a_sync_with_a_figure_of_its_own_runs_that_many_unless_its_queue_is_named() -> None:
     booking = "booking-slot-monitor"
     assert SYNCS[booking].concurrency == 10
-    assert queue_concurrency(Settings(sync_queue_concurrency=3), booking) == 10
-    assert queue_concurrency(Settings(queue_concurrency={booking: 4}), booking) == 4
-    assert queue_concurrency(Settings(sync_queue_concurrency=3), FINANCE) == 3
+    assert queue_option(Settings(sync_queue_concurrency=3), booking, "concurrency") == 10
+    assert queue_option(Settings(queue_concurrency={booking: 4}), booking, "concurrency") == 4
+    assert queue_option(Settings(sync_queue_concurrency=3), FINANCE, "concurrency") == 3
     with pytest.raises(ValueError, match="booking-slot-monitor: concurrency must be >= 1, got 0"):
         dataclasses.replace(SYNCS[booking], concurrency=0)
 

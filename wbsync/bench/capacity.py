@@ -72,7 +72,7 @@ from wbsync.errors import ConfigError
 from wbsync.runtime import Runtime
 from wbsync.service import fanout_intervals
 from wbsync.store.cabinets import NewCabinet
-from wbsync.workers import queue_concurrency
+from wbsync.workers import queue_option
 
 #: A steady state holds when the pooled lag p95 is within this share of each queue's interval.
 LAG_TARGET = 0.10
@@ -384,4 +384,4 @@ def _slots(params: Params) -> dict[str, int]:
     settings = Settings(
         sync_queue_concurrency=params.concurrency, queue_concurrency=params.queue_concurrency
     )
-    return {queue: queue_concurrency(settings, queue) for queue in syncs()}
+    return {queue: int(queue_option(settings, queue, "concurrency")) for queue in syncs()}

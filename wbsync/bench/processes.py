@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -201,31 +200,18 @@ class WorkerProcesses:
             failed_retry_s=_FAILED_RETRY_REAL_S / self.time_scale,
             prune_interval_s=_PRUNE_INTERVAL_S / (1.0 if self.scaled_pruning else self.time_scale),
             log_level="WARNING",
-        )
-
-    def _env(self, settings: Settings) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WBSYNC_")}
-        env.update(
-            WBSYNC_REDIS_URL=self.redis.url,
-            WBSYNC_DATABASE_URL=settings.database_url,
-            WBSYNC_SECRET_KEY=SECRET_KEY,
-            WBSYNC_WB_BASE_URL=self.emu.base_url,
-            WBSYNC_TIME_SCALE=str(settings.time_scale),
-            WBSYNC_SYNC_QUEUE_CONCURRENCY=str(settings.sync_queue_concurrency),
-            WBSYNC_QUEUE_CONCURRENCY=json.dumps(settings.queue_concurrency),
-            WBSYNC_FAILED_RETRY_S=str(settings.failed_retry_s),
-            WBSYNC_PRUNE_INTERVAL_S=str(settings.prune_interval_s),
-            WBSYNC_LOG_LEVEL="WARNING",
             # wbsync's own syncs are measured: an installed plugin's queue would add jobs the
             # run does not count (and a method the benchmark's emulator may not serve).
-            WBSYNC_PLUGINS="[]",
+            plugins=[],
         )
-        if settings.calendar_origin is not None:  # a scaled calendar (the soak's)
-            env["WBSYNC_CALENDAR_ORIGIN"] = settings.calendar_origin.isoformat()
-        return env
+
+    def environment(self, settings: Settings) -> dict[str, str]:
+        """This environment without its WBSYNC_ variables, then every one of ``settings``."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WBSYNC_")}
+        return env | settings.environment()
 
     def spawn(self, settings: Settings, count: int, tmp: Path) -> None:
-        env = self._env(settings)
+        env = self.environment(settings)
         for i in range(count):
             log = open(tmp / f"run-{i}.log", "w+b")  # closed in stop()
             self.logs.append(log)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from functools import cache
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from wbsync import eventloop
@@ -46,15 +48,31 @@ class OneLineErrors(TyperGroup):
 
 
 def configured_settings() -> Settings:
-    """The settings, with the plugins loaded and every name checked: each command's start."""
-    from wbsync.startup import load_settings
+    """The settings, with the plugins loaded and every name checked: each command's start.
 
-    return load_settings()  # a ConfigError is reported by OneLineErrors
+    Names of queues and limit groups no loaded plugin declares are one ``warning:`` line, once
+    a process: in a mixed fleet another process may load them (never an exit)."""
+    from wbsync.startup import load_settings, not_loaded_here
+
+    settings = load_settings()  # a ConfigError is reported by OneLineErrors
+    notice = not_loaded_here(settings)
+    if notice:
+        _warn_once(notice)
+    return settings
+
+
+@cache
+def _warn_once(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(
+        f"[yellow]warning:[/yellow] {escape(message)}", highlight=False
+    )
 
 
 def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
     """One ``error:`` line on stderr, then the exit status ``code``."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(
+        f"[red]error:[/red] {escape(message)}", highlight=False
+    )
     raise typer.Exit(code)
 
 
