@@ -12,13 +12,16 @@ seconds: Retry = (1 - t) I and Reset = (B - t) I, so I = (Reset - Retry) / (B - 
 When B = 1 they are equal and only bound I from below. But WB's bucket held t <= 0 tokens
 after the request it let through before, so I <= Retry + the time between the two arrivals,
 and that time is at most how long after the previous token was taken this request reached WB.
-Our bucket gave the previous token one interval of ours before this one's was ready, and this
+Our bucket gave the previous token one interval of ours before this one was ready, and this
 request reached WB before its reply came back: so WB's interval is at most ours plus Retry plus
 the time from our token being ready to the reply. That time counts the wait for a token
 already there (a loaded event loop wakes a sleeper late; the bucket idles meanwhile) and the
 wait before the request left, not only its round trip: on a busy machine they are tens of ms,
 and an estimate without them comes out shorter than WB's interval, which costs another 429.
-With them the estimate errs long (a little slower until the learned limit expires).
+With them the estimate errs long (a little slower until the learned limit expires). One case
+stays short: a token that sat in a full bucket before the request came for it was given more
+than one interval after the previous one, by a time the bucket does not keep; then the next
+429, at the learned rate, tightens again (below).
 
 A 429 is evidence only when our own timing cannot explain it: a smaller burst, a
 (Reset - Retry) / (B - 1) or a Retry longer than our interval by ``EVIDENCE_MARGIN``. A Retry
