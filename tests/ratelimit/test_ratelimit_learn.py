@@ -257,3 +257,21 @@ async def test_two_processes_learning_from_one_moment_tighten_once(
     await asyncio.sleep(0.13)
     again = await second.learn(bucket, extra_ms=60.0)
     assert again is not None and again.interval_ms == 180
+
+
+async def test_a_429_of_a_token_taken_after_the_tightening_tightens_again_at_once(
+    limiter_factory: LimiterFactory,
+) -> None:
+    # 60 ms a token at scale 0.001. A request that took its token before the tightening went at
+    # the rate learning replaced: the same evidence, however late its 429 comes. One that took
+    # it after went at the learned rate and still met WB's limit: the learned interval is too
+    # short, and it grows by what that 429 showed, even within one interval of the tightening.
+    first, second = limiter_factory(time_scale=0.001), limiter_factory(time_scale=0.001)
+    bucket = scope(FINANCE, group="taken-after")
+    learned = await first.learn(bucket, extra_ms=60.0)
+    assert learned is not None and learned.interval_ms == 120
+    tightened = time.monotonic()
+    assert await second.learn(bucket, extra_ms=60.0, taken_ago_ms=3_600_000.0) is None
+    taken_ago_ms = (time.monotonic() - tightened) * 1000.0
+    again = await second.learn(bucket, extra_ms=60.0, taken_ago_ms=taken_ago_ms)
+    assert again is not None and again.interval_ms == 180

@@ -15,16 +15,21 @@
   ARGV[2]  burst         the table's burst, >= 1
   ARGV[3]  seen_ms       WB's interval is at least this (ms); 0: unknown
   ARGV[4]  extra_ms      WB's interval is at least the current one (table or learned) plus
-                         this (ms); 0: unknown. Ignored within one current interval of the
-                         last tightening: a 429 that soon was sent at the rate that learning
-                         replaced (another process met WB's limit at the same moment), so it
-                         is the same evidence, and adding it again would hold every process
-                         back twice as much
+                         this (ms); 0: unknown. Ignored for a request that took its token
+                         before the last tightening (ARGV[9]): it was sent at the rate that
+                         learning replaced (another process met WB's limit at the same moment),
+                         so it is the same evidence, and adding it again would hold every
+                         process back twice as much. A request that took its token after it
+                         went at the learned rate and still met WB's limit: the learned
+                         interval is too short, and grows by this again
   ARGV[5]  seen_burst    WB's burst; 0: unknown
   ARGV[6]  ttl_ms        how long the learned limit holds from now, > 0
   ARGV[7]  max_ms        the longest interval a learned limit may have (ms), > 0: evidence
                          past it (a hostile header) is cut to it
   ARGV[8]  margin_ms     the bucket's margin on each interval (as bucket.lua adds it), >= 0
+  ARGV[9]  taken_ago_ms  the refused request took its token at least this long ago (ms); 0:
+                         unknown, then a request within one current interval of the last
+                         tightening counts as one that took its token before it
 
   Returns  {changed, interval_ms, burst, stored}: changed 1 when the limit got stricter (0 when
            it stayed, its TTL refreshed, or when WB is no stricter than the table: nothing
@@ -51,7 +56,16 @@ if stored[1] then
 end
 
 local new_interval = math.max(current_interval, seen)
-if extra > 0 and not (learned_at and now - learned_at < current_interval) then
+local taken_ago = tonumber(ARGV[9]) or 0
+local same_evidence = false
+if learned_at then
+  if taken_ago > 0 then
+    same_evidence = now - taken_ago < learned_at
+  else
+    same_evidence = now - learned_at < current_interval
+  end
+end
+if extra > 0 and not same_evidence then
   new_interval = math.max(new_interval, current_interval + extra)
 end
 new_interval = math.min(new_interval, max_interval)

@@ -87,10 +87,21 @@ class Learned:
 
 @dataclass(frozen=True, slots=True)
 class Acquired:
-    """A token taken by ``acquire``, and how long the caller slept for it."""
+    """A token taken by ``acquire``, and how long the caller slept for it.
+
+    ``taken_at`` (``clock.monotonic()`` seconds) is the start of the pass that took it: no
+    later than the token was taken. ``ready_at`` is no later than the moment it could first be
+    taken: ``taken_at``, or, when the caller slept for it, when the pass before said it would
+    be there (a loaded event loop wakes a sleeper late, and the bucket stays idle meanwhile).
+    So the previous token was taken no later than one interval before ``ready_at``, and a
+    request that ran into WB's limit can tell how long after that it reached WB, at most
+    (``Feedback.on_429``).
+    """
 
     remaining: int
     waited_ms: float
+    taken_at: float
+    ready_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,15 +271,25 @@ class RateLimiter:
         await self._pass((scope,), cost=0, penalty_ms=0, level=max(0, tokens))
 
     async def learn(
-        self, scope: BucketScope, *, seen_ms: float = 0.0, extra_ms: float = 0.0, burst: int = 0
+        self,
+        scope: BucketScope,
+        *,
+        seen_ms: float = 0.0,
+        extra_ms: float = 0.0,
+        burst: int = 0,
+        taken_ago_ms: float = 0.0,
     ) -> Learned | None:
         """Tighten the bucket to what WB showed, for every process, until the TTL passes; in
         the same pass the bucket keeps no more tokens than it held, at the stricter rate.
 
         ``seen_ms``: WB's interval is at least this; ``extra_ms``: at least the current one plus
-        this; ``burst``: WB's burst (real ms of the scaled world; 0 = unknown). Answers the
-        learned limit now in force when it got stricter, else None (also when WB is no
-        stricter than the table: nothing is stored).
+        this; ``burst``: WB's burst (real ms of the scaled world; 0 = unknown).
+        ``taken_ago_ms``: the refused request took its token at least this long ago (0 =
+        unknown): one that took it before the last tightening went at the replaced rate, and
+        its ``extra_ms`` adds nothing; one that took it after went at the learned rate, and
+        adds it again (unknown: within one interval of the tightening counts as before).
+        Answers the learned limit now in force when it got stricter, else None (also when WB
+        is no stricter than the table: nothing is stored).
         """
         with redis_failures(_FAILED):
             changed, interval_ms, burst_now, stored = await self._learn(
@@ -282,6 +303,7 @@ class RateLimiter:
                     repr(self._learned_ttl_ms),
                     repr(self._max_wait_ms),
                     repr(self.refill_margin_ms(scope)),
+                    repr(self._bounded(taken_ago_ms)),
                 ],
             )
             if stored:
@@ -380,11 +402,17 @@ class RateLimiter:
         scopes = self.spends(scope)
         started = clock.monotonic()
         waited_ms = 0.0
+        ready_at: float | None = None
         while True:
+            passed = clock.monotonic()
             result = await self._pass(scopes, cost=1, penalty_ms=0)
             if result.acquired:
                 self._observe(scope, "slept" if waited_ms else "acquired", waited_ms)
-                return Acquired(remaining=result.remaining, waited_ms=waited_ms)
+                ready = passed if ready_at is None else min(passed, ready_at)
+                return Acquired(
+                    remaining=result.remaining, waited_ms=waited_ms, taken_at=passed, ready_at=ready
+                )
+            ready_at = passed + result.wait_ms / 1000.0
             threshold = deferral_threshold_ms()
             if threshold is not None:
                 if result.wait_ms > threshold:

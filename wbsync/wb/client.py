@@ -47,7 +47,7 @@ from wbsync.errors import (
     WbTransportError,
 )
 from wbsync.metrics import count_upstream
-from wbsync.ratelimit import BucketScope, RateLimiter
+from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
 from wbsync.throughput import Throughput
 from wbsync.wb.endpoints import Endpoint, base_url, base_url_setting, check_token
 from wbsync.wb.feedback import Feedback, RateHeaders
@@ -201,8 +201,8 @@ class WbClient:
         failures = limited = 0
         while True:
             acquired = await self._limiter.acquire(scope)
-            sent = clock.monotonic()
             answer = await self._send(http, ep, params, json, failures)
+            replied_at = clock.monotonic()
             if answer is None:
                 failures += 1
                 await self._backoff(ep, failures, "transport error")
@@ -211,7 +211,7 @@ class WbClient:
             headers = self._rate_headers(ep, scope, answer)
             if answer.status == 429:
                 limited += 1
-                await self._on_429(ep, scope, answer, headers, limited, sent)
+                await self._on_429(ep, scope, answer, headers, limited, acquired, replied_at)
                 continue
             await self._feedback.on_reply(scope, headers, acquired)
             if answer.status >= 500:
@@ -310,7 +310,8 @@ class WbClient:
         reply: HttpReply,
         headers: RateHeaders,
         limited: int,
-        sent: float,
+        acquired: Acquired,
+        replied_at: float,
     ) -> None:
         wait_ms = rate_limit_wait_ms(headers, scope.limit, self._options.time_scale)
         body = _json_or_none(reply.content)
@@ -322,8 +323,7 @@ class WbClient:
             target = self._limiter.seller_scope(scope.cabinet)
         else:
             target = scope
-            round_trip_ms = (clock.monotonic() - sent) * 1000.0
-            await self._feedback.on_429(scope, headers, round_trip_ms)
+            await self._feedback.on_429(scope, headers, acquired, replied_at)
         await self._limiter.penalize(target, wait_ms, words=words)
         if self._throughput is not None:
             await self._throughput.rate_limited()

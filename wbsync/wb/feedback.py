@@ -9,17 +9,29 @@ room than it allows. A looser WB changes nothing.
 
 Reading a 429 as a token bucket of ``B`` tokens holding ``t`` (< 1) tokens, one per ``I``
 seconds: Retry = (1 - t) I and Reset = (B - t) I, so I = (Reset - Retry) / (B - 1) when B > 1.
-When B = 1 they are equal and only bound I from below; but our bucket let the request through
-a whole interval of ours after the previous one, so WB's interval is about ours plus Retry,
-less however much later than its token the previous request reached WB, plus however much
-later this one did. The latter is at most this request's round trip, which is added: the
-estimate errs long (a little slower until the learned limit expires), not short (another 429).
+When B = 1 they are equal and only bound I from below. But WB's bucket held t <= 0 tokens
+after the request it let through before, so I <= Retry + the time between the two arrivals,
+and that time is at most how long after the previous token was taken this request reached WB.
+Our bucket gave the previous token one interval of ours before this one was ready, and this
+request reached WB before its reply came back: so WB's interval is at most ours plus Retry plus
+the time from our token being ready to the reply. That time counts the wait for a token
+already there (a loaded event loop wakes a sleeper late; the bucket idles meanwhile) and the
+wait before the request left, not only its round trip: on a busy machine they are tens of ms,
+and an estimate without them comes out shorter than WB's interval, which costs another 429.
+With them the estimate errs long (a little slower until the learned limit expires). One case
+stays short: a token that sat in a full bucket before the request came for it was given more
+than one interval after the previous one, by a time the bucket does not keep; then the next
+429, at the learned rate, tightens again (below).
 
 A 429 is evidence only when our own timing cannot explain it: a smaller burst, a
 (Reset - Retry) / (B - 1) or a Retry longer than our interval by ``EVIDENCE_MARGIN``. A Retry
 within our interval is what a request reaching WB early looks like (a busy event loop, a healed
 network delivering requests together); it teaches only when another follows within
-``LEARN_REPEAT_INTERVALS`` of our intervals. Wait headers are bounded (``RateHeaders``).
+``LEARN_REPEAT_INTERVALS`` of our intervals, or when the bucket already follows a learned limit
+(WB was shown stricter than the table; a 429 at the learned rate shows it stricter still).
+A 429 of a request that took its token before the last tightening was sent at the replaced
+rate: it adds nothing on top (``RateLimiter.learn``). Wait headers are bounded
+(``RateHeaders``).
 """
 
 from __future__ import annotations
@@ -205,9 +217,12 @@ class Feedback:
             scope, limiter_id
         )
 
-    async def on_429(self, scope: BucketScope, headers: RateHeaders, round_trip_ms: float) -> None:
-        """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket may be
-        stricter than ours; learn it when the headers prove it or the 429 repeats."""
+    async def on_429(
+        self, scope: BucketScope, headers: RateHeaders, acquired: Acquired, replied_at: float
+    ) -> None:
+        """A 429 of a request that took ``acquired`` and got its reply at ``replied_at``
+        (``clock.monotonic()``): WB's bucket may be stricter than ours; learn it when the
+        headers prove it, the 429 repeats, or a learned limit is already in force."""
         if headers.rejected or headers.clamped:
             # Headers we could not read are no evidence of anything; a wait past our cap is a
             # penalty, not a rate.
@@ -219,7 +234,9 @@ class Feedback:
         if burst > 1:
             seen_s = (reset - retry) / (burst - 1) if reset > retry else 0.0
         else:
-            seen_s, extra_s = reset, retry + round_trip_ms / 1000.0
+            # From our token being ready to the reply: at least how much later than one
+            # interval of ours after the previous request this one reached WB.
+            seen_s, extra_s = reset, retry + max(0.0, replied_at - acquired.ready_at)
         # (Reset - Retry) / (burst - 1) and a smaller burst do not depend on when the request
         # arrived; a Retry within our own interval does (a request that reached WB early).
         proven = (
@@ -228,7 +245,11 @@ class Feedback:
             or retry > interval_s * (1 + EVIDENCE_MARGIN)
         )
         window_ms = LEARN_REPEAT_INTERVALS * interval_s * 1000.0
-        if not proven and not await self._limiter.seen_again(scope, window_ms=window_ms):
+        if (
+            not proven
+            and not await self._limiter.seen_again(scope, window_ms=window_ms)
+            and await self._limiter.learned(scope) is None
+        ):
             log.info(
                 "cabinet %s: a 429 on %s our timing may explain; learning only if it repeats "
                 "within %.0f ms",
@@ -237,8 +258,13 @@ class Feedback:
                 window_ms,
             )
             return
+        taken_ago_ms = (clock.monotonic() - acquired.taken_at) * 1000.0
         learned = await self._limiter.learn(
-            scope, seen_ms=seen_s * 1000.0, extra_ms=extra_s * 1000.0, burst=headers.limit or 0
+            scope,
+            seen_ms=seen_s * 1000.0,
+            extra_ms=extra_s * 1000.0,
+            burst=headers.limit or 0,
+            taken_ago_ms=taken_ago_ms,
         )
         if learned is not None:
             log.warning(
