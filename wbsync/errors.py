@@ -31,9 +31,12 @@
     │   └── FeedCursorError          a change-feed cursor is malformed or beyond the feed's end
     ├── QueueError                   the job queue refused an operation
     │   └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
-    └── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
-                                     ``cabinet``, a count that is not one, a cursor not of its
-                                     sync's shape): the job fails at once, no retries
+    ├── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
+    │                                ``cabinet``, a count that is not one, a cursor not of its
+    │                                sync's shape): the job fails at once, no retries
+    └── LoaderError                  a loader's request to wbsync's API failed (transport, or a
+                                     status it does not handle), or the reply broke the feed's
+                                     contract; names the route and the API's words
 
 ``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
@@ -57,6 +60,7 @@ __all__ = [
     "FailureBudgetExhausted",
     "FeedCursorError",
     "JobLockLostError",
+    "LoaderError",
     "MalformedJobError",
     "QueueError",
     "RateLimitDeferred",
@@ -276,3 +280,7 @@ class JobLockLostError(QueueError):
 class MalformedJobError(WbSyncError):
     """A job's data breaks the job contract (``wbsync.jobs.contract``), or its cursor is not of
     the sync's declared shape; it is not retried."""
+
+
+class LoaderError(WbSyncError):
+    """A loader could not read wbsync's API: says which route, the status and the API's detail."""

@@ -1,0 +1,178 @@
+"""A dlt source of wbsync's change feed: one merged table per dataset, kept by cursor.
+
+``wbsync_source(base_url, api_key)`` yields one resource per dataset. Each reads its dataset's
+feed cabinet by cabinet over the HTTP API, from the cursor dlt keeps for that (cabinet, dataset)
+in the resource's state, so a run reads only what changed since the last one. Rows merge on
+(``cabinet_id``, the dataset's key columns); a tombstone is a hard delete; when a row comes
+twice in one run, its highest ``seq`` wins. WB's data stays one JSON column, ``data``.
+
+A cursor below the feed's low-water mark (410 Gone) is resynced: the cabinet's live rows come
+from the resync route, the rows the destination holds for that cabinet and the resync lacks are
+deleted, and the feed is read on from the resync's cursor. A cabinet the API no longer knows
+(404) has its rows deleted and its cursor dropped. docs/data.md, "Loading into a warehouse with
+dlt", shows a pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from typing import Any
+
+import dlt
+from dlt.destinations.exceptions import DatabaseUndefinedRelation
+from dlt.extract import DltResource
+from dlt.sources.helpers.requests import Client
+
+from wbsync.errors import LoaderError
+from wbsync.loaders.feed import REQUEST_TIMEOUT_S, DatasetInfo, FeedApi, FeedPage, Gone
+
+__all__ = ["wbsync_source"]
+
+#: The hints every dataset's table takes besides its primary key.
+COLUMNS: dict[str, Any] = {
+    "cabinet_id": {"data_type": "bigint", "nullable": False},
+    "seq": {"data_type": "bigint", "dedup_sort": "desc"},
+    "changed_at": {"data_type": "timestamp"},
+    "deleted": {"data_type": "bool", "hard_delete": True},
+    "data": {"data_type": "json"},
+}
+
+
+@dlt.source(name="wbsync", max_table_nesting=0)
+def wbsync_source(
+    base_url: str = dlt.config.value,
+    api_key: str = dlt.secrets.value,
+    datasets: Sequence[str] | None = None,
+    cabinets: Sequence[int] | None = None,
+) -> Iterator[DltResource]:
+    """wbsync's change feed at ``base_url``: a resource per dataset (all, or ``datasets``), of
+    every cabinet (or ``cabinets``). ``base_url`` and ``api_key`` may come from dlt's config."""
+    api = FeedApi(
+        Client(request_timeout=REQUEST_TIMEOUT_S, raise_for_status=False).session, base_url, api_key
+    )
+    for info in _datasets(api, datasets):
+        yield _resource(api, info, cabinets)
+
+
+def _datasets(api: FeedApi, names: Sequence[str] | None) -> list[DatasetInfo]:
+    known = api.datasets()
+    if known is None:
+        if names is None:
+            raise LoaderError("this wbsync has no GET /api/v1/datasets: name the datasets")
+        return [DatasetInfo(n) for n in names]
+    if names is None:
+        return known
+    by_name = {d.name: d for d in known}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise LoaderError(f"no dataset {missing}; known: {', '.join(sorted(by_name))}")
+    return [by_name[n] for n in names]
+
+
+def _primary_key(key: Sequence[str]) -> list[str]:
+    return ["cabinet_id", *key]
+
+
+def _resource(api: FeedApi, info: DatasetInfo, cabinets: Sequence[int] | None) -> DltResource:
+    resource = dlt.resource(
+        _changes(api, info, cabinets),
+        name=info.name,
+        write_disposition={"disposition": "merge", "strategy": "delete-insert"},
+        columns=COLUMNS,
+    )
+    if info.key is not None:
+        resource.apply_hints(primary_key=_primary_key(info.key))
+    return resource
+
+
+def _changes(api: FeedApi, info: DatasetInfo, cabinets: Sequence[int] | None) -> Iterator[Any]:
+    """Every cabinet's changes of one dataset since the cursors in the resource's state."""
+    cursors: dict[str, str] = dlt.current.resource_state().setdefault("cursors", {})
+    wanted = list(cabinets) if cabinets is not None else api.cabinets()
+    # A cabinet read before and gone from the list now is read once more: the API answers
+    # its deletes, or a 404 that deletes its rows here.
+    known = [int(c) for c in cursors if cabinets is None and int(c) not in wanted]
+    for cabinet in sorted({*wanted, *known}):
+        yield from _cabinet_changes(api, info, cabinet, cursors)
+
+
+def _cabinet_changes(
+    api: FeedApi, info: DatasetInfo, cabinet: int, cursors: dict[str, str]
+) -> Iterator[Any]:
+    after = cursors.get(str(cabinet), "0")
+    while True:
+        page = api.page(cabinet, info.name, after)
+        if page is None:
+            yield from _replace(info, cabinet, [])
+            cursors.pop(str(cabinet), None)
+            return
+        if isinstance(page, Gone):
+            after = yield from _resync(api, info, cabinet)
+            cursors[str(cabinet)] = after
+            continue
+        if page.rows:
+            yield _hinted(info, page)
+        cursors[str(cabinet)] = after = page.next
+        if not page.more:
+            return
+
+
+def _hinted(info: DatasetInfo, page: FeedPage) -> Any:
+    """The page's rows; with the primary key taken from them when discovery did not give it."""
+    if info.key is not None or page.key is None:
+        return page.rows
+    return dlt.mark.with_hints(page.rows, dlt.mark.make_hints(primary_key=_primary_key(page.key)))
+
+
+def _resync(api: FeedApi, info: DatasetInfo, cabinet: int) -> Generator[Any, None, str]:
+    """The cabinet's rows replaced by the resync's; returns the cursor to read on from."""
+    pages = list(api.resync(cabinet, info.name))
+    rows = [r for p in pages for r in p.rows]
+    for page in pages:
+        if page.rows:
+            yield _hinted(info, page)
+    yield from _replace(info, cabinet, rows)
+    return pages[-1].next
+
+
+def _replace(info: DatasetInfo, cabinet: int, live: Iterable[dict[str, Any]]) -> Iterator[Any]:
+    """Deletes of the cabinet's loaded rows whose keys are not among ``live``'s."""
+    key = info.key or _loaded_key(info.name)
+    if key is None:
+        return  # nothing of this dataset was loaded yet
+    keep = {tuple(row[k] for k in key) for row in live}
+    gone = [k for k in _loaded_keys(info.name, cabinet, key) if k not in keep]
+    if gone:
+        deletes = [
+            {"cabinet_id": cabinet, **dict(zip(key, k, strict=True)), "deleted": True} for k in gone
+        ]
+        yield _hinted(info, FeedPage(deletes, key, "", False))
+
+
+def _loaded_key(table: str) -> tuple[str, ...] | None:
+    """The key columns the pipeline's schema holds for ``table`` (from an earlier run)."""
+    schema = dlt.current.pipeline().default_schema
+    if table not in schema.tables:
+        return None
+    columns = schema.get_table_columns(table)
+    key = [name for name, col in columns.items() if col.get("primary_key")]
+    return tuple(k for k in key if k != "cabinet_id") or None
+
+
+def _loaded_keys(table: str, cabinet: int, key: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The keys of the cabinet's rows the destination holds in ``table``.
+
+    Through the destination's SQL client (every destination that merges has one), not dlt's
+    dataset API, which needs a sqlglot of the version it was built with.
+    """
+    with dlt.current.pipeline().sql_client() as client:
+        columns = ", ".join(client.escape_column_name(k) for k in key)
+        query = (
+            f"SELECT {columns} FROM {client.make_qualified_table_name(table)} "
+            f"WHERE {client.escape_column_name('cabinet_id')} = %s"
+        )
+        try:
+            rows = client.execute_sql(query, cabinet)
+        except DatabaseUndefinedRelation:
+            return []
+    return [tuple(r) for r in rows or []]
