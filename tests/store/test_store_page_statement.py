@@ -7,6 +7,7 @@ import asyncio
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from sqlalchemy import text
 
 from tests.support.statements import sent_statements
 from tests.support.waiting import wait_for
+from wbsync import clock
 from wbsync.store import Database, Store
 from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.rows import BATCH_ROWS
@@ -98,7 +100,8 @@ async def test_a_page_waiting_on_another_writers_lock_numbers_after_its_commit(
     await store.upsert("orders", cabinet, [{"srid": "first"}])
     page = [{"srid": f"o{i}"} for i in range(10)]
     async with postgres.transaction() as holder:
-        base = await lock_sequence(holder, postgres, "orders")
+        locked = await lock_sequence(holder, postgres, "orders")
+        base = locked.last
         writer = asyncio.create_task(store.write("orders", cabinet, page))
         waiting = text(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
@@ -109,13 +112,20 @@ async def test_a_page_waiting_on_another_writers_lock_numbers_after_its_commit(
             return bool((await postgres.execute(waiting)).scalar_one())
 
         await wait_for(blocked)
-        # The holder gives out 100 numbers (as gaps) and commits while the writer waits.
-        await advance_sequence(holder, "orders", base + 100)
+        # The holder gives out 100 numbers (as gaps), stamped later than the writer's clock
+        # read, and commits while the writer waits.
+        stamped = locked.stamp(clock.calendar_now()) + timedelta(hours=1)
+        await advance_sequence(holder, "orders", base + 100, stamped)
     done = await writer
     # The waiting statement re-read the newest number and kept the holder's advance.
     assert done.last_seq == base + 100 + len(page)
     assert await _sequence(postgres, "orders") == base + 100 + len(page)
     assert await _seqs(postgres, "wb_orders") == [base, *range(base + 101, base + 111)]
+    # Its rows are stamped no earlier than the holder's stamp: changed_at follows seq.
+    stamps = await postgres.execute(
+        text("SELECT min(changed_at) FROM wb_orders WHERE seq > :b"), {"b": base}
+    )
+    assert stamps.scalar_one() == stamped
 
 
 async def test_concurrent_writers_of_one_dataset_number_uniquely_in_commit_order(

@@ -37,6 +37,7 @@ __all__ = [
     "ChangeEvent",
     "ChangeListener",
     "ChangePage",
+    "SequenceLock",
     "advance_sequence",
     "iter_changes",
     "lock_sequence",
@@ -98,39 +99,59 @@ ChangeListener = Callable[[ChangeEvent], Awaitable[None]]
 
 _row = change_sequences.c
 # Built once: the same statement objects keep their compiled forms (SQLAlchemy's cache).
-_LOCK_PG = select(_row.last_seq).where(_row.dataset == bindparam("name")).with_for_update()
+_LOCK_PG = (
+    select(_row.last_seq, _row.last_changed_at)
+    .where(_row.dataset == bindparam("name"))
+    .with_for_update()
+)
 _LOCK_SQLITE = (
     update(change_sequences)
     .where(_row.dataset == bindparam("name"))
     .values(last_seq=_row.last_seq)
-    .returning(_row.last_seq)
+    .returning(_row.last_seq, _row.last_changed_at)
 )
 _ADVANCE = (
     update(change_sequences)
     .where(_row.dataset == bindparam("name"))
-    .values(last_seq=bindparam("last"))
+    .values(last_seq=bindparam("last"), last_changed_at=bindparam("stamped"))
 )
 
 
-async def lock_sequence(conn: AsyncConnection, database: Database, name: str) -> int:
-    """Lock ``name``'s sequence for the rest of ``conn``'s transaction; its last number.
+@dataclass(frozen=True, slots=True)
+class SequenceLock:
+    """A dataset's sequence, locked: the last number given out and the last ``changed_at``."""
+
+    last: int
+    last_changed_at: datetime | None
+
+    def stamp(self, now: datetime) -> datetime:
+        """``changed_at`` for the writes numbered after ``last``: ``now``, never earlier than
+        the last stamp given out (another host's clock may be ahead, or a writer that read the
+        clock first may have taken the lock second)."""
+        floor = self.last_changed_at
+        return now if floor is None or now >= floor else floor
+
+
+async def lock_sequence(conn: AsyncConnection, database: Database, name: str) -> SequenceLock:
+    """Lock ``name``'s sequence for the rest of ``conn``'s transaction; where it stands.
 
     PostgreSQL: ``SELECT ... FOR UPDATE`` (marks the row, writes no new version). SQLite: a
     no-op ``UPDATE`` first, so the transaction holds the write lock before it reads.
     """
     lock = _LOCK_PG if database.dialect == "postgresql" else _LOCK_SQLITE
-    last = await conn.scalar(lock, {"name": name})
-    if last is not None:
-        return int(last)
+    row = (await conn.execute(lock, {"name": name})).one_or_none()
+    if row is not None:
+        return SequenceLock(int(row.last_seq), row.last_changed_at)
     # First write of a dataset (one a plugin added after the migration): create its row.
     insert = database.insert_ignoring(change_sequences)
-    await conn.execute(insert, {"dataset": name, "last_seq": 0})
+    await conn.execute(insert, {"dataset": name, "last_seq": 0, "low_seq": 0})
     return await lock_sequence(conn, database, name)
 
 
-async def advance_sequence(conn: AsyncConnection, name: str, last: int) -> None:
-    """Record ``last`` as the last number ``name`` gave out (under ``lock_sequence``)."""
-    await conn.execute(_ADVANCE, {"name": name, "last": last})
+async def advance_sequence(conn: AsyncConnection, name: str, last: int, stamped: datetime) -> None:
+    """Record ``last`` as the last number ``name`` gave out, and ``stamped`` as the last
+    ``changed_at`` (under ``lock_sequence``)."""
+    await conn.execute(_ADVANCE, {"name": name, "last": last, "stamped": stamped})
 
 
 def parse_cursor(value: str | int | None) -> int:

@@ -51,7 +51,7 @@ _FK_SUFFIX = "_cabinet_id_cabinets"  # the longest name a dataset table gets: it
 NAME_MAX = IDENTIFIER_MAX - len(f"fk_wb_{_FK_SUFFIX}")
 
 #: The columns every dataset table has besides the cabinet and the key (``store/schema.py``).
-STANDARD_COLUMNS = ("data", "changed_at", "seq", "deleted_at")
+STANDARD_COLUMNS = ("data", "changed_at", "seq", "deleted_at", "inserted_seq")
 
 #: Days a tombstone (a row a complete snapshot run no longer saw) is kept before it is pruned:
 #: the longest a change-feed reader may lag behind and still see the deletion.

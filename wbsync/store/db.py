@@ -474,15 +474,18 @@ class Database:
         update: Sequence[str],
         where: Callable[[Table, Any], Any] | None = None,
         returning: Sequence[str] = (),
+        computed: tuple[tuple[str, Callable[[Table, Any], Any]], ...] = (),
     ) -> Insert:
         """``INSERT ... ON CONFLICT (conflict) DO UPDATE SET update = excluded.update``.
+
+        ``computed`` sets more columns on conflict, each to ``fn(table, excluded)``.
 
         ``where(table, excluded)`` guards the update: a conflicting row it rejects is left as
         it is (not rewritten), and not among the ``returning`` rows. Built once per shape and
         kept: the same object each time keeps its cache key (SQLAlchemy memoizes it) and so
         its compiled form.
         """
-        shape = (table, tuple(conflict), tuple(update), where, tuple(returning))
+        shape = (table, tuple(conflict), tuple(update), where, tuple(returning), computed)
         statement = self._upserts.get(shape)
         if statement is None:
             insert = (
@@ -491,7 +494,10 @@ class Database:
             excluded = insert.excluded
             statement = insert.on_conflict_do_update(
                 index_elements=list(conflict),
-                set_={c: excluded[c] for c in update},
+                set_={
+                    **{c: excluded[c] for c in update},
+                    **{c: fn(table, excluded) for c, fn in computed},
+                },
                 where=None if where is None else where(table, excluded),
             )
             if returning:

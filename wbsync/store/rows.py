@@ -28,6 +28,7 @@ from sqlalchemy import (
     TextClause,
     Update,
     bindparam,
+    case,
     func,
     select,
     text,
@@ -103,6 +104,16 @@ class _Written:
 def _changed(table: Table, excluded: Any) -> Any:
     # A tombstoned row that comes back is written even when its data is the same.
     return table.c.data.is_distinct_from(excluded.data) | table.c.deleted_at.is_not(None)
+
+
+def _inserted(table: Table, excluded: Any) -> Any:
+    # A row back from a tombstone is an insert again (its reader applied the delete).
+    return case(
+        (table.c.deleted_at.is_not(None), excluded.inserted_seq), else_=table.c.inserted_seq
+    )
+
+
+_COMPUTED = (("inserted_seq", _inserted),)
 
 
 class RowRepository:
@@ -261,9 +272,11 @@ class RowRepository:
             update=("data", "changed_at", "seq", "deleted_at"),
             where=_changed,
             returning=("seq",),
+            computed=_COMPUTED,
         )
         async with self._db.transaction() as conn:
-            base = await lock_sequence(conn, self._db, ds.name)
+            locked = await lock_sequence(conn, self._db, ds.name)
+            base, stamp = locked.last, locked.stamp(clock.calendar_now())
             # Each row is offered the next number; only the rows written take theirs (the
             # others leave gaps, which readers never wait on).
             params = [
@@ -271,9 +284,10 @@ class RowRepository:
                     "cabinet_id": cabinet_id,
                     **dict(zip(columns, key, strict=True)),
                     "data": dict(row),
-                    "changed_at": page.changed_at,
+                    "changed_at": stamp,
                     "seq": base + 1 + index,
                     "deleted_at": None,
+                    "inserted_seq": base + 1 + index,
                 }
                 for index, (key, row) in enumerate(page.ordered)
             ]
@@ -283,10 +297,10 @@ class RowRepository:
                 written.extend(result.scalars())
             gone = []
             if page.whole:
-                gone = await _tombstone_absent(conn, page, base)
+                gone = await _tombstone_absent(conn, page, base, stamp)
             last = max([*written, *gone], default=None)
             if last is not None:
-                await advance_sequence(conn, ds.name, last)
+                await advance_sequence(conn, ds.name, last, stamp)
             if page.digests:
                 await record_seen(conn, self._db, cabinet_id, ds.name, page.digests)
             if page.cursor is not None:
@@ -378,7 +392,9 @@ def tombstone_params(
     ]
 
 
-async def _tombstone_absent(conn: AsyncConnection, page: _Page, base: int) -> list[int]:
+async def _tombstone_absent(
+    conn: AsyncConnection, page: _Page, base: int, stamp: datetime
+) -> list[int]:
     """Tombstone the cabinet's live rows of the page's dataset whose keys are not in the page,
     in key order, numbered after the page's own (from ``base`` + its rows + 1), in the caller's
     transaction (which holds the dataset's sequence lock, at ``base``); their numbers."""
@@ -394,7 +410,7 @@ async def _tombstone_absent(conn: AsyncConnection, page: _Page, base: int) -> li
     if not gone:
         return []
     first = base + len(page.ordered) + 1
-    params = tombstone_params(ds, page.cabinet_id, base, page.changed_at, first, gone)
+    params = tombstone_params(ds, page.cabinet_id, base, stamp, first, gone)
     await conn.execute(tombstone_statement(ds), params)
     return [p["new_seq"] for p in params]
 
@@ -457,7 +473,8 @@ WITH page AS (
     AND ({", ".join(f"o.{k}" for k in keys)}) NOT IN (
       SELECT {", ".join(f"page.{k}" for k in keys)} FROM page)
 ), lock AS (
-  SELECT last_seq FROM wb_change_sequences
+  SELECT last_seq, GREATEST(CAST(:now AS timestamptz), last_changed_at) AS stamp
+  FROM wb_change_sequences
   WHERE dataset = :dataset AND (
     CAST(:begin AS boolean) OR CAST(:seen_slots AS integer) > 0 OR CAST(:sync AS text) IS NOT NULL
     OR EXISTS (SELECT 1 FROM absent)
@@ -471,19 +488,21 @@ WITH page AS (
   )
   FOR UPDATE
 ), up AS (
-  INSERT INTO {name} AS t (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at)
+  INSERT INTO {name} AS t
+    (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at, inserted_seq)
   SELECT CAST(:cabinet_id AS integer), {", ".join(f"page.{k}" for k in keys)}, page.data,
-         CAST(:now AS timestamptz),
-         lock.last_seq + page.ord, NULL
+         lock.stamp, lock.last_seq + page.ord, NULL, lock.last_seq + page.ord
   FROM lock CROSS JOIN page ORDER BY page.ord
   ON CONFLICT ({conflict}) DO UPDATE
     SET data = excluded.data, changed_at = excluded.changed_at, seq = excluded.seq,
-        deleted_at = excluded.deleted_at
+        deleted_at = excluded.deleted_at,
+        inserted_seq = CASE WHEN t.deleted_at IS NOT NULL THEN excluded.inserted_seq
+                            ELSE t.inserted_seq END
     WHERE t.data IS DISTINCT FROM excluded.data OR t.deleted_at IS NOT NULL
   RETURNING t.seq
 ), gone AS (
   UPDATE {name} AS t
-  SET deleted_at = CAST(:now AS timestamptz), changed_at = CAST(:now AS timestamptz),
+  SET deleted_at = lock.stamp, changed_at = lock.stamp,
       seq = lock.last_seq + CAST(:page_rows AS bigint) + absent.ord
   FROM lock, absent
   WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = absent.{k}" for k in keys)}
@@ -492,7 +511,8 @@ WITH page AS (
   SELECT (SELECT count(*) FROM up) AS changed, (SELECT count(*) FROM gone) AS tombstoned,
     (SELECT max(seq) FROM (SELECT seq FROM up UNION ALL SELECT seq FROM gone) AS w) AS last
 ), adv AS (
-  UPDATE wb_change_sequences AS s SET last_seq = ends.last FROM ends
+  UPDATE wb_change_sequences AS s SET last_seq = ends.last, last_changed_at = lock.stamp
+  FROM ends, lock
   WHERE s.dataset = :dataset AND ends.last IS NOT NULL
 ), began AS (
   INSERT INTO wb_snapshot_runs AS r (cabinet_id, dataset, started_seq, started_at, slots, active)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
@@ -134,6 +135,10 @@ cabinets = Table(
     Column("seller_id", String(64), nullable=False),
     Column("active", Boolean, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # Set by ``remove``: the cabinet is gone for syncing and listing, but its record stays (its
+    # rows' tombstones refer to it, the feed routes answer for it) until pruning finishes the
+    # removal once its tombstones' grace is over.
+    Column("removed_at", UtcDateTime, nullable=True),
     UniqueConstraint("name"),
 )
 
@@ -224,6 +229,12 @@ change_sequences = Table(
     metadata,
     Column("dataset", String(100), primary_key=True),
     Column("last_seq", BigInteger, nullable=False),
+    # The feed's low-water mark: the lowest ``after`` from which it is complete (pruning a
+    # tombstone raises it to the tombstone's ``seq``).
+    Column("low_seq", BigInteger, nullable=False, server_default=text("0")),
+    # The last ``changed_at`` given out: a writer stamps its rows no earlier, under the lock, so
+    # ``changed_at`` never decreases along ``seq`` whatever the writers' clocks.
+    Column("last_changed_at", UtcDateTime, nullable=True),
 )
 
 # The snapshot run per (cabinet, dataset): one row kept and updated in place (never deleted, so
@@ -288,6 +299,9 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
         Column("seq", BigInteger, nullable=False),
         # Set when a complete snapshot run no longer saw the row (a tombstone); None when live.
         Column("deleted_at", UtcDateTime, nullable=True),
+        # The ``seq`` of the row's first live write (an insert, or a return from a tombstone):
+        # the feed's ``op`` is ``insert`` when it is ``seq``. NULL for rows written before 0008.
+        Column("inserted_seq", BigInteger, nullable=True),
         # What wbsync notes about the row beside WB's data (``Dataset.columns``).
         *(Column(name, Text, nullable=True) for name in ds.columns),
         Index(None, "seq", unique=True),

@@ -183,9 +183,11 @@ class SnapshotRepository:
         self, ds: Dataset, cabinet_id: int, started: int, keys: list[tuple[KeyValue, ...]]
     ) -> int:
         table = dataset_table(ds)
-        now = clock.calendar_now()  # a tombstone's grace runs on the calendar (retention's)
         async with self._db.transaction() as conn:
-            base = await lock_sequence(conn, self._db, ds.name)
+            locked = await lock_sequence(conn, self._db, ds.name)
+            base = locked.last
+            # A tombstone's grace runs on the calendar (retention's).
+            now = locked.stamp(clock.calendar_now())
             statement = tombstone_statement(ds)
             params = tombstone_params(ds, cabinet_id, started, now, base + 1, keys)
             await conn.execute(statement, params)
@@ -194,7 +196,7 @@ class SnapshotRepository:
             )
             changed, last = result.one()
             if changed:
-                await advance_sequence(conn, ds.name, int(last))
+                await advance_sequence(conn, ds.name, int(last), now)
         if changed:
             await self._rows.notify(ChangeEvent(ds.name, cabinet_id, int(changed), int(last)))
         return int(changed)
