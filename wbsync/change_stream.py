@@ -1,11 +1,14 @@
 """Change notifications: one ``XADD`` on a capped Redis stream per committed page that changed rows.
 
 The stream (``keys.change_stream_key``) is a doorbell, not the data: each entry names the
-dataset, the cabinet, how many rows the page changed and the page's last sequence number; a
-consumer reads the rows from the change feed (API, ``Store.changes``, ``wbsync export``) after the
-sequence number it last read. The stream is capped (``MAXLEN ~ change_stream_maxlen``), and a
-notification that Redis refuses is logged and dropped: the rows are already committed, and a
-consumer that missed events catches up from its own cursor. docs/data.md shows consumers.
+dataset, the cabinet, how many rows the page changed and the numbers it announces (the page's
+changes are numbered ``first_seq..last_seq``, with gaps; ``prev_seq`` is the dataset's last number
+before the page, the ``last_seq`` of its previous event); a consumer reads the rows from the change
+feed (API, ``Store.changes``, ``wbsync export``) after the sequence number it last read. The
+stream is capped (``MAXLEN ~ change_stream_maxlen``), and a notification that Redis refuses is
+logged and dropped: the rows are already committed. A consumer sees that it missed events (a
+``prev_seq`` past its cursor) and catches up from its own cursors (docs/data.md, "Gaps and
+catching up").
 
 A sync job's page sends its event in the script call that saves the job's cursor (one round trip
 for both, ``wbsync.workers``), with this class's key, ``fields`` and cap; on a Redis Cluster the
@@ -45,6 +48,8 @@ class ChangeStream:
             "cabinet": event.cabinet_id,
             "rows": event.rows,
             "last_seq": event.last_seq,
+            "first_seq": event.prev_seq + 1,
+            "prev_seq": event.prev_seq,
         }
 
     async def publish(self, event: ChangeEvent) -> None:

@@ -80,5 +80,5 @@ def fanout_schedule_key(prefix: str) -> str:
 
 def change_stream_key(prefix: str) -> str:
     """The capped stream of change-feed events: one entry per committed page that changed rows
-    (fields ``dataset``, ``cabinet``, ``rows``, ``last_seq``)."""
+    (fields ``dataset``, ``cabinet``, ``rows``, ``last_seq``, ``first_seq``, ``prev_seq``)."""
     return f"{prefix}:{{changes}}:stream"

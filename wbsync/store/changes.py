@@ -86,12 +86,19 @@ class ChangePage:
 
 @dataclass(frozen=True, slots=True)
 class ChangeEvent:
-    """What one committed write of a page did: told to listeners (the Redis stream)."""
+    """What one committed write of a page did: told to listeners (the Redis stream).
+
+    The write's changes are numbered in ``prev_seq < seq <= last_seq`` (with gaps): ``prev_seq``
+    is the dataset's last number before the write, taken under the same lock, so it is the
+    ``last_seq`` of the dataset's previous write, and a reader whose cursor is below it missed
+    an event (docs/data.md, "Gaps and catching up").
+    """
 
     dataset: str
     cabinet_id: int
     rows: int
     last_seq: int
+    prev_seq: int
 
 
 ChangeListener = Callable[[ChangeEvent], Awaitable[None]]

@@ -94,11 +94,13 @@ class _Page:
 
 @dataclass(frozen=True, slots=True)
 class _Written:
-    """What a page's statement or transaction did: rows written, rows tombstoned, last number."""
+    """What a page's statement or transaction did: rows written, rows tombstoned, the
+    dataset's last number before it (0 when it wrote nothing) and its own last number."""
 
     changed: int
     tombstoned: int
     last: int | None
+    base: int = 0
 
 
 def _changed(table: Table, excluded: Any) -> Any:
@@ -212,7 +214,8 @@ class RowRepository:
         last = done.last
         event = None
         if last is not None:
-            event = ChangeEvent(ds.name, cabinet_id, done.changed + done.tombstoned, last)
+            changed = done.changed + done.tombstoned
+            event = ChangeEvent(ds.name, cabinet_id, changed, last, prev_seq=done.base)
         if event is not None and announce:
             await self.notify(event)
         return PageWrite(
@@ -254,11 +257,12 @@ class RowRepository:
         [result] = await self._db.fetch(statement, params)
         if not result["known"]:
             return None
-        last = result["last"]
+        last, base = result["last"], result["base"]
         return _Written(
             changed=int(result["changed"]),
             tombstoned=int(result["tombstoned"]),
             last=None if last is None else int(last),
+            base=int(base or 0),
         )
 
     async def _write_transaction(self, page: _Page) -> _Written:
@@ -305,7 +309,7 @@ class RowRepository:
                 await record_seen(conn, self._db, cabinet_id, ds.name, page.digests)
             if page.cursor is not None:
                 await self._cursors.save_in(conn, cabinet_id, *page.cursor)
-        return _Written(changed=len(written), tombstoned=len(gone), last=last)
+        return _Written(changed=len(written), tombstoned=len(gone), last=last, base=base)
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
@@ -545,7 +549,7 @@ WITH page AS (
     SET cursor = excluded.cursor, updated_at = excluded.updated_at
 )
 SELECT (SELECT count(*) FROM wb_change_sequences WHERE dataset = :dataset) AS known,
-  ends.changed, ends.tombstoned, ends.last
+  ends.changed, ends.tombstoned, ends.last, (SELECT last_seq FROM lock) AS base
 FROM ends
 """
     return text(sql).bindparams(

@@ -198,5 +198,7 @@ class SnapshotRepository:
             if changed:
                 await advance_sequence(conn, ds.name, int(last), now)
         if changed:
-            await self._rows.notify(ChangeEvent(ds.name, cabinet_id, int(changed), int(last)))
+            await self._rows.notify(
+                ChangeEvent(ds.name, cabinet_id, int(changed), int(last), prev_seq=base)
+            )
         return int(changed)
