@@ -118,3 +118,20 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     await warehouse.load()
     assert await warehouse.assert_equal(store) == 5
     assert _loaded(warehouse.path, "orders", ["srid"]) == {}
+
+
+async def test_the_url_and_key_may_come_from_dlts_config(
+    feed_runtime: Runtime,
+    feed_url: str,
+    new_cabinet: Callable[[int], Awaitable[Cabinet]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cabinet = await new_cabinet(0)
+    await feed_runtime.store.upsert("orders", cabinet.id, [{"srid": "a"}, {"srid": "b"}])
+    monkeypatch.setenv("SOURCES__WBSYNC__BASE_URL", feed_url)
+    monkeypatch.setenv("SOURCES__WBSYNC__API_KEY", API_KEY)
+    pipeline = Warehouse(tmp_path, feed_url).pipeline
+
+    await asyncio.to_thread(lambda: pipeline.run(wbsync_source(datasets=["orders"])))
+    assert pipeline.last_trace.last_normalize_info.row_counts["orders"] == 2

@@ -38,7 +38,7 @@ COLUMNS: dict[str, Any] = {
 }
 
 
-@dlt.source(name="wbsync", max_table_nesting=0)
+@dlt.source(name="wbsync", section="wbsync", max_table_nesting=0)
 def wbsync_source(
     base_url: str = dlt.config.value,
     api_key: str = dlt.secrets.value,
