@@ -19,6 +19,8 @@ from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import dlt
+from dlt.common.data_types.typing import TDataType
+from dlt.common.schema.typing import TColumnSchema
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 from dlt.extract import DltResource
 from dlt.sources.helpers.requests import Client
@@ -29,7 +31,7 @@ from wbsync.loaders.feed import REQUEST_TIMEOUT_S, DatasetInfo, FeedApi, FeedPag
 __all__ = ["wbsync_source"]
 
 #: The hints every dataset's table takes besides its primary key.
-COLUMNS: dict[str, Any] = {
+COLUMNS: dict[str, TColumnSchema] = {
     "cabinet_id": {"data_type": "bigint", "nullable": False},
     "seq": {"data_type": "bigint", "dedup_sort": "desc"},
     "changed_at": {"data_type": "timestamp"},
@@ -118,10 +120,21 @@ def _cabinet_changes(
 
 
 def _hinted(info: DatasetInfo, page: FeedPage) -> Any:
-    """The page's rows; with the primary key taken from them when discovery did not give it."""
-    if info.key is not None or page.key is None:
+    """The page's rows with the table's key: its columns and their types (text stays text, a
+    key like "2026-12-06T00:00:00" is not taken for a timestamp), from discovery or the page."""
+    key = info.key or page.key
+    if key is None or not page.rows:
         return page.rows
-    return dlt.mark.with_hints(page.rows, dlt.mark.make_hints(primary_key=_primary_key(page.key)))
+    sample = page.rows[0]
+    columns: dict[str, TColumnSchema] = {
+        k: {"data_type": _key_type(sample[k]), "nullable": False} for k in key
+    }
+    hints = dlt.mark.make_hints(primary_key=_primary_key(key), columns=columns)
+    return dlt.mark.with_hints(page.rows, hints)
+
+
+def _key_type(value: object) -> TDataType:
+    return "bigint" if isinstance(value, int) and not isinstance(value, bool) else "text"
 
 
 def _resync(api: FeedApi, info: DatasetInfo, cabinet: int) -> Generator[Any, None, str]:
