@@ -38,6 +38,7 @@ async def test_one_entry_per_page_that_changed_rows_naming_its_last_seq(
             "last_seq": str(first.last_seq),
             "first_seq": "1",
             "prev_seq": "0",
+            "stream_seq": "1",
         },
         {
             "dataset": "orders",
@@ -46,6 +47,7 @@ async def test_one_entry_per_page_that_changed_rows_naming_its_last_seq(
             "last_seq": str(second.last_seq),
             "first_seq": str(first.last_seq + 1),
             "prev_seq": str(first.last_seq),
+            "stream_seq": "2",
         },
     ]
     # The entry's last_seq is a cursor: the feed after the first entry holds the second page.
@@ -61,7 +63,10 @@ async def test_the_stream_is_capped(redis: Redis, prefix: str) -> None:
     # MAXLEN ~ trims whole nodes (100 entries each by default): never far past the cap.
     assert 10 <= length <= 10 + 100
     newest: Any = await redis.xrevrange(stream.key, count=1)
-    assert newest[0][1]["last_seq"] == "1000"
+    assert newest[0][1]["last_seq"] == "1000" and newest[0][1]["stream_seq"] == "1000"
+    # What the cap took shows in the numbers: the oldest entry left is not the first.
+    oldest: Any = await redis.xrange(stream.key, count=1)
+    assert int(oldest[0][1]["stream_seq"]) == 1000 - length + 1 > 1
 
 
 async def test_a_refused_notification_is_logged_not_raised(
@@ -98,6 +103,8 @@ async def test_each_datasets_events_chain_through_writes_tombstones_and_cabinets
     for _id, fields in entries:
         by_dataset.setdefault(fields["dataset"], []).append(fields)
     assert [int(f["rows"]) for f in by_dataset["stocks"]] == [4, 2, 3]
+    # The entries are numbered one after the other, whichever dataset's.
+    assert [int(f["stream_seq"]) for _id, f in entries] == list(range(1, len(entries) + 1))
     for events in by_dataset.values():
         # Each event's prev_seq is the last_seq of the dataset's event before it (0 first).
         lasts = [int(f["last_seq"]) for f in events]

@@ -8,24 +8,30 @@ feed (API, ``Store.changes``, ``wbsync export``) after the sequence number it la
 stream is capped (``MAXLEN ~ change_stream_maxlen``), and a notification that Redis refuses is
 logged and dropped: the rows are already committed. A consumer sees that it missed events (a
 ``prev_seq`` past its cursor) and catches up from its own cursors (docs/data.md, "Gaps and
-catching up").
+catching up"). Each entry also carries ``stream_seq``, its number in the stream (one more than
+the entry's before it, ``keys.change_count_key``): a reader that sees the number jump missed
+entries, whichever dataset's, so a dataset that went quiet is caught up too.
 
 A sync job's page sends its event in the script call that saves the job's cursor (one round trip
-for both, ``wbsync.workers``), with this class's key, ``fields`` and cap; on a Redis Cluster the
-stream's slot is not the queue's, and the event goes by ``publish``.
+for both, ``wbsync.workers``), with this class's key, ``fields``, ``counter`` and cap; on a Redis
+Cluster the stream's slot is not the queue's, and the event goes by ``publish``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
-
 from wbsync import keys
 from wbsync.errors import RedisUnavailableError
+from wbsync.lua import lua_script
 from wbsync.redis_client import RedisClient, redis_failures
 from wbsync.store.changes import ChangeEvent
 
-__all__ = ["ChangeStream"]
+__all__ = ["STREAM_SEQ_FIELD", "ChangeStream"]
+
+#: The entry field that carries the entry's number in the stream.
+STREAM_SEQ_FIELD = "stream_seq"
+
+_SCRIPT = lua_script("wbsync", "change_stream.lua")
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +43,10 @@ class ChangeStream:
         if maxlen < 1:
             raise ValueError(f"maxlen must be >= 1, got {maxlen}")
         self._redis = redis
+        self._script = redis.register_script(_SCRIPT)
         self.key = keys.change_stream_key(prefix)
+        self.counter = (keys.change_count_key(prefix), STREAM_SEQ_FIELD)
+        """The key that numbers the entries, and the field that carries the number."""
         self.maxlen = maxlen
 
     @staticmethod
@@ -53,12 +62,14 @@ class ChangeStream:
         }
 
     async def publish(self, event: ChangeEvent) -> None:
-        """``XADD`` one entry for ``event``; a Redis failure is logged, never raised."""
-        fields: dict[Any, Any] = self.fields(event)
+        """``XADD`` one numbered entry for ``event``; a Redis failure is logged, never raised."""
+        args: list[str | int] = [self.maxlen, STREAM_SEQ_FIELD]
+        for name, value in self.fields(event).items():
+            args += [name, value]
         try:
             with redis_failures("Redis failed"):
                 # Approximate trimming (~) lets Redis drop whole nodes: O(1), not O(trimmed).
-                await self._redis.xadd(self.key, fields, maxlen=self.maxlen, approximate=True)
+                await self._script(keys=[self.key, self.counter[0]], args=args)
         except RedisUnavailableError as exc:
             log.warning(
                 "change stream: could not notify %s (cabinet %d, up to seq %d): %s",

@@ -80,5 +80,12 @@ def fanout_schedule_key(prefix: str) -> str:
 
 def change_stream_key(prefix: str) -> str:
     """The capped stream of change-feed events: one entry per committed page that changed rows
-    (fields ``dataset``, ``cabinet``, ``rows``, ``last_seq``, ``first_seq``, ``prev_seq``)."""
+    (fields ``dataset``, ``cabinet``, ``rows``, ``last_seq``, ``first_seq``, ``prev_seq``,
+    ``stream_seq``)."""
     return f"{prefix}:{{changes}}:stream"
+
+
+def change_count_key(prefix: str) -> str:
+    """The number of the change stream's last entry (each entry's ``stream_seq``; the stream's
+    hash tag, so a script writes both)."""
+    return f"{prefix}:{{changes}}:count"

@@ -77,7 +77,9 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
                 count = runtime.throughput.count_page(job.queue)  # with the cursor: one call
             entry = None
             if event is not None and with_cursor:
-                entry = StreamEntry(stream.key, stream.fields(event), stream.maxlen)
+                entry = StreamEntry(
+                    stream.key, stream.fields(event), stream.maxlen, counter=stream.counter
+                )
             elif event is not None:
                 await stream.publish(event)
             await job.save_cursor(page.cursor, done, count=count, entry=entry)

@@ -393,5 +393,8 @@ async def test_a_scheduled_job_tells_each_page_on_the_change_stream_and_its_lag_
     assert {fields["cabinet"] for _id, fields in entries} == {str(cabinet.id)}
     seqs = [int(fields["last_seq"]) for _id, fields in entries]
     assert seqs == sorted(seqs) and sum(int(f["rows"]) for _id, f in entries) == rows
+    # Sent with the cursor saves, the entries are numbered and chain like any other's.
+    assert [int(f["prev_seq"]) for _id, f in entries] == [0, *seqs[:-1]]
+    assert [int(f["stream_seq"]) for _id, f in entries] == list(range(1, pages + 1))
     lags = await redis.lrange(keys.lag_key(prefix, FINANCE), 0, -1)
     assert len(lags) == 2 and all(int(lag.partition(":")[2]) >= 1500 for lag in lags)

@@ -155,7 +155,7 @@ async def test_a_cursor_save_carries_the_page_event_and_run_lag_and_a_lost_lock_
     lag, but its event: the page's rows are committed whoever owns the job now."""
     queue = SyncQueue("cost", redis_url=redis_url, prefix=f"{prefix}:q")
     lags = LagHistory(redis, prefix=prefix)
-    stream_key = keys.change_stream_key(prefix)
+    stream_key, count_key = keys.change_stream_key(prefix), keys.change_count_key(prefix)
     seen: dict[str, Any] = {}
 
     def entry(seq: int) -> StreamEntry:
@@ -165,7 +165,7 @@ async def test_a_cursor_save_carries_the_page_event_and_run_lag_and_a_lost_lock_
             "rows": 1,
             "last_seq": seq,
         }
-        return StreamEntry(stream_key, fields, 100)
+        return StreamEntry(stream_key, fields, 100, counter=(count_key, "stream_seq"))
 
     async def process(job: JobHandle) -> None:
         job.note_lag(lags.sample("cost", 1500))
@@ -194,6 +194,7 @@ async def test_a_cursor_save_carries_the_page_event_and_run_lag_and_a_lost_lock_
         await queue.close()
     entries: Any = await redis.xrange(stream_key)
     assert [fields["last_seq"] for _id, fields in entries] == ["1", "2", "3"]
+    assert [fields["stream_seq"] for _id, fields in entries] == ["1", "2", "3"]  # numbered
     lag_entries: Any = await redis.lrange(keys.lag_key(prefix, "cost"), 0, -1)
     assert [e.partition(":")[2] for e in lag_entries] == ["1500"]  # once, with the first save
     assert 0 < await redis.ttl(keys.lag_key(prefix, "cost"))

@@ -157,6 +157,9 @@ async def test_concurrent_writers_of_one_dataset_number_uniquely_in_commit_order
     ranges = sorted((e.last_seq - keys + 1, e.last_seq) for e in committed)
     assert all(a[1] < b[0] for a, b in itertools.pairwise(ranges))
     assert sorted(n for lo, hi in ranges for n in range(lo, hi + 1)) == seqs
+    # Each event names the last number before it, taken under the lock: the events chain.
+    events = sorted(committed, key=lambda e: e.last_seq)
+    assert [e.prev_seq for e in events] == [0, *(e.last_seq for e in events[:-1])]
 
 
 async def test_a_dataset_without_its_sequence_row_gets_one_and_the_page(

@@ -11,7 +11,7 @@ from wbsync.api import page
 from wbsync.api.auth import api_keys, require_key
 from wbsync.api.middleware import BodyGuard, RequestContext
 from wbsync.api.problems import install_handlers
-from wbsync.api.routes import cabinets, datasets, ops, wb
+from wbsync.api.routes import cabinets, datasets, discovery, ops, wb
 from wbsync.api.status import StatusReader
 from wbsync.runtime import Runtime
 
@@ -38,6 +38,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(cabinets.router, dependencies=guarded)
     app.include_router(wb.router, dependencies=guarded)
     app.include_router(datasets.router, dependencies=guarded)
+    app.include_router(discovery.router, dependencies=guarded)
     app.include_router(page.router)
     app.mount("/static", page.static_files(), name="static")
 

@@ -9,15 +9,19 @@
   KEYS[3..]  one key per letter of ARGV[3], in its order:
            t  the queue's (queue, minute) throughput hash (keys.throughput_key)
            l  the queue's list of recent lags (keys.lag_key)
+           n  the stream entry's counter (keys.change_count_key): INCR'd, and its new value
+              appended to the entry (as change_stream.lua does); only with s
            s  the change stream (keys.change_stream_key; another slot on a cluster, where the
               caller sends it apart)
 
   ARGV[1]  the caller's lock token
   ARGV[2]  the new data, JSON (stored in the hash's 'data' field, as BullMQ stores it)
-  ARGV[3]  the parts present: a string of the letters above, in the order t, l, s ('' for none)
+  ARGV[3]  the parts present: a string of the letters above, in the order t, l, n, s ('' for
+           none)
   ARGV[4..]  each part's arguments, in the same order:
            t  seconds the hash lives; the field to count; what to add (see throughput.lua)
            l  the entry '<started ms>:<lag ms>'; entries kept; seconds the list lives
+           n  the field that carries the entry's number
            s  MAXLEN (approximate); then field, value, field, value ... to the end
 
   Returns
@@ -31,7 +35,7 @@
 
 local parts = ARGV[3]
 local key, arg = 3, 4
-local throughput, lag, stream
+local throughput, lag, counter
 
 if string.find(parts, 't', 1, true) then
   throughput = {KEYS[key], ARGV[arg], ARGV[arg + 1], ARGV[arg + 2]}
@@ -41,10 +45,18 @@ if string.find(parts, 'l', 1, true) then
   lag = {KEYS[key], ARGV[arg], ARGV[arg + 1], ARGV[arg + 2]}
   key, arg = key + 1, arg + 3
 end
+if string.find(parts, 'n', 1, true) then
+  counter = {KEYS[key], ARGV[arg]}
+  key, arg = key + 1, arg + 1
+end
 if string.find(parts, 's', 1, true) then
   local fields = {}
   for i = arg + 1, #ARGV do
     fields[#fields + 1] = ARGV[i]
+  end
+  if counter then
+    fields[#fields + 1] = counter[2]
+    fields[#fields + 1] = redis.call('INCR', counter[1])
   end
   redis.call('XADD', KEYS[key], 'MAXLEN', '~', ARGV[arg], '*', unpack(fields))
 end

@@ -55,11 +55,13 @@ def encode(data: Mapping[str, Any]) -> str:
 @dataclass(frozen=True, slots=True)
 class StreamEntry:
     """One entry to append to a capped stream (``XADD key MAXLEN ~ maxlen * fields``) in the
-    call that saves a job's data."""
+    call that saves a job's data; ``counter`` (a key of the stream's hash tag, and a field)
+    numbers it: the key is incremented and the field carries its new value."""
 
     key: str
     fields: Mapping[str, str | int]
     maxlen: int
+    counter: tuple[str, str] | None = None
 
 
 class JobDataWriter:
@@ -106,6 +108,12 @@ class JobDataWriter:
         if entry is not None:
             if self._cluster:
                 _same_slot(entry.key, key)
+            if entry.counter is not None:
+                if self._cluster:
+                    _same_slot(entry.counter[0], key)
+                parts += "n"
+                script_keys.append(entry.counter[0])
+                extra.append(entry.counter[1])
             parts += "s"
             script_keys.append(entry.key)
             extra.append(entry.maxlen)

@@ -11,6 +11,7 @@ syncs and this registry.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -28,6 +29,7 @@ __all__ = [
     "TOMBSTONE_GRACE_DAYS",
     "Dataset",
     "DatasetKind",
+    "DatasetScope",
     "KeyField",
     "KeyKind",
     "KeyValue",
@@ -39,6 +41,8 @@ __all__ = [
 KeyKind = Literal["int", "str", "date"]
 KeyValue = int | str
 DatasetKind = Literal["snapshot", "stream"]
+#: Whose rows a dataset holds; a fleet-wide scope (rows the same for every seller) may follow.
+DatasetScope = Literal["cabinet"]
 DATASET_KINDS: tuple[DatasetKind, ...] = ("snapshot", "stream")
 
 #: PostgreSQL's longest identifier (NAMEDATALEN - 1): it cuts a longer table, column, index or
@@ -132,6 +136,11 @@ class Dataset:
     row (``Store.set_column``, ``store/columns.py``; the bids' ``last_write_error``). Storing
     WB's rows never writes them, so a row WB sends again keeps what was set. A plugin that adds
     one to a dataset whose table exists ships an Alembic branch that adds it (docs/extending.md).
+
+    ``data_schema``: a JSON Schema (an object schema, as a JSON-ready dict) of the rows WB sends,
+    what readers of the feed's ``data`` may rely on; the key fields' types are added to it
+    (``store/data_schema.py``) and ``GET /api/v1/datasets`` serves the result. None says only
+    that a row is an object with its key fields. It documents; rows are never checked against it.
     """
 
     name: str
@@ -141,6 +150,8 @@ class Dataset:
     retention_days: int | None = None
     tombstone_grace_days: int = TOMBSTONE_GRACE_DAYS
     columns: tuple[str, ...] = ()
+    # Left out of the hash: a dict is unhashable, and the name already tells datasets apart.
+    data_schema: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.kind not in DATASET_KINDS:
@@ -170,6 +181,23 @@ class Dataset:
                     f"characters, past PostgreSQL's {IDENTIFIER_MAX}; choose a shorter column"
                 )
         self._check_columns()
+        self._check_data_schema()
+
+    def _check_data_schema(self) -> None:
+        schema = self.data_schema
+        if schema is None:
+            return
+        if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+            raise StoreError(f"dataset {self.name}: data_schema must be a JSON object schema")
+        try:
+            json.dumps(schema, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"dataset {self.name}: data_schema is not JSON: {exc}") from None
+
+    @property
+    def scope(self) -> DatasetScope:
+        """Whose rows the dataset holds: ``"cabinet"``, each cabinet its own (every dataset today)."""
+        return "cabinet"
 
     def _check_columns(self) -> None:
         taken = {"cabinet_id", *STANDARD_COLUMNS, *(k.column for k in self.key)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger
+from wbsync.store.marks import WaterMarks, water_marks
 from wbsync.store.retention import PRUNE_BATCH_ROWS, Pruned, prune
 from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
@@ -111,6 +112,10 @@ class Store:
     ) -> AsyncIterator[ChangePage]:
         """Every page of ``dataset``'s feed from ``after`` to its end, ``batch`` rows each."""
         return iter_changes(self.database, dataset, after=after, cabinet_id=cabinet_id, batch=batch)
+
+    async def water_marks(self, datasets: Iterable[Dataset]) -> dict[str, WaterMarks]:
+        """Each dataset's feed ends (its last and its lowest present sequence numbers), by name."""
+        return await water_marks(self.database, datasets)
 
     async def prune(
         self,

@@ -66,6 +66,21 @@ ROWS = Dataset(
     # A run reads a window of the report, not every row the cabinet has: nothing is inferred
     # deleted (a "snapshot" dataset would tombstone the rows a complete run did not see).
     kind="stream",
+    # What readers of the feed may rely on in a row's data (GET /api/v1/datasets serves it,
+    # with the key fields' types added); rows are not checked against it.
+    data_schema={
+        "type": "object",
+        "properties": {
+            "dtBonus": {"type": "string", "format": "date-time"},
+            "nmId": {"type": "integer"},
+            "oldShkId": {"type": "integer"},
+            "newShkId": {"type": "integer"},
+            "oldSku": {"type": "string"},
+            "newSku": {"type": "string"},
+            "bonusSumm": {"type": "integer"},
+            "bonusType": {"type": "string"},
+        },
+    },
 )
 
 
