@@ -57,6 +57,7 @@ class Warehouse:
     def __init__(self, tmp: Path, url: str) -> None:
         self.path = tmp / "warehouse.duckdb"
         self.url = url
+        self.resources: set[str] = set()
         self.pipeline = dlt.pipeline(
             pipeline_name="wbsync_test",
             pipelines_dir=str(tmp / "dlt"),
@@ -68,7 +69,9 @@ class Warehouse:
         """One run; the changes it fetched per dataset."""
 
         def run() -> None:
-            self.pipeline.run(wbsync_source(self.url, API_KEY, datasets=list(DATASETS)))
+            source = wbsync_source(self.url, API_KEY)  # every dataset discovered
+            self.resources = set(source.resources)
+            self.pipeline.run(source)
 
         await asyncio.to_thread(run)
         counts = self.pipeline.last_trace.last_normalize_info.row_counts
@@ -99,6 +102,8 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     warehouse = Warehouse(tmp_path, feed_url)
 
     assert await warehouse.load() == {"stocks": 8, "orders": 4}
+    assert {"stocks", "orders", "finance_report", "bids"} <= warehouse.resources
+    assert warehouse.pipeline.default_schema.get_table("stocks")["write_disposition"] == "merge"
     assert await warehouse.assert_equal(store) == 12
 
     # Round 2: in the first cabinet 1 row updated and 2..4 tombstoned (0 unchanged, not sent);
