@@ -15,7 +15,7 @@ dlt", shows a pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import dlt
@@ -105,7 +105,7 @@ def _cabinet_changes(
     while True:
         page = api.page(cabinet, info.name, after)
         if page is None:
-            yield from _replace(info, cabinet, [])
+            yield from _stale_deletes(info, cabinet, set())
             cursors.pop(str(cabinet), None)
             return
         if isinstance(page, Gone):
@@ -138,22 +138,29 @@ def _key_type(value: object) -> TDataType:
 
 
 def _resync(api: FeedApi, info: DatasetInfo, cabinet: int) -> Generator[Any, None, str]:
-    """The cabinet's rows replaced by the resync's; returns the cursor to read on from."""
-    pages = list(api.resync(cabinet, info.name))
-    rows = [r for p in pages for r in p.rows]
-    for page in pages:
+    """The cabinet's rows replaced by the resync's; returns the cursor to read on from.
+
+    The snapshot's rows stream through page by page; only their keys are held, to tell which
+    loaded rows it lacks.
+    """
+    keep: set[tuple[Any, ...]] = set()
+    cursor = "0"
+    for page in api.resync(cabinet, info.name):
         if page.rows:
             yield _hinted(info, page)
-    yield from _replace(info, cabinet, rows)
-    return pages[-1].next
+        key = info.key or page.key
+        if key is not None:
+            keep.update(tuple(row[k] for k in key) for row in page.rows)
+        cursor = page.next
+    yield from _stale_deletes(info, cabinet, keep)
+    return cursor
 
 
-def _replace(info: DatasetInfo, cabinet: int, live: Iterable[dict[str, Any]]) -> Iterator[Any]:
-    """Deletes of the cabinet's loaded rows whose keys are not among ``live``'s."""
+def _stale_deletes(info: DatasetInfo, cabinet: int, keep: set[tuple[Any, ...]]) -> Iterator[Any]:
+    """Deletes of the cabinet's loaded rows whose keys are not in ``keep``."""
     key = info.key or _loaded_key(info.name)
     if key is None:
         return  # nothing of this dataset was loaded yet
-    keep = {tuple(row[k] for k in key) for row in live}
     gone = [k for k in _loaded_keys(info.name, cabinet, key) if k not in keep]
     if gone:
         deletes = [

@@ -77,8 +77,10 @@ def is_delete(change: dict[str, Any]) -> bool:
 
 
 def page_cursor(page: dict[str, Any]) -> str:
-    """The cursor to send as ``after`` for the page after ``page``, as an opaque string."""
-    return str(page["next"])
+    """The cursor to send as ``after`` for the page after ``page``, as an opaque string: the
+    ``<dataset>:<seq>`` token where the feed gives one (it refuses another dataset's), else
+    the bare ``next``."""
+    return str(page.get("cursor") or page["next"])
 
 
 def change_row(change: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +110,7 @@ def dataset_info(entry: dict[str, Any]) -> DatasetInfo:
 
 def resync_path(cabinet_id: int, dataset: str) -> str:
     """The route that answers a cabinet's live rows of a dataset and the cursor to go on from."""
-    return f"/api/v1/cabinets/{cabinet_id}/datasets/{quote(dataset, safe='')}/resync"
+    return f"/api/v1/cabinets/{cabinet_id}/datasets/{quote(dataset, safe='')}/snapshot"
 
 
 def _feed_path(cabinet_id: int, dataset: str) -> str:
@@ -176,16 +178,18 @@ class FeedApi:
         return _page(reply.json())
 
     def resync(self, cabinet_id: int, dataset: str) -> Iterator[FeedPage]:
-        """The cabinet's live rows of a dataset, page by page; the last page's ``next`` is the
-        cursor to read the feed on from."""
-        after = "0"
+        """The cabinet's live rows of a dataset as of one sequence number, page by page; the
+        last page's ``next`` is the feed cursor to read on from (the snapshot's ``resume``)."""
+        params: dict[str, Any] = {"after": "0", "limit": FEED_PAGE_ROWS}
         while True:
-            reply = self._get(resync_path(cabinet_id, dataset), {"after": after})
-            page = _page(reply.json())
-            yield page
-            if not page.more:
+            body = self._get(resync_path(cabinet_id, dataset), params).json()
+            rows = [change_row(c) for c in body["changes"]]
+            key = tuple(body["changes"][0]["key"]) if body["changes"] else None
+            if not body["more"]:
+                yield FeedPage(rows, key, str(body["resume"]), False)
                 return
-            after = page.next
+            yield FeedPage(rows, key, str(body["next"]), True)
+            params = {"at": body["at"], "after": body["next"], "limit": FEED_PAGE_ROWS}
 
 
 def _problem(reply: requests.Response) -> dict[str, Any]:
