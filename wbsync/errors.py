@@ -28,7 +28,10 @@
     ├── StoreError                   the database refused or lost an operation
     │   ├── StoreUnavailableError    the database could not be reached (down, restarting, locked)
     │   ├── CabinetNotFoundError     no cabinet of that name or id
-    │   └── FeedCursorError          a change-feed cursor is malformed or beyond the feed's end
+    │   └── FeedCursorError          a change-feed cursor is empty, malformed, another dataset's
+    │       │                        or beyond the feed's end (``reason`` says which)
+    │       └── FeedCursorGoneError  a cursor below the feed's low-water mark: deletes after it
+    │                                were pruned; resynchronise (``low_water``)
     ├── QueueError                   the job queue refused an operation
     │   └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
     ├── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
@@ -59,6 +62,7 @@ __all__ = [
     "ConfigError",
     "FailureBudgetExhausted",
     "FeedCursorError",
+    "FeedCursorGoneError",
     "JobLockLostError",
     "LoaderError",
     "MalformedJobError",
@@ -263,7 +267,24 @@ class CabinetNotFoundError(StoreError):
 
 
 class FeedCursorError(StoreError):
-    """A change-feed cursor (``after``) that is not a sequence number the feed has given out."""
+    """A change-feed cursor (``after``) that is not a sequence number the feed has given out.
+
+    ``reason``: ``empty``, ``malformed``, ``other-dataset``, ``future`` (beyond the feed's end),
+    ``limit`` (a page size out of range) or ``gone`` (:class:`FeedCursorGoneError`).
+    """
+
+    def __init__(self, message: str, *, reason: str = "malformed") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class FeedCursorGoneError(FeedCursorError):
+    """A cursor below the feed's low-water mark: tombstones after it were pruned, so the feed
+    from it would miss deletes. ``low_water`` is the lowest cursor still complete."""
+
+    def __init__(self, message: str, *, low_water: int) -> None:
+        super().__init__(message, reason="gone")
+        self.low_water = low_water
 
 
 class QueueError(WbSyncError):

@@ -59,6 +59,8 @@ class Pruner:
                         pruned.expired,
                         pruned.tombstones,
                     )
+            # Any leader may: the removal's batches lock, and a record goes once.
+            await self._store.finish_removals()
         except WbSyncError as exc:  # the database hiccuped: the next pass tries again
             log.warning("retention pass failed: %s", exc)
         self.passes += 1

@@ -31,11 +31,17 @@ async def test_add_get_list_deactivate_remove(store: Store) -> None:
     assert [c.name for c in await store.cabinets.list(active_only=True)] == ["shop"]
     assert (await store.cabinets.set_active(other.id, True)).active
 
-    await store.cabinets.remove("other")
+    removed = await store.cabinets.remove("other")
+    assert removed.removed_at is not None and not removed.active
     with pytest.raises(CabinetNotFoundError):
         await store.cabinets.get(other.id)
-    with pytest.raises(CabinetNotFoundError):
-        await store.cabinets.remove("other")
+    assert [c.name for c in await store.cabinets.list()] == ["shop"]
+    # Its record stays for its feed (by id, or the name it had) and a resumed removal.
+    assert (await store.cabinets.get(other.id, removed=True)).id == other.id
+    assert (await store.cabinets.get("other", removed=True)).id == other.id
+    assert (await store.cabinets.remove("other")).removed_at == removed.removed_at
+    # Its name is free again.
+    assert (await store.cabinets.add("other", "new-token", "sid-2")).id != other.id
     with pytest.raises(CabinetNotFoundError):
         await store.cabinets.deactivate("ghost")
 

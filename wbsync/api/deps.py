@@ -14,9 +14,11 @@ from wbsync.store.schema import CABINET_ID_MAX
 
 __all__ = [
     "CabinetDep",
+    "FeedCabinetDep",
     "RuntimeDep",
     "StatusQueryDep",
     "get_cabinet",
+    "get_feed_cabinet",
     "get_runtime",
     "status_query",
     "status_reader",
@@ -41,6 +43,18 @@ async def get_cabinet(
 
 
 CabinetDep = Annotated[Cabinet, Depends(get_cabinet)]
+
+
+async def get_feed_cabinet(
+    runtime: Annotated[Runtime, Depends(get_runtime)],
+    cabinet_id: Annotated[int, Path(ge=1, le=CABINET_ID_MAX)],
+) -> Cabinet:
+    """The cabinet of the path's id, a removed one too (its feed answers until its tombstones
+    are pruned); 404 when there is none."""
+    return await runtime.store.cabinets.get(cabinet_id, removed=True)
+
+
+FeedCabinetDep = Annotated[Cabinet, Depends(get_feed_cabinet)]
 
 
 def status_reader(request: Request) -> StatusReader:

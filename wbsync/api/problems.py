@@ -93,6 +93,7 @@ _WHY = {
     404: "No such cabinet, queue or route.",
     409: "Conflict: a live job, an inactive cabinet, a taken name, or a token that cannot call "
     "the method.",
+    410: "A feed cursor below the dataset's low-water mark: resynchronise (docs/data.md).",
     413: "Request body over the limit (64 KiB).",
     422: "Invalid path, query or body value.",
     429: "Rate limit window too long to wait; see Retry-After.",

@@ -12,7 +12,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from wbsync.cli.running import EXIT_CONFIG, EXIT_FAILED, fail, open_store, run_async
+from wbsync.cli.running import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    configured_settings,
+    fail,
+    open_store,
+    run_async,
+)
 from wbsync.errors import WbSyncError
 
 app = typer.Typer(help="Manage cabinets (seller accounts and their WB tokens).")
@@ -209,12 +216,21 @@ def cabinets_list(
 def cabinets_remove(
     ref: Annotated[str, typer.Argument(help="The cabinet's id or name.")],
 ) -> None:
-    """Remove a cabinet and everything stored for it."""
+    """Remove a cabinet: its rows become deletes in the change feed (tombstones, pruned after
+    their grace with the cabinet's record). Run it again to finish an interrupted removal."""
 
     async def go() -> None:
-        async with open_store() as store:
-            await store.cabinets.remove(cabinet_ref(ref))
-        typer.echo(f"removed cabinet {ref}")
+        settings = configured_settings()
+        if settings.redis_url is None:  # the feed has the deletes; the stream's doorbell not
+            typer.echo("WBSYNC_REDIS_URL is not set: no change stream events sent", err=True)
+            async with open_store() as store:
+                cabinet = await store.remove_cabinet(cabinet_ref(ref))
+        else:
+            from wbsync.runtime import open_runtime
+
+            async with open_runtime(settings) as runtime:
+                cabinet = await runtime.store.remove_cabinet(cabinet_ref(ref))
+        typer.echo(f"removed cabinet {ref} (id {cabinet.id}): its rows are tombstoned")
 
     run_async(go)
 

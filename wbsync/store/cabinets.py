@@ -18,7 +18,15 @@ from wbsync.store.crypto import TokenCipher
 from wbsync.store.db import Database
 from wbsync.store.schema import CABINET_ID_MAX, cabinets, key_checks, sync_cursors, utcnow
 
-__all__ = ["AddManyResult", "Cabinet", "CabinetRef", "CabinetRepository", "NewCabinet"]
+__all__ = [
+    "REMOVED_PREFIX",
+    "AddManyResult",
+    "Cabinet",
+    "CabinetRef",
+    "CabinetRepository",
+    "NewCabinet",
+    "removed_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,9 @@ class Cabinet:
     created_at: datetime
     _sealed: str = field(repr=False, compare=False)
     _cipher: TokenCipher = field(repr=False, compare=False)
+    removed_at: datetime | None = None
+    """When the cabinet was removed (None: it was not): its record stays, hidden from
+    listings and syncing, until its tombstones are pruned."""
 
     @property
     def sealed_token(self) -> str:
@@ -112,6 +123,7 @@ class CabinetRepository:
             created_at=values["created_at"],
             _sealed=values["token_encrypted"],
             _cipher=self._cipher,
+            removed_at=values["removed_at"],
         )
 
     async def verify_key(self) -> None:
@@ -133,7 +145,7 @@ class CabinetRepository:
     async def _check_key(self, conn: AsyncConnection) -> None:
         sealed = await conn.scalar(select(key_checks.c.sealed).where(key_checks.c.id == _CHECK_ID))
         if sealed is None:  # tokens stored before the check existed: one of them decides
-            sealed = await conn.scalar(select(cabinets.c.token_encrypted).limit(1))
+            sealed = await conn.scalar(select(cabinets.c.token_encrypted).where(_LIVE).limit(1))
             if sealed is not None and not self._cipher.opens(sealed):
                 raise ConfigError(_WRONG_KEY)
             await _write_check(conn, self._cipher)
@@ -151,7 +163,8 @@ class CabinetRepository:
             raise ConfigError("the new secret key is empty; give a long random string")
         async with self._db.transaction() as conn:
             await self._verify_key(conn)
-            rows = (await conn.execute(select(cabinets.c.id, cabinets.c.token_encrypted))).all()
+            tokens = select(cabinets.c.id, cabinets.c.token_encrypted).where(_LIVE)
+            rows = (await conn.execute(tokens)).all()
             for row in rows:
                 resealed = new.encrypt(self._cipher.decrypt(row.token_encrypted))
                 await conn.execute(
@@ -238,8 +251,8 @@ class CabinetRepository:
         return AddManyResult(added=sorted(added, key=lambda c: c.id), skipped=skipped)
 
     async def list(self, *, active_only: bool = False) -> builtins.list[Cabinet]:
-        """Every cabinet (or only the active ones), by id."""
-        query = select(cabinets).order_by(cabinets.c.id)
+        """Every cabinet not removed (or only the active ones), by id."""
+        query = select(cabinets).where(_LIVE).order_by(cabinets.c.id)
         if active_only:
             query = query.where(cabinets.c.active.is_(True))
         async with self._db.connection() as conn:
@@ -247,22 +260,28 @@ class CabinetRepository:
             return [self._record(row) for row in result]
 
     async def many(self, ids: Sequence[int]) -> builtins.list[Cabinet]:
-        """The cabinets of these ids that exist, by id."""
+        """The cabinets of these ids that exist (and were not removed), by id."""
         if not ids:
             return []
-        query = select(cabinets).where(cabinets.c.id.in_(list(ids))).order_by(cabinets.c.id)
+        query = select(cabinets).where(cabinets.c.id.in_(list(ids)), _LIVE).order_by(cabinets.c.id)
         async with self._db.connection() as conn:
             result = await conn.execute(query)
             return [self._record(row) for row in result]
 
-    async def get(self, ref: CabinetRef) -> Cabinet:
-        """The cabinet of that id or name; CabinetNotFoundError if there is none."""
+    async def get(self, ref: CabinetRef, *, removed: bool = False) -> Cabinet:
+        """The cabinet of that id or name; CabinetNotFoundError if there is none.
+
+        A removed cabinet is found only with ``removed`` (by its id, or the name it had).
+        """
         row: Any = None
         if _possible_id(ref):  # a job's read: a statement built once, through the driver
-            found = await self._db.fetch(_BY_ID, {"cabinet_id": ref})
+            found = await self._db.fetch(_BY_ID_ANY if removed else _BY_ID, {"cabinet_id": ref})
             row = found[0] if found else None
+        elif removed:
+            query = select(cabinets).where(_match(ref) | _removed_name(ref)).limit(1)
+            row = (await self._db.execute(query.order_by(cabinets.c.id.desc()))).first()
         else:
-            row = (await self._db.execute(select(cabinets).where(_match(ref)))).one_or_none()
+            row = (await self._db.execute(select(cabinets).where(_live(ref)))).one_or_none()
         if row is None:
             raise CabinetNotFoundError(f"no cabinet {ref!r}")
         return self._record(row)
@@ -271,7 +290,7 @@ class CabinetRepository:
         """Mark a cabinet active or inactive (inactive cabinets are not synced)."""
         async with self._db.transaction() as conn:
             result = await conn.execute(
-                update(cabinets).where(_match(ref)).values(active=active).returning(*cabinets.c)
+                update(cabinets).where(_live(ref)).values(active=active).returning(*cabinets.c)
             )
             row = result.one_or_none()
         if row is None:
@@ -286,7 +305,7 @@ class CabinetRepository:
         """
         sealed = self._cipher.encrypt(token)
         async with self._db.transaction() as conn:
-            current = (await conn.execute(select(cabinets).where(_match(ref)))).one_or_none()
+            current = (await conn.execute(select(cabinets).where(_live(ref)))).one_or_none()
             if current is None:
                 raise CabinetNotFoundError(f"no cabinet {ref!r}")
             await self._check_key(conn)
@@ -314,7 +333,7 @@ class CabinetRepository:
             if taken is not None:
                 raise StoreError(f"cabinet {name!r} already exists")
             result = await conn.execute(
-                update(cabinets).where(_match(ref)).values(name=name).returning(*cabinets.c)
+                update(cabinets).where(_live(ref)).values(name=name).returning(*cabinets.c)
             )
             row = result.one_or_none()
         if row is None:
@@ -326,20 +345,71 @@ class CabinetRepository:
         """Stop syncing a cabinet, keeping its data."""
         return await self.set_active(ref, False)
 
-    async def remove(self, ref: CabinetRef) -> None:
-        """Delete a cabinet and, by cascade, its cursors, synced rows and logs."""
+    async def remove(self, ref: CabinetRef) -> Cabinet:
+        """Mark a cabinet removed: inactive, gone from listings, jobs and its name (free for a
+        new cabinet), its record kept; the removed cabinet.
+
+        Its rows are not touched here: ``Store.remove_cabinet`` tombstones them (each a change
+        in the feed) and the retention pass finishes an interrupted removal and deletes the
+        record once its tombstones are pruned. A removed cabinet is found again (by its id or
+        the name it had), so a removal can be resumed.
+        """
+        found = await self.get(ref, removed=True)
+        if found.removed_at is not None:
+            return found
         async with self._db.transaction() as conn:
             result = await conn.execute(
-                delete(cabinets).where(_match(ref)).returning(cabinets.c.name)
+                update(cabinets)
+                .where(cabinets.c.id == found.id, cabinets.c.removed_at.is_(None))
+                # The token goes: nothing will call WB for it again, and a new secret key may
+                # start afresh once no live cabinet holds a token.
+                .values(
+                    active=False, removed_at=utcnow(), name=removed_name(found), token_encrypted=""
+                )
+                .returning(*cabinets.c)
             )
-            name = result.scalar_one_or_none()
-        if name is None:
-            raise CabinetNotFoundError(f"no cabinet {ref!r}")
-        log.info("cabinet %r removed", name)
+            row = result.one_or_none()
+        if row is None:  # removed meanwhile
+            return await self.get(found.id, removed=True)
+        log.info("cabinet %r removed (id %d)", found.name, found.id)
+        return self._record(row)
+
+    async def removed(self) -> builtins.list[Cabinet]:
+        """The removed cabinets whose records remain, by id."""
+        query = select(cabinets).where(cabinets.c.removed_at.is_not(None)).order_by(cabinets.c.id)
+        async with self._db.connection() as conn:
+            return [self._record(row) for row in await conn.execute(query)]
+
+    async def forget(self, cabinet_id: int) -> bool:
+        """Delete a removed cabinet's record (and, by cascade, its cursors, runs and logs);
+        whether it was there. The caller has checked that no dataset holds a row of it."""
+        async with self._db.transaction() as conn:
+            result = await conn.execute(
+                delete(cabinets).where(
+                    cabinets.c.id == cabinet_id, cabinets.c.removed_at.is_not(None)
+                )
+            )
+        return bool(result.rowcount)
+
+
+REMOVED_PREFIX = "removed-"
+"""A removed cabinet's name is ``removed-<id>: <its name>``: its own name is free again."""
+
+
+def removed_name(cabinet: Cabinet) -> str:
+    """The name a removed cabinet keeps (cut to the column's 200 characters)."""
+    return f"{REMOVED_PREFIX}{cabinet.id}: {cabinet.name}"[:200]
+
+
+def _removed_name(ref: CabinetRef) -> ColumnElement[bool]:
+    if isinstance(ref, int) or "\x00" in ref:
+        return false()
+    return cabinets.c.name.like(f"{REMOVED_PREFIX}%: " + ref.replace("%", "_"))
 
 
 async def _count(conn: AsyncConnection) -> int:
-    return int(await conn.scalar(select(func.count()).select_from(cabinets)) or 0)
+    query = select(func.count()).select_from(cabinets).where(_LIVE)
+    return int(await conn.scalar(query) or 0)
 
 
 async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
@@ -351,8 +421,13 @@ async def _write_check(conn: AsyncConnection, cipher: TokenCipher) -> None:
     )
 
 
-_BY_ID = select(cabinets).where(cabinets.c.id == bindparam("cabinet_id"))
-"""A cabinet by its id, built once (see ``_WITH_CURSOR``)."""
+_LIVE = cabinets.c.removed_at.is_(None)
+
+_BY_ID_ANY = select(cabinets).where(cabinets.c.id == bindparam("cabinet_id"))
+"""A cabinet by its id, removed or not, built once (see ``_WITH_CURSOR``)."""
+
+_BY_ID = _BY_ID_ANY.where(_LIVE)
+"""A cabinet not removed by its id, built once."""
 
 _WITH_CURSOR = (
     select(cabinets, sync_cursors.c.cursor)
@@ -363,10 +438,11 @@ _WITH_CURSOR = (
             & (sync_cursors.c.sync == bindparam("sync")),
         )
     )
-    .where(cabinets.c.id == bindparam("cabinet_id"))
+    .where(cabinets.c.id == bindparam("cabinet_id"), _LIVE)
 )
-"""A cabinet joined with one sync's cursor; built once, so SQLAlchemy finds its compiled form
-without computing the statement's cache key (a statement built per call cost ~0.2 ms a job)."""
+"""A cabinet (not removed) joined with one sync's cursor; built once, so SQLAlchemy finds its
+compiled form without computing the statement's cache key (a statement built per call cost
+~0.2 ms a job)."""
 
 
 def _possible_id(ref: CabinetRef) -> bool:
@@ -375,6 +451,10 @@ def _possible_id(ref: CabinetRef) -> bool:
     if isinstance(ref, bool):
         raise TypeError("a cabinet reference is an id (int) or a name (str)")
     return isinstance(ref, int) and 1 <= ref <= CABINET_ID_MAX
+
+
+def _live(ref: CabinetRef) -> ColumnElement[bool]:
+    return _match(ref) & _LIVE
 
 
 def _match(ref: CabinetRef) -> ColumnElement[bool]:

@@ -8,7 +8,10 @@ thresholds (by default a table is vacuumed once a fifth of it is dead: a dataset
 400 a day would grow by a fifth before it) and with autovacuum off; the size of a table at its
 retention stays flat. Pruning is not a
 change at WB: it takes no sequence number and is not in the change feed (a reader keeps its own
-history as long as it likes; a reader lagging more than a tombstone's grace misses the delete).
+history as long as it likes). A pruned tombstone raises the feed's low-water mark
+(``wb_change_sequences.low_seq``) to its number, so a reader lagging more than a tombstone's
+grace is told (``FeedCursorGoneError``, HTTP 410) instead of missing the delete; rows pruned
+past their retention do not (they are not in the feed).
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, tuple_
+from sqlalchemy import bindparam, case, delete, select, tuple_, update
 
 from wbsync.store.datasets import DATASETS, Dataset, dataset
 from wbsync.store.db import Database
-from wbsync.store.schema import dataset_table
+from wbsync.store.schema import change_sequences, dataset_table
 
 __all__ = ["PRUNE_BATCH_ROWS", "Pruned", "prune"]
 
@@ -67,11 +70,32 @@ async def _delete(database: Database, ds: Dataset, condition: object, batch: int
     table = dataset_table(ds)
     key = tuple_(table.c.cabinet_id, *(table.c[k.column] for k in ds.key))
     chosen = select(*key.clauses).where(condition).limit(batch)  # type: ignore[arg-type]
-    statement = delete(table).where(key.in_(chosen))
+    statement = (
+        delete(table)
+        .where(key.in_(chosen))
+        .returning(case((table.c.deleted_at.is_not(None), table.c.seq), else_=None))
+    )
     total = 0
     while True:
         async with database.transaction() as conn:
-            deleted = (await conn.execute(statement)).rowcount
+            tombstones = [seq for seq in (await conn.scalars(statement)).all()]
+            deleted = len(tombstones)
+            # A reader below a pruned tombstone's number would miss its delete: the feed's
+            # low-water mark rises past it in the same transaction (a reader checks the mark
+            # after reading its rows, so it sees the rise whenever it misses the row).
+            pruned = [int(seq) for seq in tombstones if seq is not None]
+            if pruned:
+                await conn.execute(_RAISE_LOW, {"name": ds.name, "low": max(pruned)})
         total += deleted
         if deleted < batch:
             return total
+
+
+_RAISE_LOW = (
+    update(change_sequences)
+    .where(
+        change_sequences.c.dataset == bindparam("name"),
+        change_sequences.c.low_seq < bindparam("low"),
+    )
+    .values(low_seq=bindparam("low"))
+)

@@ -228,6 +228,7 @@ class RunRepository:
                 func.coalesce(runs.c.disabled_methods, 0).label("disabled_methods"),
             )
             .select_from(cabinets.outerjoin(runs, runs.c.cabinet_id == cabinets.c.id))
+            .where(cabinets.c.removed_at.is_(None))  # removed: not the status page's
             .order_by(cabinets.c.id)
         )
         async with self._db.connection() as conn:

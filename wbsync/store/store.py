@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from wbsync.store.cabinets import CabinetRepository
+from wbsync.store.cabinets import Cabinet, CabinetRef, CabinetRepository
 from wbsync.store.changes import (
     FEED_PAGE_MAX,
     ChangeListener,
     ChangePage,
+    SnapshotPage,
     iter_changes,
     read_changes,
+    read_snapshot,
 )
 from wbsync.store.columns import read_column, set_column
 from wbsync.store.crypto import TokenCipher
@@ -21,12 +24,15 @@ from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger
 from wbsync.store.marks import WaterMarks, water_marks
+from wbsync.store.removal import finish_removals, tombstone_cabinet
 from wbsync.store.retention import PRUNE_BATCH_ROWS, Pruned, prune
 from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
 from wbsync.store.snapshots import SnapshotRepository
 
 __all__ = ["Store"]
+
+log = logging.getLogger(__name__)
 
 
 class Store:
@@ -93,20 +99,36 @@ class Store:
         self,
         dataset: str | Dataset,
         *,
-        after: int = 0,
+        after: int | str = 0,
         cabinet_id: int | None = None,
         limit: int = FEED_PAGE_MAX,
     ) -> ChangePage:
-        """One page of ``dataset``'s change feed after sequence number ``after``."""
+        """One page of ``dataset``'s change feed after ``after`` (a sequence number or a
+        ``<dataset>:<seq>`` cursor, see :mod:`wbsync.store.changes`)."""
         return await read_changes(
             self.database, dataset, after=after, cabinet_id=cabinet_id, limit=limit
+        )
+
+    async def snapshot(
+        self,
+        dataset: str | Dataset,
+        *,
+        at: int | str | None = None,
+        after: int | str = 0,
+        cabinet_id: int | None = None,
+        limit: int = FEED_PAGE_MAX,
+    ) -> SnapshotPage:
+        """One page of a consistent snapshot of ``dataset``'s live rows as of ``at`` (the
+        feed's end when None): how a reader below the low-water mark resynchronises."""
+        return await read_snapshot(
+            self.database, dataset, at=at, after=after, cabinet_id=cabinet_id, limit=limit
         )
 
     def iter_changes(
         self,
         dataset: str | Dataset,
         *,
-        after: int = 0,
+        after: int | str = 0,
         cabinet_id: int | None = None,
         batch: int = FEED_PAGE_MAX,
     ) -> AsyncIterator[ChangePage]:
@@ -126,6 +148,20 @@ class Store:
     ) -> list[Pruned]:
         """One retention pass as of ``now`` (see :mod:`wbsync.store.retention`)."""
         return await prune(self.database, now, datasets=datasets, batch=batch)
+
+    async def remove_cabinet(self, ref: CabinetRef) -> Cabinet:
+        """Remove a cabinet (``CabinetRepository.remove``) and tombstone its rows, each a
+        change in the feed, in bounded batches (:mod:`wbsync.store.removal`); a removal
+        interrupted before is resumed. The removed cabinet."""
+        cabinet = await self.cabinets.remove(ref)
+        count = await tombstone_cabinet(self.database, self._rows, cabinet.id)
+        log.info("cabinet %d: %d rows tombstoned by its removal", cabinet.id, count)
+        return cabinet
+
+    async def finish_removals(self) -> int:
+        """Finish the removed cabinets' removals (see :func:`finish_removals`); how many
+        records were deleted (their tombstones all pruned)."""
+        return await finish_removals(self.database, self.cabinets, self._rows)
 
     async def set_column(
         self,
