@@ -103,5 +103,5 @@ async def _tombstone_batch(
         await conn.execute(tombstone_statement(ds), params)
         last = locked.last + len(keys)
         await advance_sequence(conn, ds.name, last, now)
-    await rows.notify(ChangeEvent(ds.name, cabinet_id, len(keys), last))
+    await rows.notify(ChangeEvent(ds.name, cabinet_id, len(keys), last, prev_seq=locked.last))
     return len(keys)
