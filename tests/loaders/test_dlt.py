@@ -10,16 +10,20 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.api import API_KEY
+from tests.support.api import API_KEY, AUTH
+from wbsync import clock
+from wbsync.extend import TOMBSTONE_GRACE_DAYS
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, Store
 
 dlt = pytest.importorskip("dlt")
+requests = pytest.importorskip("requests")
 duckdb = pytest.importorskip("duckdb")
 
 from wbsync.loaders.dlt import wbsync_source  # noqa: E402  (needs the dlt extra)
@@ -118,11 +122,33 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
 
     assert await warehouse.load() == {"stocks": 0, "orders": 0}
 
-    # A removed cabinet: its rows leave the warehouse.
-    await store.cabinets.remove(first.id)
-    await warehouse.load()
+    # A removed cabinet: its rows arrive as deletes and leave the warehouse.
+    await store.remove_cabinet(first.id)
+    assert await warehouse.load() == {"stocks": 2, "orders": 4}
     assert await warehouse.assert_equal(store) == 5
     assert _loaded(warehouse.path, "orders", ["srid"]) == {}
+
+    # Changes the loader has not read, whose tombstones are then pruned: its stocks cursors
+    # fall below the low-water mark (410), and it resyncs each cabinet from its snapshot.
+    await store.snapshots.begin("stocks", second.id)
+    await store.write("stocks", second.id, [_stock(0, 5), *map(_stock, (1, 2), (2, 2))], seen=True)
+    await store.snapshots.complete("stocks", second.id)  # 0 updated, 3 and 4 tombstoned
+    later = clock.calendar_now() + timedelta(days=TOMBSTONE_GRACE_DAYS + 1)
+    await store.prune(later, datasets=("stocks",))
+    gone = await _raw_get(feed_url, f"/api/v1/cabinets/{second.id}/datasets/stocks?after=1")
+    assert gone == 410
+    # The snapshot's 3 live rows, and deletes of the 2 loaded rows it lacks.
+    assert await warehouse.load() == {"stocks": 3 + 2, "orders": 0}
+    assert await warehouse.assert_equal(store) == 3
+    assert await warehouse.load() == {"stocks": 0, "orders": 0}  # read on from the snapshot
+
+
+async def _raw_get(base_url: str, path: str) -> int:
+    def get() -> int:
+        reply = requests.get(base_url + path, headers=AUTH, timeout=10)
+        return int(reply.status_code)
+
+    return await asyncio.to_thread(get)
 
 
 async def test_the_url_and_key_may_come_from_dlts_config(
