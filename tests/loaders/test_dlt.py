@@ -121,6 +121,10 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     assert await warehouse.assert_equal(store) == 2 + 5 + 4
 
     assert await warehouse.load() == {"stocks": 0, "orders": 0}
+    # Nothing was written since: the feeds' high-water marks are the ones the last run read.
+    stocks = warehouse.pipeline.state["sources"]["wbsync"]["resources"]["stocks"]
+    assert stocks["high"] == await _high(feed_url, "stocks")
+    assert set(stocks["cursors"]) == {str(first.id), str(second.id)}
 
     # A removed cabinet: its rows arrive as deletes and leave the warehouse.
     await store.remove_cabinet(first.id)
@@ -141,6 +145,24 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     assert await warehouse.load() == {"stocks": 3 + 2, "orders": 0}
     assert await warehouse.assert_equal(store) == 3
     assert await warehouse.load() == {"stocks": 0, "orders": 0}  # read on from the snapshot
+
+    # Once its tombstones are pruned, the removed cabinet is forgotten: its feed is a 404, and
+    # the loader drops its cursor.
+    await store.prune(later)
+    assert await store.finish_removals() == 1
+    await store.upsert("stocks", second.id, [_stock(7, 7)])
+    assert await warehouse.load() == {"stocks": 1, "orders": 0}
+    assert await warehouse.assert_equal(store) == 4
+    stocks = warehouse.pipeline.state["sources"]["wbsync"]["resources"]["stocks"]
+    assert set(stocks["cursors"]) == {str(second.id)}
+
+
+async def _high(base_url: str, name: str) -> int:
+    def get() -> int:
+        reply = requests.get(f"{base_url}/api/v1/datasets/{name}", headers=AUTH, timeout=10)
+        return int(reply.json()["high_water_mark"])
+
+    return await asyncio.to_thread(get)
 
 
 async def _raw_get(base_url: str, path: str) -> int:

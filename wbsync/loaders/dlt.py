@@ -15,7 +15,8 @@ dlt", shows a pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+import functools
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import dlt
@@ -52,8 +53,10 @@ def wbsync_source(
     api = FeedApi(
         Client(request_timeout=REQUEST_TIMEOUT_S, raise_for_status=False).session, base_url, api_key
     )
+    listed = functools.cache(api.cabinets)  # one listing for every dataset of the run
+    wanted = (lambda: list(cabinets)) if cabinets is not None else listed
     for info in _datasets(api, datasets):
-        yield _resource(api, info, cabinets)
+        yield _resource(api, info, wanted, follow_removed=cabinets is None)
 
 
 def _datasets(api: FeedApi, names: Sequence[str] | None) -> list[DatasetInfo]:
@@ -75,9 +78,11 @@ def _primary_key(key: Sequence[str]) -> list[str]:
     return ["cabinet_id", *key]
 
 
-def _resource(api: FeedApi, info: DatasetInfo, cabinets: Sequence[int] | None) -> DltResource:
+def _resource(
+    api: FeedApi, info: DatasetInfo, wanted: Callable[[], list[int]], *, follow_removed: bool
+) -> DltResource:
     resource = dlt.resource(
-        _changes(api, info, cabinets),
+        _changes(api, info, wanted, follow_removed=follow_removed),
         name=info.name,
         write_disposition={"disposition": "merge", "strategy": "delete-insert"},
         columns=COLUMNS,
@@ -87,15 +92,33 @@ def _resource(api: FeedApi, info: DatasetInfo, cabinets: Sequence[int] | None) -
     return resource
 
 
-def _changes(api: FeedApi, info: DatasetInfo, cabinets: Sequence[int] | None) -> Iterator[Any]:
+def _changes(
+    api: FeedApi, info: DatasetInfo, wanted: Callable[[], list[int]], *, follow_removed: bool
+) -> Iterator[Any]:
     """Every cabinet's changes of one dataset since the cursors in the resource's state."""
-    cursors: dict[str, str] = dlt.current.resource_state().setdefault("cursors", {})
-    wanted = list(cabinets) if cabinets is not None else api.cabinets()
+    state = dlt.current.resource_state()
+    cursors: dict[str, str] = state.setdefault("cursors", {})
+    listed = wanted()
+    if _unchanged(info, state, cursors, listed):
+        return
     # A cabinet read before and gone from the list now is read once more: the API answers
     # its deletes, or a 404 that deletes its rows here.
-    known = [int(c) for c in cursors if cabinets is None and int(c) not in wanted]
-    for cabinet in sorted({*wanted, *known}):
+    removed = [int(c) for c in cursors if follow_removed and int(c) not in listed]
+    for cabinet in sorted({*listed, *removed}):
         yield from _cabinet_changes(api, info, cabinet, cursors)
+    if info.high is not None:
+        state["high"] = info.high
+
+
+def _unchanged(
+    info: DatasetInfo, state: dict[str, Any], cursors: dict[str, str], listed: list[int]
+) -> bool:
+    """Whether the dataset's feed is where the last run found it (its high-water mark, as
+    discovery gives it, is the one read then) and every cabinet wanted now was read then: no
+    request to make. Sequence numbers only grow, so an equal mark means no write since."""
+    if info.high is None or state.get("high") != info.high:
+        return False
+    return all(str(c) in cursors for c in listed)
 
 
 def _cabinet_changes(

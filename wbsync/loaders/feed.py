@@ -45,10 +45,12 @@ ROW_COLUMNS = ("cabinet_id", "seq", "changed_at", "deleted", "data")
 
 @dataclass(frozen=True, slots=True)
 class DatasetInfo:
-    """A dataset to load: its name and key columns (``None``: read them off its first change)."""
+    """A dataset to load: its name, key columns (``None``: read them off its first change) and
+    its feed's high-water mark when discovery gave one."""
 
     name: str
     key: tuple[str, ...] | None = None
+    high: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +104,12 @@ def change_row(change: dict[str, Any]) -> dict[str, Any]:
 def dataset_info(entry: dict[str, Any]) -> DatasetInfo:
     """One entry of ``GET /api/v1/datasets`` as a DatasetInfo."""
     fields = entry.get("key_fields", entry.get("key"))
+    high = entry.get("high_water_mark")
+    high = None if high is None else int(high)
     if fields is None:
-        return DatasetInfo(str(entry["name"]))
+        return DatasetInfo(str(entry["name"]), None, high)
     names = [f if isinstance(f, str) else f.get("column", f.get("name")) for f in fields]
-    return DatasetInfo(str(entry["name"]), tuple(str(n) for n in names))
+    return DatasetInfo(str(entry["name"]), tuple(str(n) for n in names), high)
 
 
 def resync_path(cabinet_id: int, dataset: str) -> str:
