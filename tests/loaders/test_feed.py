@@ -46,3 +46,9 @@ async def test_a_refused_request_is_a_loader_error_naming_the_route(feed_url: st
 def test_wbsync_without_the_extra_never_imports_dlt() -> None:
     probe = "import sys, wbsync.loaders.feed, wbsync.cli; assert 'dlt' not in sys.modules"
     subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True)
+
+
+def test_the_dlt_module_exports_the_source_alone_documented() -> None:
+    loader = pytest.importorskip("wbsync.loaders.dlt")
+    assert loader.__all__ == ["wbsync_source"]
+    assert loader.wbsync_source.__doc__

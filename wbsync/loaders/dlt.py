@@ -7,9 +7,10 @@ in the resource's state, so a run reads only what changed since the last one. Ro
 twice in one run, its highest ``seq`` wins. WB's data stays one JSON column, ``data``.
 
 A cursor below the feed's low-water mark (410 Gone) is resynced: the cabinet's live rows come
-from the resync route, the rows the destination holds for that cabinet and the resync lacks are
-deleted, and the feed is read on from the resync's cursor. A cabinet the API no longer knows
-(404) has its rows deleted and its cursor dropped. docs/data.md, "Loading into a warehouse with
+from its snapshot route, the rows the destination holds for that cabinet and the snapshot lacks
+are deleted, and the feed is read on from the snapshot's ``resume`` cursor. A cabinet the API no
+longer knows (404) has its rows deleted and its cursor dropped. A dataset whose high-water mark
+has not moved since the last run is not read at all. docs/data.md, "Loading into a warehouse with
 dlt", shows a pipeline.
 """
 
@@ -45,6 +46,7 @@ COLUMNS: dict[str, TColumnSchema] = {
 def wbsync_source(
     base_url: str = dlt.config.value,
     api_key: str = dlt.secrets.value,
+    *,
     datasets: Sequence[str] | None = None,
     cabinets: Sequence[int] | None = None,
 ) -> Iterator[DltResource]:
