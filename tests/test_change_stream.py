@@ -25,6 +25,7 @@ async def test_one_entry_per_page_that_changed_rows_naming_its_last_seq(
     await store.write("orders", cabinet, page)  # unchanged: no entry
     second = await store.write("orders", cabinet, [{"srid": "o1", "v": 2}, {"srid": "o9"}])
 
+    assert first.last_seq is not None
     # A consumer group, as a consumer would read it (XREADGROUP).
     key = keys.change_stream_key(prefix)
     await redis.xgroup_create(key, "analytics", id="0")

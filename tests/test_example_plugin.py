@@ -212,3 +212,40 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
         assert page.status_code == 200, page.text
         assert f"{QUEUE} (not loaded here):" in page.text
         assert f'<tr class="unloaded"><td>{QUEUE}</td>' in page.text
+
+
+def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(
+    tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
+) -> None:
+    # This tree's example first on the path: the installed one may be another checkout's.
+    env = plugin_env(
+        *sites,
+        EXAMPLE / "src",
+        WBSYNC_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'wbsync.db'}",
+        WBSYNC_REDIS_URL=redis_url,
+        WBSYNC_REDIS_PREFIX=prefix,
+        WBSYNC_SECRET_KEY=SECRET,
+        WBSYNC_API_KEYS=f'["{API_KEY}"]',
+        WBSYNC_PLUGINS='["deductions"]',
+    )
+    _wbsync(env, "migrate")
+    port = free_port()
+    with _serving(["api", "--port", str(port)], env, f"http://127.0.0.1:{port}/healthz"):
+        base = f"http://127.0.0.1:{port}/api/v1/datasets"
+        listed = httpx.get(base, headers=AUTH).json()["datasets"]
+        one = httpx.get(f"{base}/deductions", headers=AUTH).json()
+    [found] = [d for d in listed if d["name"] == "deductions"]
+    assert found == one
+    assert (one["owner"], one["table"], one["kind"], one["scope"]) == (
+        "deductions",
+        "wb_deductions",
+        "stream",
+        "cabinet",
+    )
+    assert [k["column"] for k in one["key"]] == ["nm_id", "dt_bonus", "new_shk_id"]
+    schema = one["data_schema"]
+    # The declared properties as declared; the key fields required.
+    assert schema["properties"]["dtBonus"] == {"type": "string", "format": "date-time"}
+    assert schema["properties"]["bonusSumm"] == {"type": "integer"}
+    assert schema["required"] == ["nmId", "dtBonus", "newShkId"]
+    assert (one["high_water_mark"], one["low_water_mark"]) == (0, None)

@@ -20,6 +20,7 @@ Cluster the stream's slot is not the queue's, and the event goes by ``publish``.
 from __future__ import annotations
 
 import logging
+
 from wbsync import keys
 from wbsync.errors import RedisUnavailableError
 from wbsync.lua import lua_script

@@ -13,6 +13,7 @@ from tests.support.api import AUTH
 from wbsync.change_stream import ChangeStream
 from wbsync.runtime import Runtime
 from wbsync.store import DATASETS, Cabinet
+from wbsync.store.data_schema import data_json_schema
 
 
 def _stock(nm: int, quantity: int) -> dict[str, int]:
@@ -50,16 +51,13 @@ async def test_lists_every_dataset_with_its_key_kind_schema_and_water_marks(
         "high_water_mark": 4,
         "low_water_mark": 2,
         "feed": "/api/v1/datasets/stocks/changes",
-        "data_schema": {
-            "type": "object",
-            "required": ["nmId", "chrtId", "warehouseId"],
-            "properties": {
-                "nmId": {"type": "integer"},
-                "chrtId": {"type": "integer"},
-                "warehouseId": {"type": "integer"},
-            },
-        },
+        "data_schema": data_json_schema(DATASETS["stocks"]),
     }
+    # The declared main fields, and the key fields required and typed.
+    schema = stocks["data_schema"]
+    assert schema["properties"]["quantity"] == {"type": "integer"}
+    assert schema["required"] == ["nmId", "chrtId", "warehouseId"]
+    assert schema["properties"]["warehouseId"] == {"type": "integer"}
     feed = (await api.get(stocks["feed"], headers=AUTH)).json()
     assert [c["seq"] for c in feed["changes"]] == [2, 3, 4] and feed["next"] == 4
 
@@ -126,7 +124,8 @@ class Consumer:
     async def page(self, name: str, until: int | None) -> None:
         while until is None or self.cursors.get(name, 0) < until:
             params = {"after": self.cursors.get(name, 0), "limit": 2}
-            reply = await self.api.get(f"/api/v1/datasets/{name}/changes", params=params, headers=AUTH)
+            url = f"/api/v1/datasets/{name}/changes"
+            reply = await self.api.get(url, params=params, headers=AUTH)
             body = reply.json()
             for change in body["changes"]:
                 self.read.setdefault(name, {})[change["seq"]] = change["data"]

@@ -196,7 +196,7 @@ class Dataset:
 
     @property
     def scope(self) -> DatasetScope:
-        """Whose rows the dataset holds: ``"cabinet"``, each cabinet its own (every dataset today)."""
+        """Whose rows it holds: ``"cabinet"``, each cabinet its own (every dataset today)."""
         return "cabinet"
 
     def _check_columns(self) -> None:
@@ -246,6 +246,11 @@ def _k(column: str, path: str, kind: KeyKind = "int", missing: KeyValue | None =
     return KeyField(column=column, path=path, kind=kind, missing=missing)
 
 
+def _object(**types: str) -> dict[str, Any]:
+    """An object schema of the given properties' JSON types (the key fields are added)."""
+    return {"type": "object", "properties": {name: {"type": t} for name, t in types.items()}}
+
+
 _ALL = (
     Dataset(
         "finance_report", "POST /api/finance/v1/sales-reports/detailed", (_k("rrd_id", "rrdId"),)
@@ -282,6 +287,13 @@ _ALL = (
         "POST /api/analytics/v1/stocks-report/wb-warehouses",
         (_k("nm_id", "nmId"), _k("chrt_id", "chrtId"), _k("warehouse_id", "warehouseId")),
         kind="snapshot",
+        data_schema=_object(
+            warehouseName="string",
+            regionName="string",
+            quantity="integer",
+            inWayToClient="integer",
+            inWayFromClient="integer",
+        ),
     ),
     # catalog-sync is incremental (only cards updated since its cursor): a run is no snapshot.
     Dataset("cards", "POST /content/v2/get/cards/list", (_k("nm_id", "nmID"),)),

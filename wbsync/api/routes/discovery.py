@@ -98,9 +98,7 @@ async def list_datasets(runtime: RuntimeDep) -> DatasetsOut:
     return DatasetsOut(datasets=[dataset_out(ds, marks[ds.name]) for ds in declared])
 
 
-@router.get(
-    "/api/v1/datasets/{name}", response_model=DatasetOut, responses=problems(404, 422)
-)
+@router.get("/api/v1/datasets/{name}", response_model=DatasetOut, responses=problems(404, 422))
 async def get_dataset(runtime: RuntimeDep, name: DatasetName) -> DatasetOut:
     """One synced dataset, as in the list."""
     ds = DATASETS.get(name)
