@@ -112,12 +112,14 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
 
     # Round 2: in the first cabinet 1 row updated and 2..4 tombstoned (0 unchanged, not sent);
     # in the second 2 new rows; one order updated.
+    loaded_to = {name: await _high(feed_url, name) for name in DATASETS}
     await store.snapshots.begin("stocks", first.id)
     await store.write("stocks", first.id, [_stock(0, 1), _stock(1, 9)], seen=True)
     await store.snapshots.complete("stocks", first.id)
     await store.upsert("stocks", second.id, [_stock(nm, 2) for nm in range(3, 5)])
     await store.upsert("orders", first.id, [{"srid": "o0", "totalPrice": 100}])
     assert await warehouse.load() == {"stocks": 6, "orders": 1}
+    assert {"stocks": 6, "orders": 1} == await _changed(store, loaded_to)
     assert await warehouse.assert_equal(store) == 2 + 5 + 4
 
     assert await warehouse.load() == {"stocks": 0, "orders": 0}
@@ -127,8 +129,10 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     assert set(stocks["cursors"]) == {str(first.id), str(second.id)}
 
     # A removed cabinet: its rows arrive as deletes and leave the warehouse.
+    loaded_to = {name: await _high(feed_url, name) for name in DATASETS}
     await store.remove_cabinet(first.id)
     assert await warehouse.load() == {"stocks": 2, "orders": 4}
+    assert {"stocks": 2, "orders": 4} == await _changed(store, loaded_to)
     assert await warehouse.assert_equal(store) == 5
     assert _loaded(warehouse.path, "orders", ["srid"]) == {}
 
@@ -155,6 +159,15 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     assert await warehouse.assert_equal(store) == 4
     stocks = warehouse.pipeline.state["sources"]["wbsync"]["resources"]["stocks"]
     assert set(stocks["cursors"]) == {str(second.id)}
+
+
+async def _changed(store: Store, since: dict[str, int]) -> dict[str, int]:
+    """How many rows of each dataset were written after ``since``'s sequence numbers."""
+    counts = dict.fromkeys(since, 0)
+    for name, after in since.items():
+        async for page in store.iter_changes(name, after=after):
+            counts[name] += len(page.changes)
+    return counts
 
 
 async def _high(base_url: str, name: str) -> int:
