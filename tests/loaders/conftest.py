@@ -25,6 +25,12 @@ from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
 
 
+@pytest.fixture(autouse=True)
+def _no_dlt_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dlt reports anonymous usage over the network unless told not to: the suite stays local."""
+    monkeypatch.setenv("RUNTIME__DLTHUB_TELEMETRY", "false")
+
+
 @pytest.fixture
 async def feed_runtime(
     redis_url: str, prefix: str, db_backend: str, database_factory: DatabaseFactory
