@@ -39,7 +39,8 @@ async def test_export_reads_bounded_batches_and_writes_every_change_in_order(sto
     )
     table = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert [r["srid"] for r in table] == ["o3", "o4", "o5", "o6"]
-    assert table[0].keys() == {"seq", "cabinet_id", "srid", "deleted", "changed_at", "data"}
+    assert list(table[0]) == ["seq", "cabinet_id", "srid", "deleted", "changed_at", "data", "op"]
+    assert table[0]["op"] == "insert" and table[0]["changed_at"].endswith("Z")
     assert json.loads(table[0]["data"]) == {"srid": "o3", "n": 3}
     assert (rest.rows, rest.largest_page) == (4, 3)
 
@@ -69,7 +70,7 @@ def test_the_command_streams_to_stdout_and_refuses_bad_input(cli_db: str) -> Non
     assert done.exit_code == 0, done.output
     assert (
         done.stdout.splitlines()[0]
-        == "seq,cabinet_id,nm_id,chrt_id,warehouse_id,deleted,changed_at,data"
+        == "seq,cabinet_id,nm_id,chrt_id,warehouse_id,deleted,changed_at,data,op"
     )
     assert "1 changes; next --after 1" in done.stderr
 
@@ -79,3 +80,9 @@ def test_the_command_streams_to_stdout_and_refuses_bad_input(cli_db: str) -> Non
     assert unknown.exit_code == 1 and "unknown dataset 'nope'" in unknown.output
     future = runner.invoke(app, ["export", "stocks", "--after", "5"])
     assert future.exit_code == 1 and "beyond the end of the stocks feed (1)" in future.output
+    token = runner.invoke(app, ["export", "stocks", "--after", "stocks:1"])
+    assert token.exit_code == 0 and "0 changes; next --after stocks:1" in token.stderr
+    other = runner.invoke(app, ["export", "stocks", "--after", "orders:0"])
+    assert other.exit_code == 1 and "a cursor of the orders feed, not of stocks" in other.output
+    empty = runner.invoke(app, ["export", "stocks", "--after", ""])
+    assert empty.exit_code == 1 and "is empty" in empty.output

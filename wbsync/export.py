@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, TextIO
 
 from wbsync.store import Dataset, Store
-from wbsync.store.changes import FEED_PAGE_MAX, Change
+from wbsync.store.changes import FEED_PAGE_MAX, Change, utc_text
 from wbsync.store.datasets import dataset
 
 __all__ = ["EXPORT_BATCH_ROWS", "ExportFormat", "ExportStats", "export_changes"]
@@ -44,21 +44,23 @@ async def export_changes(
     out: TextIO,
     *,
     cabinet_id: int | None = None,
-    after: int = 0,
+    after: int | str = 0,
     fmt: ExportFormat = "jsonl",
     batch: int = EXPORT_BATCH_ROWS,
 ) -> ExportStats:
     """Write ``name``'s changes after ``after`` (of one cabinet, or all) to ``out``.
 
     ``jsonl``: one change per line as the API shows it. ``csv``: a header, then ``seq``,
-    ``cabinet_id``, the key columns, ``deleted``, ``changed_at`` and ``data`` (JSON text).
+    ``cabinet_id``, the key columns, ``deleted``, ``changed_at`` (ending in ``Z``, as the
+    API's), ``data`` (JSON text) and ``op`` (last: columns are added, never moved). ``after``
+    is a sequence number or a ``<dataset>:<seq>`` cursor, checked as the API checks it.
     """
     ds = dataset(name)
     stats = ExportStats()
     writer = csv.writer(out) if fmt == "csv" else None
     keys = [k.column for k in ds.key]
     if writer is not None:
-        writer.writerow(["seq", "cabinet_id", *keys, "deleted", "changed_at", "data"])
+        writer.writerow(["seq", "cabinet_id", *keys, "deleted", "changed_at", "data", "op"])
     async for page in store.iter_changes(ds, after=after, cabinet_id=cabinet_id, batch=batch):
         stats.pages += 1
         stats.largest_page = max(stats.largest_page, len(page.changes))
@@ -79,6 +81,7 @@ def _csv_row(change: Change, keys: list[str]) -> list[object]:
         change.cabinet_id,
         *(change.key[k] for k in keys),
         "true" if change.deleted else "false",
-        change.changed_at.isoformat(),
+        utc_text(change.changed_at),
         _json(change.data),
+        change.op,
     ]

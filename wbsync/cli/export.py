@@ -17,8 +17,12 @@ def export(
         str | None, typer.Option(help="Only this cabinet's changes (its id or name).")
     ] = None,
     after: Annotated[
-        int, typer.Option(min=0, help="Start after this sequence number (the last one read).")
-    ] = 0,
+        str,
+        typer.Option(
+            help="Start after this cursor: the last line's seq, or the token <dataset>:<seq> "
+            "(checked against the dataset)."
+        ),
+    ] = "0",
     fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
 ) -> None:
     """Write a dataset's change feed to stdout (inserts, updates, tombstones in seq order)."""
@@ -34,11 +38,14 @@ def export(
         ds = find_dataset(dataset)
         async with open_store(verify=False) as store:
             cabinet_id = (
-                None if cabinet is None else (await store.cabinets.get(cabinet_ref(cabinet))).id
+                None
+                if cabinet is None
+                else (await store.cabinets.get(cabinet_ref(cabinet), removed=True)).id
             )
             stats = await export_changes(
                 store, ds, sys.stdout, cabinet_id=cabinet_id, after=after, fmt=fmt_
             )
-        typer.echo(f"{stats.rows} changes; next --after {stats.last_seq or after}", err=True)
+        last = stats.last_seq if stats.last_seq is not None else after
+        typer.echo(f"{stats.rows} changes; next --after {last}", err=True)
 
     run_async(go)

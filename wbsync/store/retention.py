@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, case, delete, select, tuple_, update
+from sqlalchemy import bindparam, delete, select, tuple_, update
 
 from wbsync.store.datasets import DATASETS, Dataset, dataset
 from wbsync.store.db import Database
@@ -73,17 +73,18 @@ async def _delete(database: Database, ds: Dataset, condition: object, batch: int
     statement = (
         delete(table)
         .where(key.in_(chosen))
-        .returning(case((table.c.deleted_at.is_not(None), table.c.seq), else_=None))
+        # Both columns, judged here: SQLite's RETURNING got ``deleted_at IS NOT NULL`` wrong.
+        .returning(table.c.seq, table.c.deleted_at)
     )
     total = 0
     while True:
         async with database.transaction() as conn:
-            tombstones = [seq for seq in (await conn.scalars(statement)).all()]
-            deleted = len(tombstones)
+            gone = (await conn.execute(statement)).all()
+            deleted = len(gone)
             # A reader below a pruned tombstone's number would miss its delete: the feed's
             # low-water mark rises past it in the same transaction (a reader checks the mark
             # after reading its rows, so it sees the rise whenever it misses the row).
-            pruned = [int(seq) for seq in tombstones if seq is not None]
+            pruned = [int(row.seq) for row in gone if row.deleted_at is not None]
             if pruned:
                 await conn.execute(_RAISE_LOW, {"name": ds.name, "low": max(pruned)})
         total += deleted

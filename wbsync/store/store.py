@@ -24,7 +24,7 @@ from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger
 from wbsync.store.marks import WaterMarks, water_marks
-from wbsync.store.removal import finish_removals, tombstone_cabinet
+from wbsync.store.removal import REMOVAL_BATCH_ROWS, finish_removals, tombstone_cabinet
 from wbsync.store.retention import PRUNE_BATCH_ROWS, Pruned, prune
 from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
@@ -149,12 +149,12 @@ class Store:
         """One retention pass as of ``now`` (see :mod:`wbsync.store.retention`)."""
         return await prune(self.database, now, datasets=datasets, batch=batch)
 
-    async def remove_cabinet(self, ref: CabinetRef) -> Cabinet:
+    async def remove_cabinet(self, ref: CabinetRef, *, batch: int = REMOVAL_BATCH_ROWS) -> Cabinet:
         """Remove a cabinet (``CabinetRepository.remove``) and tombstone its rows, each a
-        change in the feed, in bounded batches (:mod:`wbsync.store.removal`); a removal
-        interrupted before is resumed. The removed cabinet."""
+        change in the feed, ``batch`` rows per transaction (:mod:`wbsync.store.removal`); a
+        removal interrupted before is resumed. The removed cabinet."""
         cabinet = await self.cabinets.remove(ref)
-        count = await tombstone_cabinet(self.database, self._rows, cabinet.id)
+        count = await tombstone_cabinet(self.database, self._rows, cabinet.id, batch=batch)
         log.info("cabinet %d: %d rows tombstoned by its removal", cabinet.id, count)
         return cabinet
 
