@@ -41,6 +41,10 @@ COLUMNS: dict[str, TColumnSchema] = {
     "data": {"data_type": "json"},
 }
 
+#: The ``seq`` of a delete the loader makes itself (a resync's, a forgotten cabinet's): above
+#: every real one, so it wins dlt's dedup over a row of the same key read earlier in the run.
+_LAST = 2**63 - 1
+
 
 @dlt.source(name="wbsync", section="wbsync", max_table_nesting=0)
 def wbsync_source(
@@ -127,21 +131,38 @@ def _cabinet_changes(
     api: FeedApi, info: DatasetInfo, cabinet: int, cursors: dict[str, str]
 ) -> Iterator[Any]:
     after = cursors.get(str(cabinet), "0")
+    read: set[tuple[Any, ...]] = set()  # keys loaded this run, not yet in the destination
+    resynced = False
     while True:
         page = api.page(cabinet, info.name, after)
         if page is None:
-            yield from _stale_deletes(info, cabinet, set())
+            yield from _stale_deletes(info, cabinet, set(), read)
             cursors.pop(str(cabinet), None)
             return
         if isinstance(page, Gone):
-            after = yield from _resync(api, info, cabinet)
+            if resynced:
+                # The feed moved past the snapshot's number before it was read on from (a
+                # resync longer than the tombstones' grace): the next run starts again.
+                raise LoaderError(
+                    f"cabinet {cabinet}, {info.name}: still below the low-water mark after a "
+                    f"resync: {page.detail}"
+                )
+            after = yield from _resync(api, info, cabinet, read)
             cursors[str(cabinet)] = after
+            resynced = True
             continue
         if page.rows:
             yield _hinted(info, page)
+            read.update(_keys(info.key or page.key, page.rows))
         cursors[str(cabinet)] = after = page.next
         if not page.more:
             return
+
+
+def _keys(key: Sequence[str] | None, rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    if key is None:
+        return set()
+    return {tuple(row[k] for k in key) for row in rows if not row["deleted"]}
 
 
 def _hinted(info: DatasetInfo, page: FeedPage) -> Any:
@@ -162,34 +183,39 @@ def _key_type(value: object) -> TDataType:
     return "bigint" if isinstance(value, int) and not isinstance(value, bool) else "text"
 
 
-def _resync(api: FeedApi, info: DatasetInfo, cabinet: int) -> Generator[Any, None, str]:
-    """The cabinet's rows replaced by the resync's; returns the cursor to read on from.
+def _resync(
+    api: FeedApi, info: DatasetInfo, cabinet: int, read: set[tuple[Any, ...]]
+) -> Generator[Any, None, str]:
+    """The cabinet's rows replaced by its snapshot's; returns the cursor to read on from.
 
     The snapshot's rows stream through page by page; only their keys are held, to tell which
-    loaded rows it lacks.
+    rows it lacks of those loaded before and those ``read`` earlier in this run.
     """
     keep: set[tuple[Any, ...]] = set()
     cursor = "0"
     for page in api.resync(cabinet, info.name):
         if page.rows:
             yield _hinted(info, page)
-        key = info.key or page.key
-        if key is not None:
-            keep.update(tuple(row[k] for k in key) for row in page.rows)
+        keep |= _keys(info.key or page.key, page.rows)
         cursor = page.next
-    yield from _stale_deletes(info, cabinet, keep)
+    yield from _stale_deletes(info, cabinet, keep, read)
     return cursor
 
 
-def _stale_deletes(info: DatasetInfo, cabinet: int, keep: set[tuple[Any, ...]]) -> Iterator[Any]:
-    """Deletes of the cabinet's loaded rows whose keys are not in ``keep``."""
+def _stale_deletes(
+    info: DatasetInfo, cabinet: int, keep: set[tuple[Any, ...]], read: set[tuple[Any, ...]]
+) -> Iterator[Any]:
+    """Deletes of the cabinet's rows, loaded or ``read`` this run, whose keys are not in
+    ``keep``."""
     key = info.key or _loaded_key(info.name)
     if key is None:
         return  # nothing of this dataset was loaded yet
-    gone = [k for k in _loaded_keys(info.name, cabinet, key) if k not in keep]
+    loaded = set(_loaded_keys(info.name, cabinet, key))
+    gone = sorted((loaded | read) - keep, key=repr)
     if gone:
         deletes = [
-            {"cabinet_id": cabinet, **dict(zip(key, k, strict=True)), "deleted": True} for k in gone
+            {"cabinet_id": cabinet, **dict(zip(key, k, strict=True)), "seq": _LAST, "deleted": True}
+            for k in gone
         ]
         yield _hinted(info, FeedPage(deletes, key, "", False))
 
