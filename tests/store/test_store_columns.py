@@ -3,6 +3,8 @@ outside the change feed; migration 0007 adds the bids' ``last_write_error``."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import inspect, text
 
@@ -82,8 +84,15 @@ async def test_migration_0007_adds_the_column_to_existing_bids(empty_database: D
                 "VALUES ('shop', 'x', 'sid', true, CURRENT_TIMESTAMP)"
             )
         )
+        # The row as wbsync wrote it at revision 0006 (today's writes need later columns).
+        await conn.execute(
+            text(
+                "INSERT INTO wb_bids (cabinet_id, advert_id, nm_id, norm_query, data, "
+                "changed_at, seq) VALUES (1, 77, 5, :query, :data, CURRENT_TIMESTAMP, 1)"
+            ),
+            {"query": BID["norm_query"], "data": json.dumps(BID, sort_keys=True)},
+        )
     store = Store(db, secret_key=None)
-    await store.upsert("bids", 1, [BID])  # the columns revision 0006 has are all it writes
 
     await db.migrate()
     assert await store.column("bids", 1, "last_write_error") == {KEY: None}

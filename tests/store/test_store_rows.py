@@ -160,12 +160,13 @@ async def test_empty_page_writes_nothing(store: Store) -> None:
     assert await store.upsert("orders", await _cabinet(store), []) == 0
 
 
-async def test_removing_a_cabinet_removes_its_rows(store: Store) -> None:
+async def test_removing_a_cabinet_tombstones_its_rows(store: Store) -> None:
     cabinet = await _cabinet(store)
     await store.upsert("orders", cabinet, [{"srid": "x"}])
     await store.cursors.save(cabinet, "orders", {"dateFrom": "2026-08-01"})
-    await store.cabinets.remove(cabinet)
+    await store.remove_cabinet(cabinet)
     assert await store.count("orders") == 0
+    assert [c.op for c in (await store.changes("orders", after=1)).changes] == ["delete"]
     assert await store.cursors.get(cabinet, "orders") is None
 
 

@@ -369,6 +369,8 @@ class CabinetRepository:
                 .returning(*cabinets.c)
             )
             row = result.one_or_none()
+            # Nothing syncs it again: where its syncs stood goes (its runs stay, for the log).
+            await conn.execute(delete(sync_cursors).where(sync_cursors.c.cabinet_id == found.id))
         if row is None:  # removed meanwhile
             return await self.get(found.id, removed=True)
         log.info("cabinet %r removed (id %d)", found.name, found.id)

@@ -100,7 +100,7 @@ WITH written AS (
   SELECT v.cabinet_id, v.sync, v.success_at, v.success_pages, v.success_rows
   FROM unnest(:cabinet_ids, :syncs, :ats, :pages, :rows)
     AS v(cabinet_id, sync, success_at, success_pages, success_rows)
-  JOIN cabinets AS c ON c.id = v.cabinet_id
+  JOIN cabinets AS c ON c.id = v.cabinet_id AND c.removed_at IS NULL
   ON CONFLICT (cabinet_id, sync) DO UPDATE
     SET success_at = excluded.success_at, success_pages = excluded.success_pages,
         success_rows = excluded.success_rows
@@ -153,7 +153,7 @@ class RunRepository:
         statement = self._db.upsert_statement(
             sync_runs, conflict=("cabinet_id", "sync"), update=_SUCCESS_COLUMNS
         )
-        alive = select(cabinets.c.id).where(cabinets.c.id.in_(ids))
+        alive = select(cabinets.c.id).where(cabinets.c.id.in_(ids), cabinets.c.removed_at.is_(None))
         async with self._db.transaction() as conn:
             kept = set((await conn.scalars(alive)).all())
             values = [
