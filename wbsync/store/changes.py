@@ -13,7 +13,14 @@ own transaction, and takes the same lock, held to its commit.
 The feed is the table itself, ordered by ``seq``: each row appears once, at its last write. A row
 written twice between two reads is read once, in its newer state (the older state is gone from
 the mirror too); a reader keeping the last ``seq`` it read never misses a row's latest state and
-never reads the same write twice.
+never reads the same write twice. Each change says what it did (``op``: a live row whose ``seq``
+is its ``inserted_seq`` is an insert, a tombstone a delete, any other an update), and
+``changed_at`` is stamped under the lock, never before the dataset's last stamp.
+
+A cursor is a bare number or the token ``<dataset>:<seq>`` (checked against the dataset). Pruning
+a tombstone raises the dataset's low-water mark (``low_seq``) past it; a cursor above 0 below the
+mark would miss that delete and is refused (``FeedCursorGoneError``): the reader resynchronises
+from :func:`read_snapshot` (the live rows as of a number) and reads the feed on from that number.
 """
 
 from __future__ import annotations

@@ -3,7 +3,11 @@
 The conflict update is guarded (``WHERE data IS DISTINCT FROM excluded.data``, SQLite's ``IS
 NOT`` on canonical JSON text), so a row WB sent again unchanged is not rewritten: no new row
 version, no dead tuple, no index write, no feed entry. A written row gets the next change
-sequence number (:mod:`wbsync.store.changes`) and ``changed_at``.
+sequence number (:mod:`wbsync.store.changes`) and ``changed_at``, stamped once the sequence is
+locked and never before the dataset's last stamp (``SequenceLock.stamp``; on PostgreSQL's page
+statement ``GREATEST`` with ``last_changed_at`` in its ``lock``), so ``changed_at`` never
+decreases along ``seq``; and ``inserted_seq``, its number when the write is the row's first
+live one (an insert, or a return from a tombstone), kept on later updates.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class _Page:
     cabinet_id: int
     ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]]
     changed_at: datetime
+    """The clock when the page was built: the statement's stamp, floored by the last one."""
     digests: bytes
     """Its keys' digests, sorted, for a snapshot run's seen set (empty when not recorded)."""
     cursor: tuple[str, Mapping[str, Any]] | None
