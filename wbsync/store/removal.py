@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import exists, select
+from sqlalchemy import column, exists, select
+from sqlalchemy import table as sql_table
 
 from wbsync import clock
 from wbsync.store.cabinets import CabinetRepository
@@ -22,7 +23,7 @@ from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.datasets import DATASETS, Dataset, KeyValue
 from wbsync.store.db import Database
 from wbsync.store.rows import BATCH_ROWS, RowRepository, tombstone_params, tombstone_statement
-from wbsync.store.schema import dataset_table
+from wbsync.store.schema import dataset_table, declared_datasets
 
 __all__ = ["REMOVAL_BATCH_ROWS", "finish_removals", "tombstone_cabinet"]
 
@@ -73,9 +74,14 @@ async def _has_live(database: Database, ds: Dataset, cabinet_id: int) -> bool:
 
 
 async def _has_any(database: Database, cabinet_id: int) -> bool:
+    """Whether any dataset table holds a row of the cabinet: the registered datasets' and
+    those recorded for plugins this process has not loaded (the record's deletion would
+    cascade to their rows without a change in their feeds)."""
+    names = {dataset_table(name).name for name in DATASETS}
     async with database.connection() as conn:
-        for name in sorted(DATASETS):
-            table = dataset_table(name)
+        names.update(await conn.scalars(select(declared_datasets.c.table_name)))
+        for name in sorted(names):
+            table = sql_table(name, column("cabinet_id"))
             if await conn.scalar(select(exists().where(table.c.cabinet_id == cabinet_id))):
                 return True
     return False
