@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from wbsync import clock
-from wbsync.errors import CabinetNotFoundError, FeedCursorError, FeedCursorGoneError
+from wbsync.errors import CabinetNotFoundError, FeedCursorError, FeedCursorGoneError, StoreError
 from wbsync.store import Store
 from wbsync.store.changes import Change, ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.datasets import TOMBSTONE_GRACE_DAYS
@@ -301,3 +301,47 @@ async def test_the_migration_keeps_bare_sequence_numbers_usable(store: Store) ->
             text("SELECT low_seq FROM wb_change_sequences WHERE dataset = 'orders'")
         )
     assert low == 0
+
+
+async def _poison(store: Store, srid: str) -> None:
+    """A trigger that fails the transaction tombstoning order ``srid``: a crash mid-batch."""
+    sqlite = [
+        "CREATE TRIGGER crash BEFORE UPDATE ON wb_orders "
+        f"WHEN new.deleted_at IS NOT NULL AND old.srid = '{srid}' "
+        "BEGIN SELECT RAISE(ABORT, 'crash mid-batch'); END"
+    ]
+    postgresql = [
+        "CREATE OR REPLACE FUNCTION crash() RETURNS trigger AS "
+        "$$ BEGIN RAISE EXCEPTION 'crash mid-batch'; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER crash BEFORE UPDATE ON wb_orders FOR EACH ROW "
+        f"WHEN (NEW.deleted_at IS NOT NULL AND OLD.srid = '{srid}') EXECUTE FUNCTION crash()",
+    ]
+    async with store.database.transaction() as conn:
+        for sql in postgresql if store.database.dialect == "postgresql" else sqlite:
+            await conn.execute(text(sql))
+
+
+async def test_a_removal_that_crashes_mid_batch_keeps_the_batch_whole_and_resumes(
+    store: Store,
+) -> None:
+    cabinet = await _cabinet(store)
+    await store.upsert("orders", cabinet, [{"srid": f"o{i}"} for i in range(10)])
+    await _poison(store, "o5")  # the second batch of three: o3, o4 written, o5 fails
+    with pytest.raises(StoreError):
+        await store.remove_cabinet(cabinet, batch=3)
+    live = sorted(str(r["srid"]) for r in await store.fetch("orders", cabinet))
+    assert live == [f"o{i}" for i in range(3, 10)]  # the failed batch left nothing behind
+    assert (await store.changes("orders")).next == 13  # 10 inserts, one batch of 3 deletes
+
+    async with store.database.transaction() as conn:
+        await conn.execute(
+            text(
+                "DROP TRIGGER crash"
+                + (" ON wb_orders" if store.database.dialect == "postgresql" else "")
+            )
+        )
+    await store.remove_cabinet(cabinet, batch=3)
+    deletes = await _feed(store, "orders", after=10)
+    assert [c.seq for c in deletes] == list(range(11, 21))
+    assert sorted(str(c.data["srid"]) for c in deletes) == [f"o{i}" for i in range(10)]
+    assert {c.op for c in deletes} == {"delete"}
