@@ -18,6 +18,7 @@ from wbsync import clock
 from wbsync.export import export_changes
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.store.changes import CURSOR_MAX_CHARS
 from wbsync.store.datasets import TOMBSTONE_GRACE_DAYS
 
 Replica = dict[tuple[int, int], dict[str, Any]]
@@ -129,6 +130,11 @@ async def test_a_cursor_that_cannot_be_right_is_a_422_saying_why(
             assert problem["reason"] == reason, (after, problem)
             assert problem["errors"][0]["field"] == "query.after"
             assert problem["errors"][0]["reason"] == reason
+    too_long = "orders:" + "1" * CURSOR_MAX_CHARS  # past the bound: refused before reading
+    reply = await api.get(
+        "/api/v1/datasets/orders/changes", params={"after": too_long}, headers=AUTH
+    )
+    assert reply.status_code == 422 and reply.json()["errors"][0]["field"] == "query.after"
     page = await _get(api, "/api/v1/datasets/orders/changes")
     assert (page["next"], page["cursor"], page["low_water"]) == (1, "orders:1", 0)
     assert (await _get(api, "/api/v1/datasets/orders/changes", after="orders:1"))["changes"] == []
