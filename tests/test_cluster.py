@@ -127,6 +127,29 @@ async def test_each_queue_and_bucket_in_one_slot_spread_over_the_masters(
         await writer.save("7", "token", {"cabinet": "7"}, entry=entry)
 
 
+async def test_penalties_are_recorded_listed_and_lifted_on_the_cluster(
+    client: RedisCluster, prefix: str
+) -> None:
+    """A seller's method bucket and global bucket in one pass (one slot), the penalty record
+    written with the penalty, listed from the index (another slot) and lifted."""
+    limiter = RateLimiter(client, LimiterOptions(prefix=prefix, time_scale=SCALE))
+    sellers = [f"pen-{i}" for i in range(6)]  # several slots, on several masters
+    for seller in sellers:
+        await limiter.penalize(limiter.seller_scope(seller), 30_000, words="global limiter")
+        bucket = BucketScope(seller, "finance", ONE_PER_20S)
+        refused = await limiter.try_acquire_all(limiter.spends(bucket))
+        assert not refused.acquired and refused.blocking == 1
+    listed = await limiter.penalties()
+    assert sorted(p.seller for p in listed) == sellers
+    assert {p.words for p in listed} == {"global limiter"}
+    lifted = await limiter.lift(sellers[0], limiter.seller_scope(sellers[0]).group)
+    assert lifted is not None and lifted.seller == sellers[0]
+    assert (
+        await limiter.try_acquire_all(limiter.spends(BucketScope(sellers[0], "f", ONE_PER_20S)))
+    ).acquired
+    assert len(await limiter.penalties()) == len(sellers) - 1
+
+
 async def test_fan_out_leases_of_every_queue_in_one_call_on_the_cluster(
     client: RedisCluster, prefix: str
 ) -> None:

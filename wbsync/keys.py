@@ -16,24 +16,48 @@ from wbsync.scope import BucketScope
 
 def bucket_key(prefix: str, scope: BucketScope) -> str:
     """The key holding one (cabinet, limit group) bucket."""
-    return f"{prefix}:rl:{{{scope.cabinet}:{scope.group}}}"
+    return bucket_key_of(prefix, scope.cabinet, scope.group)
+
+
+def bucket_key_of(prefix: str, cabinet: str, group: str) -> str:
+    """``bucket_key`` by the cabinet's and the group's names."""
+    return f"{prefix}:rl:{{{cabinet}}}:{group}"
 
 
 def learned_key(prefix: str, scope: BucketScope) -> str:
     """The key holding the limit learned from WB's replies for one bucket (same hash tag)."""
-    return f"{prefix}:rl-learned:{{{scope.cabinet}:{scope.group}}}"
+    return f"{prefix}:rl-learned:{{{scope.cabinet}}}:{scope.group}"
+
+
+def penalty_key(prefix: str, cabinet: str, group: str) -> str:
+    """The hash recording WB's penalty on one bucket (same hash tag): ``until_ms`` (Redis
+    clock) and ``words`` (what WB said); it expires when the penalty lifts."""
+    return f"{prefix}:rl-penalty:{{{cabinet}}}:{group}"
 
 
 def learn_evidence_key(prefix: str, scope: BucketScope) -> str:
     """The key marking a recent 429 on one bucket that did not prove WB stricter on its own
     (same hash tag): a second one while it lives does."""
-    return f"{prefix}:rl-429:{{{scope.cabinet}:{scope.group}}}"
+    return f"{prefix}:rl-429:{{{scope.cabinet}}}:{scope.group}"
+
+
+def limiter_seen_key(prefix: str, cabinet: str) -> str:
+    """The hash of the WB limiter ids that answered the seller's 429s, each with the limit
+    group it limited (``-`` once it limited two): a limiter seen on two groups is the
+    seller's global one."""
+    return f"{prefix}:rl-limiters:{{{cabinet}}}"
 
 
 def learned_index_key(prefix: str) -> str:
     """The sorted set of the buckets with a learned limit (``<cabinet>:<group>``, scored by
     when it expires, ms): the status finds them without scanning the keyspace."""
     return f"{prefix}:{{rl-learned}}:index"
+
+
+def penalty_index_key(prefix: str) -> str:
+    """The sorted set of the penalised buckets (``<cabinet>:<group>``, scored by when the
+    penalty lifts, epoch ms): every process and the status find them without a scan."""
+    return f"{prefix}:{{rl-penalties}}:index"
 
 
 def queue_prefix(prefix: str) -> str:

@@ -23,7 +23,7 @@ from wbsync.errors import ConfigError, WbSyncError
 from wbsync.health import Health, Probe
 from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import SyncQueue
-from wbsync.ratelimit import LimiterOptions, RateLimiter
+from wbsync.ratelimit import Limit, LimiterOptions, RateLimiter
 from wbsync.redis_client import is_redis_failure
 from wbsync.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Cabinet, Database, Store
@@ -49,7 +49,13 @@ def limiter_options(settings: Settings) -> LimiterOptions:
         refill_margin_cap_ms=settings.limiter_refill_margin_cap_ms,
         learned_ttl_s=settings.learned_limit_ttl_s,
         max_wait_s=settings.wb_rate_wait_max_s,
+        seller_limit=_seller_limit(settings.wb_seller_limit_per_min),
     )
+
+
+def _seller_limit(per_min: int | None) -> Limit | None:
+    """The seller's global bucket's rate: ``per_min`` a minute, as a burst too."""
+    return None if per_min is None else Limit(period_s=60.0, limit=per_min, burst=per_min)
 
 
 def wb_hosts(settings: Settings) -> Hosts:

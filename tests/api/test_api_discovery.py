@@ -50,6 +50,7 @@ async def test_lists_every_dataset_with_its_key_kind_schema_and_water_marks(
         "tombstone_grace_days": 7,
         "high_water_mark": 4,
         "low_water_mark": 2,
+        "low_water": 0,
         "feed": "/api/v1/datasets/stocks/changes",
         "data_schema": data_json_schema(DATASETS["stocks"]),
     }

@@ -417,3 +417,26 @@ async def test_acceptance_coefficients_are_disabled_by_default_as_wb_documents()
         async with httpx.AsyncClient(base_url=emu.base_url, timeout=10.0) as http:
             on = await http.get(path, headers=_auth(emu.token(SELLER_A)))
     assert on.status_code == 200 and on.json()
+
+
+async def test_the_global_limiter_refuses_every_method_of_the_seller_until_it_lifts(
+    emulator: Emulator, emu_http: httpx.AsyncClient
+) -> None:
+    # 18,236 WB seconds (the longest penalty WB gave) at scale 0.001: 18.236 s, never waited.
+    rule = FaultRule(kind="global_limit", seller=SELLER_A, count=1, retry_s=18_236, extends=True)
+    emulator.set_faults([rule])
+    headers = _auth(emulator.token(SELLER_A))
+    goods = await emu_http.get("/api/v2/list/goods/filter", params={"limit": 1}, headers=headers)
+    finance = await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)
+    for refused in (goods, finance):
+        assert refused.status_code == 429
+        assert 18.0 < float(refused.headers["X-Ratelimit-Retry"]) <= 18.236
+        assert float(refused.headers["X-Ratelimit-Reset"]) <= 18.236
+        assert "X-Ratelimit-Limit" in refused.headers
+        assert "global limiter" in refused.json()["detail"]
+    assert goods.json()["detail"] == finance.json()["detail"]  # one limiter, above the methods
+    other = _auth(emulator.token(SELLER_B))
+    assert (await emu_http.post(FINANCE, json=FIN_BODY, headers=other)).status_code == 200
+    # A reset lifts it.
+    await emu_http.post("/__emulator/reset", json={"buckets": True})
+    assert (await emu_http.post(FINANCE, json=FIN_BODY, headers=headers)).status_code == 200

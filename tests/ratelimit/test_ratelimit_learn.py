@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 
@@ -74,7 +75,7 @@ async def test_a_learned_limit_expires_and_the_table_applies_again(
     assert await limiter.learn(bucket, burst=1) is not None
     key = keys.learned_key(prefix, bucket)
     assert 0 < await redis.pttl(key) <= 360
-    assert key.endswith(":rl-learned:{seller-1:learn-ttl}")
+    assert key.endswith(":rl-learned:{seller-1}:learn-ttl")
     assert (await limiter.peek(bucket)).remaining == 1
 
     async def expired() -> bool:
@@ -142,8 +143,10 @@ async def test_limiter_options_wire_every_limiter_setting(redis: Redis, prefix: 
         limiter_refill_margin_ratio=0.1,
         limiter_refill_margin_cap_ms=10.0,
         learned_limit_ttl_s=2.0,
+        wb_seller_limit_per_min=2,
     )
     limiter = RateLimiter(redis, limiter_options(settings))
+    assert limiter.seller_scope("s").limit == Limit(period_s=60.0, limit=2, burst=2)
     minute, second = scope(FINANCE), scope(Limit(period_s=1, limit=10, burst=1))
     assert limiter.ceiling_ms(minute) == pytest.approx(10_000.0)  # the cap, scaled
     assert limiter.ceiling_ms(second) == pytest.approx(1500.0)  # 2 x 0.5 s + 0.5 s
@@ -211,3 +214,46 @@ async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
     assert repeated is not None and repeated.interval_ms > 600
     learned = sample("wbsync_learned_limits_total", group=FINANCE_DETAILED_REPORT.group)
     assert learned == learned_before + 1
+
+
+@pytest.mark.parametrize("burst", [0, 5])
+@pytest.mark.parametrize(("taken", "left"), [(10, 0), (5, 5), (9, 1)])
+async def test_learning_a_slower_interval_gives_the_bucket_no_tokens(
+    limiter_factory: LimiterFactory, taken: int, left: int, burst: int
+) -> None:
+    # 10 a minute at scale 0.01: 60 ms a token, 600 ms to fill. WB shows 120 ms (and a burst
+    # of 5, or none: then the bucket's burst stays 10 and its capacity doubles).
+    limiter = limiter_factory(time_scale=0.01)
+    bucket = scope(Limit(period_s=60, limit=10, burst=10), group=f"slower-{taken}-{burst}")
+    for _ in range(taken):
+        assert (await limiter.try_acquire(bucket)).acquired
+    assert await limiter.learn(bucket, seen_ms=120.0, burst=burst) is not None
+    # The bucket holds what it held (at most the new burst), not what the slower interval
+    # times the burst would make of its fill time: an emptied bucket stays empty.
+    peeked = await limiter.peek(bucket)
+    assert peeked.remaining <= left
+    if left == 0:
+        assert not peeked.acquired and 60 < peeked.wait_ms <= 120 + 1
+    grants = 0
+    while (await limiter.try_acquire(bucket)).acquired:
+        grants += 1
+    assert grants <= left
+
+
+async def test_two_processes_learning_from_one_moment_tighten_once(
+    limiter_factory: LimiterFactory,
+) -> None:
+    # 60 ms a token at scale 0.001. Two processes each meet WB's limit at the same moment and
+    # each add what their 429 showed: the second is the same evidence, not twice as much.
+    first, second = limiter_factory(time_scale=0.001), limiter_factory(time_scale=0.001)
+    bucket = scope(FINANCE, group="same-moment")
+    learned = await first.learn(bucket, extra_ms=60.0)
+    assert learned is not None and learned.interval_ms == 120
+    assert await second.learn(bucket, extra_ms=60.0) is None
+    found = await second.learned(bucket)
+    assert found is not None and found.interval_ms == 120
+    # A 429 a whole interval later is new evidence: WB is stricter still (the wait is time
+    # passing, the condition itself).
+    await asyncio.sleep(0.13)
+    again = await second.learn(bucket, extra_ms=60.0)
+    assert again is not None and again.interval_ms == 180

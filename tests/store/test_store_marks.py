@@ -26,9 +26,14 @@ async def test_the_marks_follow_writes_tombstones_and_pruning(store: Store) -> N
     marks = await store.water_marks([stocks, orders])
     assert marks == {"stocks": WaterMarks(high=6, low=3), "orders": WaterMarks(high=0, low=None)}
 
-    # The tombstones' grace passes: they leave the feed, and its lowest number stays.
+    # The tombstones' grace passes: they leave the feed, and its lowest number stays; the
+    # feed is complete from the last of them only.
     await store.prune(utcnow() + timedelta(days=stocks.tombstone_grace_days + 1))
-    assert (await store.water_marks([stocks]))["stocks"] == WaterMarks(high=6, low=3)
+    assert (await store.water_marks([stocks]))["stocks"] == WaterMarks(
+        high=6, low=3, complete_from=6
+    )
     await store.write("stocks", cabinet, [], whole=True)  # 2 tombstoned: 7
     await store.prune(utcnow() + timedelta(days=stocks.tombstone_grace_days + 1))
-    assert (await store.water_marks([stocks]))["stocks"] == WaterMarks(high=7, low=None)
+    assert (await store.water_marks([stocks]))["stocks"] == WaterMarks(
+        high=7, low=None, complete_from=7
+    )

@@ -75,12 +75,12 @@ async def test_a_reply_trickling_past_the_deadline_is_a_transport_failure(
     assert emulator.counters.total("requests") == 2
 
 
-HOSTILE = ["999999999", "1e308", "inf", "nan", "-5", "abc"]
+HOSTILE = ["inf", "nan", "-5", "abc", "Infinity", ""]
 
 
 @pytest.mark.parametrize("header", ["X-Ratelimit-Retry", "X-Ratelimit-Reset", "Retry-After"])
 @pytest.mark.parametrize("value", HOSTILE)
-async def test_an_absurd_rate_limit_header_is_replaced_by_the_buckets_period(
+async def test_an_unusable_rate_limit_header_is_read_as_absent(
     emulator: Emulator,
     make_client: MakeClient,
     redis: Redis,
@@ -97,15 +97,38 @@ async def test_an_absurd_rate_limit_header_is_replaced_by_the_buckets_period(
         scope = client.scope(eps.PRICES_GOODS_LIST)
         with caplog.at_level(logging.WARNING, logger="wbsync.wb.feedback"):
             reply = await client.call(eps.PRICES_GOODS_LIST, **GOODS)
-    # The bucket waited its own period (6 ms here), not 31 years; no OverflowError.
+    # No wait header was usable: the bucket waited its own period (6 ms here); no OverflowError.
     assert reply.status == 200
     assert [e["status"] for e in emulator.counters.journal] == [429, 200]
     warned = [r.getMessage() for r in caplog.records if r.name == "wbsync.wb.feedback"]
-    assert len(warned) == 1, warned
-    assert "prices.goods_list" in warned[0] and header in warned[0]
+    assert len(warned) == (1 if value else 0), warned  # an empty header is no header
+    assert all("prices.goods_list" in w and header in w for w in warned)
     assert emulator.token(SELLER_A) not in caplog.text
     # Nothing learned from headers that could not be read.
     assert await redis.exists(keys.learned_key(prefix, scope)) == 0
+
+
+@pytest.mark.parametrize("header", ["X-Ratelimit-Retry", "X-Ratelimit-Reset", "Retry-After"])
+@pytest.mark.parametrize("value", ["999999999", "1e308", "21601"])
+async def test_a_wait_past_the_cap_is_clamped_to_it_not_shortened(
+    emulator: Emulator,
+    make_client: MakeClient,
+    caplog: pytest.LogCaptureFixture,
+    header: str,
+    value: str,
+) -> None:
+    # The cap is 6 h of WB time: 21.6 s at this scale, past any ceiling of the call.
+    waits = {"X-Ratelimit-Retry": "", "X-Ratelimit-Reset": "", "Retry-After": ""}
+    rule = FaultRule(kind="rate_limit", method="prices.goods_list", count=1)
+    emulator.set_faults([rule.model_copy(update={"headers": waits | {header: value}})])
+    async with make_client() as client:
+        with caplog.at_level(logging.WARNING, logger="wbsync.wb.feedback"):
+            with pytest.raises(RateLimitExceeded) as caught:
+                await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+    cap_s = 21_600 * emulator.config.time_scale
+    assert cap_s - 1.0 <= caught.value.retry_after <= cap_s
+    assert [e["status"] for e in emulator.counters.journal] == [429]
+    assert sum(header in r.getMessage() for r in caplog.records) == 1
 
 
 async def test_retry_after_as_an_http_date_is_followed(
@@ -122,15 +145,16 @@ async def test_retry_after_as_an_http_date_is_followed(
     assert 1.0 < caught.value.retry_after <= 3.0
 
 
-async def test_retry_after_as_a_date_past_the_ceiling_is_the_buckets_period(
+async def test_retry_after_as_a_date_past_the_cap_is_clamped_to_it(
     emulator: Emulator, make_client: MakeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     when = format_datetime(datetime(2099, 1, 1, tzinfo=UTC), usegmt=True)
     waits = {"X-Ratelimit-Retry": "", "X-Ratelimit-Reset": "", "Retry-After": when}
     emulator.set_faults([FaultRule(kind="rate_limit", count=1, headers=waits)])
     async with make_client() as client:
-        reply = await client.call(eps.PRICES_GOODS_LIST, **GOODS)
-    assert reply.status == 200
+        with pytest.raises(RateLimitExceeded) as caught:
+            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+    assert caught.value.retry_after > 21_600 * emulator.config.time_scale - 1.0
     assert "Retry-After" in caplog.text
 
 

@@ -284,13 +284,13 @@ class Bare:
         upsert, redis = self.upsert, self._redis
         assert upsert is not None and redis is not None  # entered
         args: list[str | int] = [
+            1,  # cost
+            "0.0",  # penalty_ms
+            -1,  # level
+            repr(3_600_000.0 * self._time_scale),  # max_wait_ms: WB's longest period, scaled
             repr(_BARE_LIMIT.interval_ms * self._time_scale),
             _BARE_LIMIT.burst,
-            1,
-            "0.0",
-            "0.0",
-            -1,
-            repr(3_600_000.0 * self._time_scale),  # max_wait_ms: WB's longest period, scaled
+            "0.0",  # margin_ms
         ]
 
         async def replay(cabinet: int, job: JobHandle | None) -> None:

@@ -6,6 +6,8 @@ calls a second, so nearly every call is admitted (the writing path); on the hot 
 every call is refused (the reading path). Both paths are measured, for everyone.
 
 * ``wbsync``: ``RateLimiter.try_acquire`` (GCRA in one EVALSHA).
+* ``wbsync_two_buckets``: ``RateLimiter.try_acquire_all`` of the bucket and its seller's global
+  bucket (what every WB call takes), in one EVALSHA.
 * ``bare_evalsha``: one EVALSHA of ``return 0`` on the same key: the ceiling for any design
   that costs one round trip.
 * ``limits_*``: the ``limits`` library's async strategies on its Redis storage, driven through
@@ -40,6 +42,7 @@ Op = Callable[[int], Awaitable[bool | None]]
 LIMIT_PER_S = 100
 IMPLEMENTATIONS = (
     "wbsync",
+    "wbsync_two_buckets",
     "bare_evalsha",
     "limits_moving_window",
     "limits_sliding_window_counter",
@@ -67,6 +70,7 @@ async def build(name: str, url: str, prefix: str, n_keys: int) -> Peer:
     """Implementation ``name`` on ``url``, with keys under ``prefix``."""
     builders = {
         "wbsync": _wbsync,
+        "wbsync_two_buckets": _wbsync_two,
         "bare_evalsha": _bare,
         "limits_moving_window": _limits_moving,
         "limits_sliding_window_counter": _limits_sliding,
@@ -86,6 +90,20 @@ async def _wbsync(url: str, prefix: str, n_keys: int) -> Peer:
         return (await limiter.try_acquire(scopes[k])).acquired
 
     return Peer("wbsync", op, [redis.aclose])
+
+
+async def _wbsync_two(url: str, prefix: str, n_keys: int) -> Peer:
+    redis = Redis.from_url(url)
+    limiter = RateLimiter(redis, LimiterOptions(prefix=prefix))
+    limit = Limit(period_s=1.0, limit=LIMIT_PER_S, burst=LIMIT_PER_S)
+    pairs = [
+        (BucketScope(f"c{k}", "bench", limit), limiter.seller_scope(f"c{k}")) for k in range(n_keys)
+    ]
+
+    async def op(k: int) -> bool:
+        return (await limiter.try_acquire_all(pairs[k])).acquired
+
+    return Peer("wbsync_two_buckets", op, [redis.aclose])
 
 
 async def _bare(url: str, prefix: str, n_keys: int) -> Peer:

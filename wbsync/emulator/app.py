@@ -109,6 +109,24 @@ def _limiter_id(seller: str, group: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"wb-limiter:{seller}:{group}"))
 
 
+#: How the emulator's global limiter signs its 429's ``detail`` after WB's "limited by <id>":
+#: WB documents no words for it, so the reply names it (docs/emulator.md).
+GLOBAL_LIMITER = "global limiter"
+
+
+def _globally_limited(
+    state: EmulatorState, rid: str, seller: str, left_s: float, burst: int
+) -> Response:
+    """The 429 of the seller's global limiter: ``left_s`` (scaled) until it lifts."""
+    scale = state.config.time_scale
+    detail = f"limited by {_limiter_id(seller, 'global')} ({GLOBAL_LIMITER})"
+    resp = problem(429, "too many requests", detail, rid)
+    resp.headers["X-Ratelimit-Retry"] = format_seconds(left_s, scale)
+    resp.headers["X-Ratelimit-Limit"] = str(burst)
+    resp.headers["X-Ratelimit-Reset"] = format_seconds(left_s, scale)
+    return resp
+
+
 #: What the emulator answers for a method switched off. WB documents no reply for it; its
 #: gateway answers an unknown path with 404, which is what a method taken off looks like.
 DISABLED_DETAIL = (
@@ -221,10 +239,19 @@ async def _serve(state: EmulatorState, ep: Method, request: Request, rid: str) -
     limit = state.limit_for(ep.name, token.kind)
     assert limit is not None  # _authorise refused types without a limit
     scaled: Rate = limit.scaled(state.config.time_scale)
+    left_s = state.buckets.global_penalty(seller)
+    if left_s > 0:
+        return _Outcome(_globally_limited(state, rid, seller, left_s, limit.burst), seller)
     early = state.faults.draw(ep.name, seller, before_bucket=True)
     if early is not None:
         retry = early.retry_s * state.config.time_scale
-        resp = _rate_limited(state, rid, retry, retry, limit.burst, _limiter_id(seller, "global"))
+        if early.kind == "global_limit":
+            state.buckets.penalise_seller(seller, retry, extends=early.extends)
+            resp = _globally_limited(state, rid, seller, retry, limit.burst)
+        else:
+            resp = _rate_limited(
+                state, rid, retry, retry, limit.burst, _limiter_id(seller, ep.group)
+            )
         _override(resp, early)
         return _Outcome(resp, seller, early.kind)
     decision: BucketDecision = state.buckets.take(seller, ep.group, scaled)

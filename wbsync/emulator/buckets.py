@@ -1,6 +1,8 @@
 """WB's per-seller token buckets, in process (the emulator is one process, one event loop).
 
 A bucket holds ``burst`` tokens and refills ``limit`` per ``period`` (already time-scaled).
+Above them sits WB's global limiter per seller: no published rate, only penalties: while one is
+in force every method of the seller is refused (``global_penalty``).
 Nothing here awaits, so each check-and-take runs whole between two awaits: asyncio-safe
 without a lock.
 """
@@ -39,10 +41,34 @@ class Buckets:
     def __init__(self, *, grace_s: float = 0.0) -> None:
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._grace_s = grace_s
+        # seller -> (monotonic time the global penalty lifts, seconds a request extends it to)
+        self._penalties: dict[str, tuple[float, float]] = {}
 
     def reset(self) -> None:
-        """Forget every bucket (all full again)."""
+        """Forget every bucket (all full again) and every global penalty."""
         self._buckets.clear()
+        self._penalties.clear()
+
+    def penalise_seller(
+        self, seller: str, seconds: float, *, extends: bool = False, now: float | None = None
+    ) -> None:
+        """Put ``seller`` under a global penalty of ``seconds`` (scaled); with ``extends``, a
+        request during it restarts it (as sellers report WB doing)."""
+        now = time.monotonic() if now is None else now
+        self._penalties[seller] = (now + seconds, seconds if extends else 0.0)
+
+    def global_penalty(self, seller: str, now: float | None = None) -> float:
+        """Seconds left of ``seller``'s global penalty (0: none); a request asks this, so a
+        penalty that extends restarts here."""
+        now = time.monotonic() if now is None else now
+        until, extends_s = self._penalties.get(seller, (0.0, 0.0))
+        if until <= now:
+            self._penalties.pop(seller, None)
+            return 0.0
+        if extends_s:
+            until = now + extends_s
+            self._penalties[seller] = (until, extends_s)
+        return until - now
 
     def _refilled(self, seller: str, group: str, limit: Rate, now: float) -> _Bucket:
         bucket = self._buckets.get((seller, group))

@@ -112,6 +112,7 @@ FaultKind = Literal[
     "drop",
     "malformed",
     "rate_limit",
+    "global_limit",
     "redirect",
     "error_body",
     "trickle",
@@ -129,7 +130,10 @@ class FaultRule(BaseModel):
     is the probability per matching request, drawn from the emulator's seeded RNG. Kinds:
     ``error`` (a 5xx), ``refuse`` (a 4xx), ``slow`` (the reply waits ``delay_ms``), ``drop`` (a
     body cut short),
-    ``malformed`` (a body that is not JSON), ``rate_limit`` (a 429 before the bucket),
+    ``malformed`` (a body that is not JSON), ``rate_limit`` (a 429 before the bucket, from
+    the method's limiter: a penalty of ``retry_s``), ``global_limit`` (WB's global limiter puts
+    the seller under a penalty of ``retry_s``: every method of the seller answers 429 until it
+    lifts; with ``extends``, each request during it restarts it),
     ``redirect`` (a 3xx with a Location, nothing applied), ``error_body`` (a 200 whose body is
     an error object, nothing applied), ``trickle`` (the real reply, one byte every
     ``delay_ms``). ``headers`` replace the fault reply's headers (a hostile gateway).
@@ -164,7 +168,14 @@ class FaultRule(BaseModel):
         default=1000.0, ge=0, description="Real ms a slow reply waits, or between trickled bytes."
     )
     retry_s: float = Field(
-        default=60.0, gt=0, description="WB seconds a rate_limit fault asks to wait (scaled)."
+        default=60.0,
+        gt=0,
+        description="WB seconds a rate_limit or global_limit fault asks to wait (scaled).",
+    )
+    extends: bool = Field(
+        default=False,
+        description="global_limit: a request during the penalty restarts it (as sellers "
+        "report WB doing).",
     )
     headers: dict[str, str] = Field(
         default_factory=dict,

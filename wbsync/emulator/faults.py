@@ -1,4 +1,5 @@
-"""Faults on demand: which request gets a 5xx, a slow reply, a drop, a bad body or a 429.
+"""Faults on demand: which request gets a 5xx, a slow reply, a drop, a bad body, a 429 or a
+seller's global penalty.
 
 Rules are checked in order; the first that hits decides. A rule with ``count`` hits the next N
 matching requests and is then spent; otherwise it hits with probability ``share`` drawn from a
@@ -14,8 +15,8 @@ from wbsync.emulator.config import FaultRule
 
 __all__ = ["FaultPlan"]
 
-#: Kinds decided before the method's bucket (WB's global limiter sits in front of it).
-BEFORE_BUCKET = frozenset({"rate_limit"})
+#: Kinds decided before the method's bucket (a penalty, WB's global limiter in front of it).
+BEFORE_BUCKET = frozenset({"rate_limit", "global_limit"})
 
 
 @dataclass(slots=True)

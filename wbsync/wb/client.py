@@ -3,7 +3,8 @@
 Each request first takes a token from the shared limiter (one bucket per seller and limit
 group, in Redis), so every process of every host spends one budget. WB's rate-limit headers on
 every reply are evidence of its real bucket (``feedback.py``): a stricter WB tightens the shared
-bucket. A 429 from WB pushes that shared bucket forward for everyone (``penalize``) and goes
+bucket. A 429 from WB pushes that shared bucket forward for everyone (``penalize``), or the
+seller's global bucket when WB's global limiter said it (``Feedback.is_global``), and goes
 back through ``acquire``, which may sleep, or raise ``RateLimitDeferred`` inside a job: that
 signal, like ``RateLimitExceeded``, passes through untouched. Transport errors and 5xx are
 retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
@@ -229,7 +230,6 @@ class WbClient:
             reply.headers,
             method=ep.name,
             cabinet=self.cabinet,
-            period_s=scope.limit.period_s * scale,
             max_wait_s=self._options.rate_wait_max_s * scale,
         )
 
@@ -306,21 +306,28 @@ class WbClient:
         sent: float,
     ) -> None:
         wait_ms = rate_limit_wait_ms(headers, scope.limit, self._options.time_scale)
-        round_trip_ms = (clock.monotonic() - sent) * 1000.0
-        await self._feedback.on_429(scope, headers, round_trip_ms)
-        # Everyone sharing the bucket waits, not just this caller: WB counts the seller.
-        await self._limiter.penalize(scope, wait_ms)
+        body = _json_or_none(reply.content)
+        words = wb_words(reply.status, reply.headers, reply.content)
+        # Everyone sharing the bucket waits, not just this caller: WB counts the seller. A 429
+        # of WB's global limiter is not about this method: every method of the seller waits,
+        # and it teaches nothing of the method's rate.
+        if await self._feedback.is_global(scope, body, words):
+            target = self._limiter.seller_scope(scope.cabinet)
+        else:
+            target = scope
+            round_trip_ms = (clock.monotonic() - sent) * 1000.0
+            await self._feedback.on_429(scope, headers, round_trip_ms)
+        await self._limiter.penalize(target, wait_ms, words=words)
         if self._throughput is not None:
             await self._throughput.rate_limited()
-        rid = _request_id(reply.headers, _json_or_none(reply.content))
-        words = wb_words(reply.status, reply.headers, reply.content)
+        rid = _request_id(reply.headers, body)
         log.info(
             "cabinet %s: %s got 429 (request %s, WB said %r), bucket %s pushed %d ms",
             self.cabinet,
             ep.name,
             rid,
             words,
-            scope,
+            target,
             wait_ms,
         )
         if limited > self._retry.rate_limit_attempts:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -33,7 +34,14 @@ from email.utils import parsedate_to_datetime
 from wbsync import clock
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
 
-__all__ = ["EVIDENCE_MARGIN", "LEARN_REPEAT_INTERVALS", "Feedback", "RateHeaders"]
+__all__ = [
+    "EVIDENCE_MARGIN",
+    "GLOBAL_WORDS",
+    "LEARN_REPEAT_INTERVALS",
+    "Feedback",
+    "RateHeaders",
+    "limiter_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,12 @@ EVIDENCE_MARGIN = 0.1
 #: A 429 our timing could explain teaches nothing alone; a second one within this many of the
 #: bucket's (scaled) intervals does: jitter does not repeat, a stricter WB does.
 LEARN_REPEAT_INTERVALS = 10
+
+#: A 429 whose words (problem+json ``title``, ``detail`` or ``origin``) hold this (any case)
+#: came from WB's global limiter of the seller, not the method's.
+GLOBAL_WORDS = "global"
+#: WB's problem+json names the limiter that refused: ``"detail": "limited by <uuid>"``.
+_LIMITED_BY = re.compile(r"limited by ([0-9A-Za-z-]{8,64})")
 
 #: The headers that tell how long to wait, in the order they are read.
 WAIT_HEADERS = ("X-Ratelimit-Retry", "Retry-After", "X-Ratelimit-Reset")
@@ -89,9 +103,11 @@ def _is_number_like(value: str) -> bool:
 class RateHeaders:
     """WB's rate-limit headers of one reply (seconds are real, of the scaled world).
 
-    Every wait is within ``max_wait_s``: a wait header past it, non-numeric, negative, NaN or
-    infinite is replaced by the bucket's own period and named in ``rejected`` (one WARNING per
-    reply, naming the method and the header). A reply with a rejected header teaches nothing.
+    A wait WB asks for is kept as it is up to ``max_wait_s``; a finite one past it is clamped
+    to it (named in ``clamped``), never shortened further. A wait header that is no usable
+    number (non-numeric, negative, NaN, infinite) is read as absent and named in ``rejected``.
+    Each is logged once (a WARNING naming the method and the header). A reply with a rejected
+    or clamped header teaches nothing about WB's rate.
     """
 
     remaining: int | None
@@ -99,6 +115,7 @@ class RateHeaders:
     retry_s: float | None
     reset_s: float | None
     rejected: tuple[str, ...] = ()
+    clamped: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -107,34 +124,39 @@ class RateHeaders:
         *,
         method: str = "?",
         cabinet: str = "?",
-        period_s: float = 0.0,
         max_wait_s: float = math.inf,
     ) -> RateHeaders:
-        """Read the headers ``h`` (case-insensitive, as a reply's are); a missing one is None,
-        an unusable wait header is ``period_s``."""
+        """Read the headers ``h`` (case-insensitive, as a reply's are); a missing or unusable
+        one is None, a wait past ``max_wait_s`` is ``max_wait_s``."""
         remaining = _number(h.get("X-Ratelimit-Remaining"))
         limit = _number(h.get("X-Ratelimit-Limit"))
         waits: dict[str, float | None] = {}
         rejected: list[str] = []
+        clamped: list[str] = []
         for header in WAIT_HEADERS:
             raw = h.get(header)
-            if raw is None:
-                waits[header] = None
-                continue
-            seconds = _wait_s(header, raw)
-            if seconds is None or seconds > max_wait_s:
+            seconds = None if raw is None else _wait_s(header, raw)
+            if raw is not None and seconds is None:
                 rejected.append(header)
                 log.warning(
-                    "cabinet %s: %s: WB's %s header %r is not a wait within %g s; using the "
-                    "bucket's own period (%g s) instead",
+                    "cabinet %s: %s: WB's %s header %r is not a usable wait; read as absent",
                     cabinet,
                     method,
                     header,
                     raw[:40],
-                    max_wait_s,
-                    period_s,
                 )
-                seconds = period_s
+            elif seconds is not None and seconds > max_wait_s:
+                clamped.append(header)
+                log.warning(
+                    "cabinet %s: %s: WB's %s header asks %g s, past WBSYNC_WB_RATE_WAIT_MAX_S; "
+                    "waiting %g s",
+                    cabinet,
+                    method,
+                    header,
+                    seconds,
+                    max_wait_s,
+                )
+                seconds = max_wait_s
             waits[header] = seconds
         retry = waits["X-Ratelimit-Retry"]
         return cls(
@@ -143,12 +165,27 @@ class RateHeaders:
             retry_s=retry if retry is not None else waits["Retry-After"],
             reset_s=waits["X-Ratelimit-Reset"],
             rejected=tuple(rejected),
+            clamped=tuple(clamped),
         )
 
     @property
     def wait_s(self) -> float | None:
         """How long a 429 asks to wait: Retry (or Retry-After), else Reset; None if neither."""
         return self.retry_s if self.retry_s is not None else self.reset_s
+
+
+def names_global_limiter(body: object) -> bool:
+    """True when a 429's body says WB's global limiter refused (``GLOBAL_WORDS``)."""
+    if not isinstance(body, dict):
+        return False
+    said = (body.get(field) for field in ("title", "detail", "origin"))
+    return any(isinstance(s, str) and GLOBAL_WORDS in s.casefold() for s in said)
+
+
+def limiter_of(words: str | None) -> str | None:
+    """The id of the limiter a 429's words name ("limited by <id>"), if any."""
+    found = _LIMITED_BY.search(words or "")
+    return found.group(1) if found else None
 
 
 class Feedback:
@@ -158,11 +195,23 @@ class Feedback:
         self._limiter = limiter
         self._cabinet = cabinet
 
+    async def is_global(self, scope: BucketScope, body: object, words: str | None) -> bool:
+        """Whether a 429 on ``scope`` came from the seller's global limiter: its words say so,
+        or the limiter it names has already refused another group of the seller."""
+        if names_global_limiter(body):
+            return True
+        limiter_id = limiter_of(words)
+        return limiter_id is not None and await self._limiter.limits_another_group(
+            scope, limiter_id
+        )
+
     async def on_429(self, scope: BucketScope, headers: RateHeaders, round_trip_ms: float) -> None:
         """A 429 that our bucket let through (``round_trip_ms`` after it did): WB's bucket may be
         stricter than ours; learn it when the headers prove it or the 429 repeats."""
-        if headers.rejected:
-            return  # headers we could not read are no evidence of anything
+        if headers.rejected or headers.clamped:
+            # Headers we could not read are no evidence of anything; a wait past our cap is a
+            # penalty, not a rate.
+            return
         interval_s = scope.limit.interval_ms * self._limiter.time_scale / 1000.0
         burst = headers.limit or scope.limit.burst
         retry, reset = headers.retry_s or 0.0, headers.reset_s or 0.0

@@ -2,9 +2,9 @@
 
 - Transport errors and 5xx: retried with capped exponential backoff and jitter, within a fixed
   attempt budget per call (``attempts`` counts every try, the first included).
-- 429: not a failure of the request but a window; the wait comes from WB's headers (each at
-  most ``wb_rate_wait_max_s``, see ``feedback.RateHeaders``) and is pushed into the shared
-  bucket. It has its own budget (``rate_limit_attempts``).
+- 429: not a failure of the request but a window; the wait comes from WB's headers (each
+  clamped to ``wb_rate_wait_max_s``, see ``feedback.RateHeaders``) and is pushed into the shared
+  bucket, with a record of WB's words. It has its own budget (``rate_limit_attempts``).
 - Any other 4xx: never retried.
 - ``RateLimitDeferred`` / ``RateLimitExceeded`` from the limiter are not WB errors and are
   never caught here.
@@ -51,8 +51,9 @@ def rate_limit_wait_ms(headers: RateHeaders, limit: Limit, time_scale: float) ->
     """How long a 429 tells every process to wait, in real ms (already in the scaled world).
 
     ``X-Ratelimit-Retry``, else ``Retry-After`` (seconds or an HTTP date), else
-    ``X-Ratelimit-Reset``, else one period of the bucket (scaled). ``RateHeaders`` has already
-    replaced a value past the ceiling (or not a number) by that period, so this is finite.
+    ``X-Ratelimit-Reset``, else (no usable wait header at all) one period of the bucket
+    (scaled). ``RateHeaders`` has already clamped a wait past the cap to it and read one that
+    is no number as absent, so this is finite and never shorter than what WB asked for.
     """
     seconds = headers.wait_s
     if seconds is not None and seconds > 0:

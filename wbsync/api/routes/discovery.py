@@ -53,7 +53,13 @@ class DatasetOut(BaseModel):
     tombstone_grace_days: int = Field(description="Days a tombstone stays in the feed.")
     high_water_mark: int = Field(description="The last sequence number given out (0: none).")
     low_water_mark: int | None = Field(
-        description="The lowest sequence number still in the feed (null: the feed is empty)."
+        description="The lowest sequence number still in the feed (null: the feed is empty). "
+        "Informative: cursors are checked against `low_water`."
+    )
+    low_water: int = Field(
+        description="The feed's low-water mark, as each feed page carries it: the lowest "
+        "`after` from which the feed is complete, deletes included (pruned tombstones raise "
+        "it); an `after` above 0 below it is 410."
     )
     feed: str = Field(description="The fleet-wide change feed's path.")
     data_schema: dict[str, Any] = Field(description="The JSON Schema of a change's `data`.")
@@ -85,6 +91,7 @@ def dataset_out(ds: Dataset, marks: WaterMarks) -> DatasetOut:
         tombstone_grace_days=ds.tombstone_grace_days,
         high_water_mark=marks.high,
         low_water_mark=marks.low,
+        low_water=marks.complete_from,
         feed=f"/api/v1/datasets/{ds.name}/changes",
         data_schema=data_json_schema(ds),
     )

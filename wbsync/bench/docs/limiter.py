@@ -18,7 +18,9 @@ def render(r: dict[str, Any]) -> str:
         f"rounds; limit {r['params']['limit_per_s']}/s, burst {r['params']['limit_per_s']}. "
         "`many_buckets`: tasks walk 10,000 buckets (nearly every call admitted, the writing "
         "path); `hot_bucket`: one bucket (nearly every call refused). `bare_evalsha` is one "
-        "EVALSHA of `return 0`: the ceiling of any one-round-trip design. `limits_*` run on "
+        "EVALSHA of `return 0`: the ceiling of any one-round-trip design. "
+        "`wbsync_two_buckets` takes a bucket and its seller's global bucket in one EVALSHA, "
+        "as every WB call does. `limits_*` run on "
         "`limits`' async Redis storage through redis-py (the same client as ours). "
         "`pyrate_limiter` is its public `Limiter.try_acquire_async(blocking=False)` over "
         "`RedisBucket`, which holds a per-limiter asyncio lock around each call (one call in "
@@ -73,7 +75,7 @@ def _verdict(r: dict[str, Any]) -> str:
         peers = {
             k: v["ops_per_s"]
             for k, v in s["implementations"].items()
-            if k not in ("wbsync", "bare_evalsha")
+            if k not in ("wbsync", "wbsync_two_buckets", "bare_evalsha")
         }
         beaten = [k for k, v in peers.items() if v >= ours]
         parts.append(
