@@ -327,21 +327,46 @@ async def test_a_removal_that_crashes_mid_batch_keeps_the_batch_whole_and_resume
     cabinet = await _cabinet(store)
     await store.upsert("orders", cabinet, [{"srid": f"o{i}"} for i in range(10)])
     await _poison(store, "o5")  # the second batch of three: o3, o4 written, o5 fails
-    with pytest.raises(StoreError):
-        await store.remove_cabinet(cabinet, batch=3)
+    try:
+        with pytest.raises(StoreError):
+            await store.remove_cabinet(cabinet, batch=3)
+    finally:  # the session's tests share the database
+        on = " ON wb_orders" if store.database.dialect == "postgresql" else ""
+        async with store.database.transaction() as conn:
+            await conn.execute(text("DROP TRIGGER crash" + on))
     live = sorted(str(r["srid"]) for r in await store.fetch("orders", cabinet))
     assert live == [f"o{i}" for i in range(3, 10)]  # the failed batch left nothing behind
     assert (await store.changes("orders")).next == 13  # 10 inserts, one batch of 3 deletes
 
-    async with store.database.transaction() as conn:
-        await conn.execute(
-            text(
-                "DROP TRIGGER crash"
-                + (" ON wb_orders" if store.database.dialect == "postgresql" else "")
-            )
-        )
     await store.remove_cabinet(cabinet, batch=3)
     deletes = await _feed(store, "orders", after=10)
     assert [c.seq for c in deletes] == list(range(11, 21))
     assert sorted(str(c.data["srid"]) for c in deletes) == [f"o{i}" for i in range(10)]
     assert {c.op for c in deletes} == {"delete"}
+
+
+async def test_a_removed_cabinets_record_stays_while_an_unloaded_plugins_table_holds_its_rows(
+    store: Store,
+) -> None:
+    cabinet = await _cabinet(store)
+    await store.remove_cabinet(cabinet)
+    # A plugin's dataset that another process loads: its table and record, not this registry
+    # (dropped at the end: the session's tests share the database).
+    async with store.database.transaction() as conn:
+        for sql in (
+            "CREATE TABLE wb_ghost (cabinet_id INTEGER NOT NULL, k INTEGER NOT NULL)",
+            "INSERT INTO wb_declared_datasets (dataset, table_name, owner, key, created_at) "
+            "VALUES ('ghost', 'wb_ghost', 'elsewhere', '[]', CURRENT_TIMESTAMP)",
+            f"INSERT INTO wb_ghost VALUES ({cabinet}, 1)",
+        ):
+            await conn.execute(text(sql))
+    try:
+        assert await store.finish_removals() == 0
+        assert (await store.cabinets.get(cabinet, removed=True)).removed_at is not None
+        async with store.database.transaction() as conn:
+            await conn.execute(text("DELETE FROM wb_ghost"))
+        assert await store.finish_removals() == 1
+    finally:
+        async with store.database.transaction() as conn:
+            await conn.execute(text("DROP TABLE wb_ghost"))
+            await conn.execute(text("DELETE FROM wb_declared_datasets WHERE dataset = 'ghost'"))
