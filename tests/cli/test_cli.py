@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 from typer.testing import CliRunner
 
+from wbsync import keys
 from wbsync.cli import app
 from wbsync.config import get_settings
+from wbsync.store import Database, Store
 from wbsync.wb.tokens import Category, mint_token
 
 SELLER = "5b0e2c1d-7a3f-4e6b-9d8c-0f1e2d3c4b5a"
@@ -65,6 +70,26 @@ def test_adding_without_a_secret_key_says_what_to_set(
 def test_removing_an_unknown_cabinet_is_a_clear_error(env: None) -> None:
     reply = CliRunner().invoke(app, ["cabinets", "remove", "nope"])
     assert reply.exit_code == 1 and "nope" in reply.output
+
+
+async def test_removing_tombstones_the_rows_and_tells_the_change_stream(
+    env: None, tmp_path: Path, redis_url: str, prefix: str, redis: Redis
+) -> None:
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as db:
+        await db.migrate()
+        store = Store(db, secret_key="cli-test-secret")
+        cabinet = (await store.cabinets.add("shop", token(), SELLER)).id
+        await store.upsert("orders", cabinet, [{"srid": f"o{i}"} for i in range(3)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WBSYNC_REDIS_URL", redis_url)
+        patch.setenv("WBSYNC_REDIS_PREFIX", prefix)
+        get_settings.cache_clear()
+        done = await asyncio.to_thread(CliRunner().invoke, app, ["cabinets", "remove", "shop"])
+    get_settings.cache_clear()
+    assert done.exit_code == 0, done.output
+    assert "its rows are tombstoned" in done.output
+    entries: Any = await redis.xrange(keys.change_stream_key(prefix))
+    assert [(f["dataset"], f["rows"]) for _id, f in entries] == [("orders", "3")]
 
 
 # Modules that building the command tree and printing its help must not load: each costs tens
