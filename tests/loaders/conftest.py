@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
 import pytest
 from pydantic import SecretStr
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.support.api import API_KEY, SECRET, SELLERS
 from tests.support.databases import DatabaseFactory
@@ -49,12 +51,27 @@ async def feed_runtime(
 
 
 @pytest.fixture
-async def feed_url(feed_runtime: Runtime) -> AsyncIterator[str]:
+def feed_paths() -> list[str]:
+    """The path of every HTTP request the API served (``feed_url``), in order."""
+    return []
+
+
+@pytest.fixture
+async def feed_url(feed_runtime: Runtime, feed_paths: list[str]) -> AsyncIterator[str]:
     """The API on a free loopback port, in this event loop; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = ApiServer(uvicorn_config(feed_runtime, host="127.0.0.1", port=port))
+    config = uvicorn_config(feed_runtime, host="127.0.0.1", port=port)
+    app = cast(ASGIApp, config.app)  # create_app's FastAPI, typed loosely by uvicorn
+
+    async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            feed_paths.append(scope["path"])
+        await app(scope, receive, send)
+
+    config.app = recorded
+    server = ApiServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
 
     async def started() -> bool:

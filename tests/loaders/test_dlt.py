@@ -95,6 +95,7 @@ class Warehouse:
 async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     feed_runtime: Runtime,
     feed_url: str,
+    feed_paths: list[str],
     new_cabinet: Callable[[int], Awaitable[Cabinet]],
     tmp_path: Path,
 ) -> None:
@@ -122,8 +123,11 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     assert {"stocks": 6, "orders": 1} == await _changed(store, loaded_to)
     assert await warehouse.assert_equal(store) == 2 + 5 + 4
 
+    feed_paths.clear()
     assert await warehouse.load() == {"stocks": 0, "orders": 0}
-    # Nothing was written since: the feeds' high-water marks are the ones the last run read.
+    # Nothing was written since: the feeds' high-water marks are the ones the last run read,
+    # so the run asked for the datasets and the cabinets, and read no feed.
+    assert feed_paths == ["/api/v1/datasets", "/api/v1/cabinets"]
     stocks = warehouse.pipeline.state["sources"]["wbsync"]["resources"]["stocks"]
     assert stocks["high"] == await _high(feed_url, "stocks")
     assert set(stocks["cursors"]) == {str(first.id), str(second.id)}
