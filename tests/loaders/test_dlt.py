@@ -119,8 +119,14 @@ async def test_rounds_load_only_the_changes_and_match_the_live_rows(
     await store.snapshots.complete("stocks", first.id)
     await store.upsert("stocks", second.id, [_stock(nm, 2) for nm in range(3, 5)])
     await store.upsert("orders", first.id, [{"srid": "o0", "totalPrice": 100}])
+    feed_paths.clear()
     assert await warehouse.load() == {"stocks": 6, "orders": 1}
     assert {"stocks": 6, "orders": 1} == await _changed(store, loaded_to)
+    # One page per cabinet of the two datasets that changed; the other datasets are not read.
+    feeds = sorted(p for p in feed_paths if "/datasets/" in p)
+    assert feeds == sorted(
+        f"/api/v1/cabinets/{c.id}/datasets/{name}" for c in (first, second) for name in DATASETS
+    )
     assert await warehouse.assert_equal(store) == 2 + 5 + 4
 
     feed_paths.clear()
