@@ -12,7 +12,7 @@ import requests
 from tests.support.api import API_KEY
 from tests.support.paths import ROOT
 from wbsync.errors import LoaderError
-from wbsync.loaders.feed import FeedApi, change_row, dataset_info, is_delete
+from wbsync.loaders.feed import DatasetInfo, FeedApi, change_row, dataset_info, is_delete
 
 
 def test_a_change_is_a_delete_by_its_op_or_its_tombstone_flag() -> None:
@@ -26,11 +26,13 @@ def test_a_change_is_a_delete_by_its_op_or_its_tombstone_flag() -> None:
         change_row({**change, "key": {"seq": 1}, "changed_at": "", "data": {}})
 
 
-def test_discovery_entries_name_their_key_columns_either_way() -> None:
-    assert dataset_info({"name": "stocks", "key": ["nm_id", "chrt_id"]}).key == ("nm_id", "chrt_id")
-    named = dataset_info({"name": "bids", "key_fields": [{"column": "advert_id"}]})
-    assert named.key == ("advert_id",)
-    assert dataset_info({"name": "cards"}).key is None
+def test_a_discovery_entry_gives_the_key_columns_and_the_high_water_mark() -> None:
+    entry = {
+        "name": "stocks",
+        "key": [{"column": "nm_id", "path": "nmId", "kind": "int"}, {"column": "chrt_id"}],
+        "high_water_mark": 42,
+    }
+    assert dataset_info(entry) == DatasetInfo("stocks", ("nm_id", "chrt_id"), 42)
 
 
 async def test_a_refused_request_is_a_loader_error_naming_the_route(feed_url: str) -> None:

@@ -102,14 +102,10 @@ def change_row(change: dict[str, Any]) -> dict[str, Any]:
 
 
 def dataset_info(entry: dict[str, Any]) -> DatasetInfo:
-    """One entry of ``GET /api/v1/datasets`` as a DatasetInfo."""
-    fields = entry.get("key_fields", entry.get("key"))
-    high = entry.get("high_water_mark")
-    high = None if high is None else int(high)
-    if fields is None:
-        return DatasetInfo(str(entry["name"]), None, high)
-    names = [f if isinstance(f, str) else f.get("column", f.get("name")) for f in fields]
-    return DatasetInfo(str(entry["name"]), tuple(str(n) for n in names), high)
+    """One entry of ``GET /api/v1/datasets`` as a DatasetInfo: its key's columns, its feed's
+    ``high_water_mark``."""
+    key = tuple(str(field["column"]) for field in entry["key"])
+    return DatasetInfo(str(entry["name"]), key, int(entry["high_water_mark"]))
 
 
 def resync_path(cabinet_id: int, dataset: str) -> str:
