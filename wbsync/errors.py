@@ -34,9 +34,12 @@
     │                                were pruned; resynchronise (``low_water``)
     ├── QueueError                   the job queue refused an operation
     │   └── JobLockLostError         this worker no longer holds the job's lock (another owns it)
-    └── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
-                                     ``cabinet``, a count that is not one, a cursor not of its
-                                     sync's shape): the job fails at once, no retries
+    ├── MalformedJobError            a job's data breaks the job contract (not JSON, no or bad
+    │                                ``cabinet``, a count that is not one, a cursor not of its
+    │                                sync's shape): the job fails at once, no retries
+    └── LoaderError                  a loader's request to wbsync's API failed (transport, or a
+                                     status it does not handle), or the reply broke the feed's
+                                     contract; names the route and the API's words
 
 ``RateLimitDeferred`` sits outside ``WbApiError`` on purpose: it tells the job layer to move a
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
@@ -61,6 +64,7 @@ __all__ = [
     "FeedCursorError",
     "FeedCursorGoneError",
     "JobLockLostError",
+    "LoaderError",
     "MalformedJobError",
     "QueueError",
     "RateLimitDeferred",
@@ -299,3 +303,7 @@ class JobLockLostError(QueueError):
 class MalformedJobError(WbSyncError):
     """A job's data breaks the job contract (``wbsync.jobs.contract``), or its cursor is not of
     the sync's declared shape; it is not retried."""
+
+
+class LoaderError(WbSyncError):
+    """A loader could not read wbsync's API: says which route, the status and the API's detail."""
