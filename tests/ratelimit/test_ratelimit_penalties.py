@@ -26,6 +26,7 @@ from wbsync.ratelimit import (
 )
 from wbsync.ratelimit import limiter as limiter_module
 from wbsync.ratelimit.limiter import MAX_BUCKETS_A_PASS
+from wbsync.redis_server import EmbeddedRedis
 from wbsync.wb import endpoints as eps
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
@@ -174,21 +175,26 @@ async def test_a_seller_rate_paces_every_group(redis: Redis, prefix: str) -> Non
     assert caught.value.scope.group == GLOBAL_GROUP
 
 
-async def test_the_take_of_both_buckets_is_one_command(
-    limiter_factory: LimiterFactory, redis: Redis
-) -> None:
-    limiter = limiter_factory()
-    bucket = scope(PRICES, "s-5", "prices")
-    await limiter.acquire(bucket)  # the script is loaded
+async def test_the_take_of_both_buckets_is_one_command() -> None:
+    # A server of its own: commandstats count every client's commands, and the suite's other
+    # processes share a configured Redis.
+    with EmbeddedRedis() as server:
+        redis = Redis.from_url(server.url)
+        try:
+            limiter = RateLimiter(redis, LimiterOptions(prefix="cost"))
+            bucket = scope(PRICES, "s-5", "prices")
+            await limiter.acquire(bucket)  # the script is loaded
 
-    async def commands() -> dict[str, int]:
-        info = await redis.info("commandstats")
-        return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()}
+            async def commands() -> dict[str, int]:
+                info = await redis.info("commandstats")
+                return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()}
 
-    before = await commands()
-    for _ in range(5):
-        await limiter.acquire(bucket)
-    after = await commands()
+            before = await commands()
+            for _ in range(5):
+                await limiter.acquire(bucket)
+            after = await commands()
+        finally:
+            await redis.aclose()
     ran = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     # Commands a script runs count too: each take read both buckets (GET) inside its one
     # EVALSHA; nothing else was sent but the first INFO.
