@@ -35,7 +35,7 @@ WORDS = "invalid start day"
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
-        time_scale=SCALE, anchor_date=clock.today(), sizes=SellerSizes(report_rows=4)
+        time_scale=SCALE, anchor_date=clock.wb_today(), sizes=SellerSizes(report_rows=4)
     )
     async with running_emulator(config) as emu:
         yield emu

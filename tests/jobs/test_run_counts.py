@@ -29,7 +29,7 @@ ROWS, PAGE = 12, 5
 async def emulator() -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         time_scale=SCALE,
-        anchor_date=clock.today(),
+        anchor_date=clock.wb_today(),
         sizes=SellerSizes(report_rows=ROWS),
         page_size={"finance.detailed_report": PAGE},
     )
