@@ -37,7 +37,8 @@ from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
 from wbsync.lua import lua_script
 from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
-from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook, bounded_words
+from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook
+from wbsync.ratelimit.words import clean_words
 from wbsync.redis_client import (
     RedisClient,
     describe,
@@ -243,12 +244,12 @@ class RateLimiter:
         self, scope: BucketScope, wait_ms: float, *, words: str | None = None
     ) -> None:
         """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone,
-        and record the penalty with WB's ``words`` (bounded, sanitised) until it lifts. A wait
+        and record the penalty with WB's ``words`` (``clean_words``) until it lifts. A wait
         past ``max_wait_ms`` is clamped to it; NaN or <= 0 changes nothing."""
         if not wait_ms > 0:
             return
         penalty_ms = min(float(wait_ms), self._max_wait_ms)
-        text = bounded_words(words) or ""
+        text = clean_words(words) or ""
         with redis_failures(_FAILED):
             record = keys.penalty_key(self._prefix, scope.cabinet, scope.group)
             reply = await self._script(
