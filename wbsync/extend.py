@@ -53,7 +53,7 @@ from wbsync.syncs.base import (
     Text,
     optional,
 )
-from wbsync.wb.client import WbClient, WbReply
+from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     ENDPOINTS,
     GROUPS,
@@ -73,6 +73,7 @@ from wbsync.wb.paging import (
     offset_pages,
     rows_at,
 )
+from wbsync.wb.replies import WbReply
 from wbsync.wb.tokens import Category, TokenType
 
 __all__ = [
