@@ -32,7 +32,7 @@ from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import retry_failed
 from wbsync.api.routes.penalties import GroupPath, lift_or_problem
-from wbsync.api.status_model import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
+from wbsync.api.schemas.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusOut, StatusQuery
 from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.penalties import remaining_text
 from wbsync.store.schema import CABINET_ID_MAX
@@ -75,9 +75,8 @@ async def status_page(
         return response
     require_page_key(request)
     page = await status_reader(request).read(query)
-    if "html" not in page.rendered:
-        page.rendered["html"] = _TEMPLATE.render(_context(page)).encode()
-    return HTMLResponse(page.rendered["html"], headers={"Cache-Control": "no-store"})
+    html = page.rendered("html", lambda p: _TEMPLATE.render(_context(p, query)).encode())
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/status/throughput", include_in_schema=False)
@@ -154,10 +153,9 @@ def _utc(at: datetime | None) -> str:
     return "—" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _context(page: StatusPage) -> dict[str, Any]:
-    query = page.query
-    queues = page.queues
-    live = sum(by.get(s, 0) for by in queues.values() for s in ("active", "waiting", "delayed"))
+def _context(page: StatusOut, query: StatusQuery) -> dict[str, Any]:
+    """What the template is given: the status model as it is, the query it answers, and the
+    page's constants and formatters."""
     return {
         "page": page,
         "query": query,
@@ -167,18 +165,6 @@ def _context(page: StatusPage) -> dict[str, Any]:
         "sort_orders": SORT_ORDERS,
         "syncs": SYNCS,
         "lag_window_min": round(LAG_WINDOW_S / 60),
-        "tiles": [
-            ("cabinets", page.total),
-            ("live jobs", live),
-            ("delayed (waiting on a window)", sum(by["delayed"] for by in queues.values())),
-            ("failed jobs", sum(by["failed"] for by in queues.values())),
-            # Counted where the jobs run: a standalone `wbsync api` runs none, so shows 0.
-            ("deferrals (reschedules) by this process's workers", page.counters["reschedules"]),
-            ("429s from WB to this process", page.counters["upstream_429"]),
-            ("WB penalties in force", page.penalties_total),
-            ("suspended (needs attention)", page.attention.suspensions_total),
-            ("tokens expired or expiring", page.attention.tokens_total),
-        ],
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
         "back": _link(query).removeprefix("/"),
