@@ -2,9 +2,9 @@
 
 The server pages, searches and filters (query string ``q``, ``state``, ``sort``, ``page``); the
 script only turns times into the viewer's local time, draws the throughput chart, asks before a
-penalty is lifted and keeps the page fresh. A failed job's Retry button and a penalty's Lift
-button post a bodiless form (same key, by cookie). The key
-handling is in ``wbsync.api.auth``.
+penalty is lifted or a suspension resumed and keeps the page fresh. A failed job's Retry button,
+a penalty's Lift button and a suspension's Resume button post a bodiless form (same key, by
+cookie). The key handling is in ``wbsync.api.auth``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from wbsync.api.auth import (
 )
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
-from wbsync.api.routes.cabinets import retry_failed
+from wbsync.api.routes.cabinets import resume, retry_failed
 from wbsync.api.routes.penalties import GroupPath, lift_or_problem
 from wbsync.api.schemas.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusOut, StatusQuery
 from wbsync.jobs.lag import LAG_WINDOW_S
@@ -118,6 +118,23 @@ async def lift_from_page(
     require_page_key(request)
     cabinet = await runtime.store.cabinets.get(cabinet_id)
     await lift_or_problem(runtime, cabinet, group, by=caller_of(request))
+    status_reader(request).invalidate()
+    return RedirectResponse(_link(query), status_code=303)
+
+
+@router.post("/resume/{cabinet_id}", include_in_schema=False)
+async def resume_from_page(
+    request: Request,
+    runtime: RuntimeDep,
+    query: StatusQueryDep,
+    cabinet_id: Annotated[int, PathParam(ge=1, le=CABINET_ID_MAX)],
+    section: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+) -> Response:
+    """The page's Resume button of a suspension: lift the cabinet's suspensions (``section``:
+    that section's only), as ``POST /api/v1/cabinets/{id}/resume`` does, then back to the page
+    it was on; a bodiless form, like Retry."""
+    require_page_key(request)
+    await resume(runtime, await runtime.store.cabinets.get(cabinet_id), section)
     status_reader(request).invalidate()
     return RedirectResponse(_link(query), status_code=303)
 
