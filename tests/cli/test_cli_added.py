@@ -61,14 +61,20 @@ def test_a_broken_entry_is_a_command_that_says_why_and_the_others_still_work() -
     assert runner.invoke(app, ["fake-wb", "--help"]).exit_code == 0
 
 
-def test_an_entry_named_as_an_own_command_is_left_out_with_a_warning(
+def test_an_entry_named_as_an_own_command_or_an_added_one_is_left_out_with_a_warning(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    app = _app(("run", "wbsync.emulator.cli:app"), ("bench", "wbsync.emulator.cli:app"))
+    app = _app(
+        ("run", "wbsync.emulator.cli:app"),
+        ("bench", "wbsync.emulator.cli:app"),
+        ("bench", "wbsync.emulator.cli:missing"),
+    )
     warned = capsys.readouterr().err.strip().splitlines()
     assert warned == [
+        "warning: the command 'bench' of wbsync.emulator.cli:missing is not added: another "
+        "package adds one of its name",
         "warning: the command 'run' of wbsync.emulator.cli:app is not added: wbsync has one of "
-        "its name"
+        "its name",
     ]
     reply = CliRunner().invoke(app, ["run"])
     assert reply.exit_code == 0 and "the own run" in reply.output

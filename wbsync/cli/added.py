@@ -7,9 +7,9 @@ and light modules at its top, and what a command runs inside the command.
 
 One package cannot take every command down with it: an entry that cannot be imported, or is
 not a typer app, becomes a command of its name that says so in one line (exit 2); an entry
-whose name is one of wbsync's own commands is left out, with one warning line. A command of
-wbsync's repository that is not installed (``KNOWN``) is a command that says in one line how to
-install it (exit 2).
+whose name is one of wbsync's own commands, or taken by an entry before it (in the order of
+name, then value), is left out, with one warning line. A command of wbsync's repository that is
+not installed (``KNOWN``) is a command that says in one line how to install it (exit 2).
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def add_installed(app: typer.Typer, installed: Iterable[EntryPoint] | None = Non
     own |= {_name(info) for info in app.registered_groups}
     eps = entry_points(group=GROUP) if installed is None else installed
     added = set()
-    for ep in sorted(eps, key=lambda ep: ep.name):
+    for ep in sorted(eps, key=lambda ep: (ep.name, ep.value)):
         if ep.name in own or ep.name in added:
-            _warn(f"the command {ep.name!r} of {ep.value} is not added: wbsync has one of its name")
+            who = "wbsync has" if ep.name in own else "another package adds"
+            _warn(f"the command {ep.name!r} of {ep.value} is not added: {who} one of its name")
             continue
         try:
             sub = ep.load()
