@@ -32,7 +32,7 @@ def test_a_settings_environment_gives_back_the_same_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``Settings.environment``: every setting set by its variable, secrets included; read
-    back, the same settings (how a benchmark starts its workers)."""
+    back, the same settings (how a process starts children on its own settings)."""
     from datetime import UTC, datetime
 
     from wbsync.config import QUEUE_OPTIONS, get_settings

@@ -1,5 +1,6 @@
-"""Child processes wbsync starts itself (the embedded Redis, the benchmarks' emulator and
-``wbsync run`` processes), and how they die with the process that started them.
+"""Child processes: how a process that starts others (wbsync's embedded Redis and private
+Redis Cluster; the benchmarks' emulator and ``wbsync run`` processes) gives them free ports and
+makes them die with it.
 
 A child started with ``preexec_fn=dies_with_parent()`` gets SIGTERM when its parent dies, however
 it dies (SIGKILL from a timeout included): Linux's ``PR_SET_PDEATHSIG``, armed in the child

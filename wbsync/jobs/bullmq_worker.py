@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -324,14 +323,3 @@ def options_fault(raw: str | bytes) -> str | None:
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     quoted = text[:QUOTED_CHARS] + ("..." if len(text) > QUOTED_CHARS else "")
     return f"job options are not a JSON object: {why}; they read {quoted!r}"
-
-
-def bullmq_script_shas() -> dict[str, str]:
-    """BullMQ's Lua scripts by the SHA1 its clients call them by (``EVALSHA``): what a
-    benchmark needs to tell BullMQ's commands from wbsync's in a ``MONITOR`` log."""
-    from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript
-
-    return {
-        hashlib.sha1(loadScript(file).encode()).hexdigest(): name
-        for name, file in SCRIPT_DEFINITIONS.items()
-    }

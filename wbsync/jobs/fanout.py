@@ -187,7 +187,10 @@ class FanOut:
             if due:
                 at_once = since is None or now - since >= schedule.interval_ms
                 enqueues.append(self._enqueue_due(name, due, at_once=at_once))
-            # Never backwards: a schedule set ahead (a benchmark's "not before") holds.
+            # Never backwards: the cabinets due up to `since` were enqueued, whatever clock
+            # this leader reads (a Redis failed over to a host whose clock is behind); a
+            # schedule set ahead holds the fan-out until then (docs/scaling.md, "The fan-out's
+            # pass").
             done[name] = now if since is None else max(since, now)
             next_at = schedule.next_at(done[name])
             step_ms = schedule.interval_ms / SPREAD_STEPS
