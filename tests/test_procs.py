@@ -18,19 +18,19 @@ from typing import IO
 import pytest
 
 from tests.support.waiting import wait_for
-from wbsync import procs
 from wbsync.bench.status import _served
+from wbsync.system import procs
 
 # What `wbsync bench scaleout` starts, started the way it starts them: its private Redis, the
 # emulator process and a `wbsync run` worker process (on a SQLite file), all up and listening.
 PARENT = """
 import asyncio, json, sys
 from pathlib import Path
-from wbsync import keys
+from wbsync.redis import keys
 from wbsync.bench.processes import RedisUnderTest, WorkerProcesses
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.emulator import EmulatorConfig
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis.redis_server import EmbeddedRedis
 
 async def main(tmp: Path) -> None:
     with EmbeddedRedis() as redis:

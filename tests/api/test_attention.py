@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.api import AUTH, SELLERS
 from wbsync.api.attention import ATTENTION_SHOWN, EXPIRING_WITHIN_DAYS, Expiry, attention_out
 from wbsync.emulator import Emulator
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.suspensions import Suspension
 from wbsync.wb.tokens import parse_token

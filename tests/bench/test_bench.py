@@ -40,8 +40,8 @@ from wbsync.bench.docs.markdown import table as bench_docs_table
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import offset_ms
-from wbsync.procs import free_port
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.system.procs import free_port
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from wbsync import clock
 from wbsync.jobs.views import JobView
 from wbsync.ratelimit import GLOBAL_GROUP, Penalty
 from wbsync.store import Cabinet, CabinetOverview, RunRecord
@@ -21,6 +20,7 @@ from wbsync.store.changes import (
     utc_text,
 )
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 
 __all__ = [
     "AttentionOut",

@@ -29,7 +29,6 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from wbsync import clock
 from wbsync.api.attention import ATTENTION_SHOWN, attention_out, flagged
 from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas import (
@@ -46,14 +45,15 @@ from wbsync.api.schemas import (
     run_out,
 )
 from wbsync.api.status_model import STATES, CabinetStatus, StatusPage, StatusQuery
+from wbsync.cabinets.penalties import by_seller
 from wbsync.errors import ConfigError, QueueError, StoreError, TokenError, WbSyncError
 from wbsync.jobs.lag import LagFigure
 from wbsync.jobs.views import job_states, read_jobs
-from wbsync.penalties import by_seller
 from wbsync.ratelimit import Penalty
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
 from wbsync.syncs import SYNCS, unserved_queues
+from wbsync.system import clock
 from wbsync.wb.tokens import parse_token
 
 __all__ = ["INDEX_TTL_S", "PENALTIES_SHOWN", "STATUS_READS", "StatusReader"]
@@ -184,7 +184,7 @@ class StatusReader:
 
         def swap(done: asyncio.Future[StatusPage]) -> None:
             self._pending.pop(query, None)
-            if _failed(done):  # the outage itself is logged once, by wbsync.health
+            if _failed(done):  # the outage itself is logged once, by wbsync.observability.health
                 log.debug("status: could not read a page: %s", done.exception())
             else:
                 self._pages[query] = (index, done)

@@ -65,14 +65,14 @@ from wbsync.bench.capacity_lag import (
 from wbsync.bench.common import fresh_database, syncs, table
 from wbsync.bench.processes import RedisUnderTest, WorkerProcesses, redis_under_test, seller_id
 from wbsync.bench.upstream import EmulatorProcess
-from wbsync.clock import wb_today
+from wbsync.composition.service import fanout_intervals
+from wbsync.composition.workers import queue_option
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.errors import ConfigError
-from wbsync.runtime import Runtime
-from wbsync.service import fanout_intervals
+from wbsync.shared.runtime import Runtime
 from wbsync.store.cabinets import NewCabinet
-from wbsync.workers import queue_option
+from wbsync.system.clock import wb_today
 
 #: A steady state holds when the pooled lag p95 is within this share of each queue's interval.
 LAG_TARGET = 0.10

@@ -19,7 +19,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from wbsync import eventloop
 from wbsync.bench.options import (
     ConcurrencyOpt,
     PostgresOpt,
@@ -30,6 +29,7 @@ from wbsync.bench.options import (
     command_line,
     ints,
 )
+from wbsync.system import eventloop
 
 __all__ = ["app"]
 

@@ -39,10 +39,10 @@ from wbsync.bench.common import delete_prefix, fresh_database, redis_client, tab
 from wbsync.bench.processes import process_cpu_s
 from wbsync.bench.status import _served
 from wbsync.errors import ConfigError
-from wbsync.procs import dies_with_parent, free_port, stop_child
 from wbsync.store import Database, NewCabinet, Store
 from wbsync.store.changes import FEED_PAGE_MAX
 from wbsync.store.schema import UtcDateTime
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 from wbsync.wb.tokens import Category, mint_token
 
 __all__ = ["READERS", "Params", "render", "run", "tables"]

@@ -18,13 +18,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from wbsync import clock
 from wbsync.bench.common import delete_prefix, percentile, table, unique_prefix
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
+from wbsync.system import clock
 
 TIME_SCALE = 0.01
 _LIMIT = Limit(period_s=20, limit=1, burst=1)

@@ -51,14 +51,14 @@ from wbsync.bench.processes import (
     threads_cpu_s,
 )
 from wbsync.bench.upstream import EmulatorProcess
-from wbsync.clock import wb_today
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import Cabinet, NewCabinet
 from wbsync.store.schema import sync_runs
+from wbsync.system.clock import wb_today
 
 #: Multiplies WB's periods: its minute becomes 60 µs, so no run waits for a token.
 TIME_SCALE = 1e-6

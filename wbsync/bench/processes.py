@@ -25,14 +25,14 @@ from typing import Any
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from wbsync import keys
 from wbsync.bench.common import syncs
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
-from wbsync.procs import dies_with_parent, stop_child
-from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis import keys
+from wbsync.redis.redis_cluster import EmbeddedCluster
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.system.procs import dies_with_parent, stop_child
 
 SECRET_KEY = "wbsync-bench-scaleout-secret-key"
 FAR_AHEAD_MS = 10**15  # the fan-out schedule's "not before" (year 33658): the bench fans out

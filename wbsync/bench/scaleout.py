@@ -47,7 +47,6 @@ from wbsync.bench.processes import (
     seller_id,
 )
 from wbsync.bench.upstream import EmulatorProcess
-from wbsync.clock import wb_today
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS
@@ -55,12 +54,13 @@ from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import SyncQueue
-from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import find_redis
-from wbsync.runtime import Runtime
+from wbsync.redis.redis_cluster import EmbeddedCluster
+from wbsync.redis.redis_server import find_redis
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
+from wbsync.system.clock import wb_today
 
 REDIS_KINDS = ("single", "cluster")
 _POLL_S = 0.25

@@ -28,18 +28,18 @@ from typing import Any
 
 from sqlalchemy import text
 
-from wbsync import clock
 from wbsync.bench import soak_retention
 from wbsync.bench.common import fresh_database, table
 from wbsync.bench.processes import WorkerProcesses, redis_under_test, seller_id
 from wbsync.bench.upstream import EmulatorProcess
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import dataset_table
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 
 __all__ = ["GROWTH_FLAT", "Params", "plot", "render", "run", "tables"]
 

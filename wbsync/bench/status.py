@@ -27,12 +27,12 @@ from typing import IO, Any
 
 import httpx
 
-from wbsync import keys
 from wbsync.bench.common import delete_prefix, redis_client, table, unique_prefix
 from wbsync.bench.scale import LONG_QUEUES
 from wbsync.jobs.queue import SyncQueue
-from wbsync.procs import dies_with_parent, free_port, stop_child
+from wbsync.redis import keys
 from wbsync.store import Database, NewCabinet, Store
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 from wbsync.wb.tokens import Category, mint_token
 
 _DELAYED = LONG_QUEUES[4:]  # these queues' jobs wait on a window; the others are waiting

@@ -1,6 +1,6 @@
 """The command line: run, api, demo, cabinets, limits, secrets, emulator, bench, migrate, plugins.
 
-Every command that reads the settings loads the plugins first (``wbsync.startup``); the
+Every command that reads the settings loads the plugins first (``wbsync.composition.startup``); the
 emulator loads its own plugin group.
 
 Only typer, rich, the standard library and light wbsync modules are imported at the top (and by

@@ -18,13 +18,13 @@ Like the rest of the emulator, this module imports nothing of the client or the 
 
 from __future__ import annotations
 
+from wbsync.catalog.registry import Registrar
 from wbsync.emulator.dataset import Product, Row, SellerData, iso_z
 from wbsync.emulator.handlers import HANDLERS, Call, EmulatedMethod, Handler
 from wbsync.emulator.replies import BadRequest, json_reply
 from wbsync.emulator.state import EXPECTED, Expectation, SellerState, cached, seller_data
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, ROUTES, Method, Rate
-from wbsync.registry import Registrar
 
 __all__ = [
     "EXPECTED",

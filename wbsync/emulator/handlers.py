@@ -20,7 +20,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from wbsync import clock
+from wbsync.catalog.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.emulator import reports
 from wbsync.emulator.adverts import NO_COMPANIES, advert_stats, has_stats
 from wbsync.emulator.config import MOSCOW, EmulatorConfig
@@ -38,7 +38,7 @@ from wbsync.emulator.state import (
 )
 from wbsync.emulator.state import rows_after as _after
 from wbsync.emulator.wbdocs import METHODS, PING_HOSTS, Method
-from wbsync.registry import BUILTIN, Claim, Registrar, Table
+from wbsync.system import clock
 
 __all__ = ["HANDLERS", "Call", "EmulatedMethod", "Handler"]
 

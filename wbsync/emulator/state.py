@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from wbsync.catalog.registry import Table
 from wbsync.emulator import adverts, reports
 from wbsync.emulator.buckets import Buckets
 from wbsync.emulator.config import MOSCOW, EmulatorConfig, LimitOverride, limit_groups
@@ -17,7 +18,6 @@ from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, Rate
-from wbsync.registry import Table
 
 __all__ = [
     "EXPECTED",

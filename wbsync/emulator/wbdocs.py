@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from wbsync.catalog.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.emulator.tokens import Kind
-from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = ["METHODS", "PING_HOSTS", "ROUTES", "SANDBOX_HOSTS", "Method", "Rate", "disabled_in_docs"]
 

@@ -2,7 +2,7 @@
 
 from wbsync.ratelimit.limiter import Acquired, Learned, LimiterOptions, RateLimiter, TryResult
 from wbsync.ratelimit.penalty import GLOBAL_GROUP, MAX_WORDS_CHARS, Penalty
-from wbsync.scope import BucketScope, Limit
+from wbsync.values.scope import BucketScope, Limit
 
 __all__ = [
     "GLOBAL_GROUP",

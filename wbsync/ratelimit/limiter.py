@@ -32,20 +32,21 @@ from typing import cast
 
 from redis.asyncio.cluster import RedisCluster
 
-from wbsync import clock, keys
-from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
-from wbsync.lua import lua_script
-from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
+from wbsync.observability.context import current_job, deferral_threshold_ms
+from wbsync.observability.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook, bounded_words
-from wbsync.redis_client import (
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import (
     RedisClient,
     describe,
     is_redis_failure,
     redis_failures,
     run_scripts,
 )
-from wbsync.scope import BucketScope, Limit
+from wbsync.system import clock
+from wbsync.values.scope import BucketScope, Limit
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 _LEARN = lua_script("wbsync.ratelimit", "learn.lua")
@@ -107,7 +108,7 @@ class Acquired:
 @dataclass(frozen=True, slots=True)
 class LimiterOptions:
     """What a limiter is configured by; the composition root builds it from the settings
-    (``wbsync.runtime.limiter_options``), so the limiter knows nothing of ``Settings``.
+    (``wbsync.shared.runtime.limiter_options``), so the limiter knows nothing of ``Settings``.
 
     ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap and the
     learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties

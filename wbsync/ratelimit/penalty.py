@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import cast
 
-from wbsync import clock, keys
-from wbsync.lua import lua_script
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.system import clock
 
 __all__ = ["GLOBAL_GROUP", "MAX_WORDS_CHARS", "Penalty", "PenaltyBook", "bounded_words"]
 

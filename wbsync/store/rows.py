@@ -40,7 +40,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from wbsync import clock
 from wbsync.errors import StoreError
 from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, lock_sequence
 from wbsync.store.cursors import CursorRepository
@@ -48,6 +47,7 @@ from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database, json_bytes
 from wbsync.store.schema import UtcDateTime, dataset_table, pg_quote, utcnow
 from wbsync.store.seen import record_seen, slot_chunks
+from wbsync.system import clock
 
 __all__ = ["BATCH_ROWS", "PageWrite", "RowRepository", "key_digest"]
 

@@ -30,7 +30,6 @@ from typing import Any
 from sqlalchemy import Select, TextClause, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from wbsync import clock
 from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
@@ -43,6 +42,7 @@ from wbsync.store.rows import (
 )
 from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, utcnow
 from wbsync.store.seen import pg_finish_if_all_seen, run_progress, seen_digests
+from wbsync.system import clock
 
 __all__ = ["SnapshotRepository"]
 

@@ -8,10 +8,10 @@ seller's global bucket when WB's global limiter said it (``Feedback.is_global``)
 back through ``acquire``, which may sleep, or raise ``RateLimitDeferred`` inside a job: that
 signal, like ``RateLimitExceeded``, passes through untouched. Transport errors and 5xx are
 retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
-to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
-this call and its deferrals. Every error carries WB's words, whatever their shape (``words.py``);
-a 404 "path not found" stops the section in the process (``stops.py``). The token never appears
-in a log line, an exception or a repr.
+to the running job's failure budget (``wbsync.observability.context.report_upstream_failure``),
+which outlives this call and its deferrals. Every error carries WB's words, whatever their shape
+(``words.py``); a 404 "path not found" stops the section in the process (``stops.py``). The token
+never appears in a log line, an exception or a repr.
 
 Bounds of one HTTP exchange (``http.py``, on the process's shared connection pool): it must
 finish, last body byte included, within ``request_deadline_s`` (a reply trickling past it is a
@@ -31,8 +31,7 @@ from typing import Any
 
 import orjson
 
-from wbsync import __version__, clock
-from wbsync.context import report_upstream_failure
+from wbsync import __version__
 from wbsync.errors import (
     WbApiError,
     WbAuthError,
@@ -46,9 +45,11 @@ from wbsync.errors import (
     WbServerError,
     WbTransportError,
 )
-from wbsync.metrics import count_upstream
+from wbsync.observability.context import report_upstream_failure
+from wbsync.observability.metrics import count_upstream
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
-from wbsync.throughput import Throughput
+from wbsync.redis.throughput import Throughput
+from wbsync.system import clock
 from wbsync.wb.endpoints import Endpoint, base_url, base_url_setting, check_token
 from wbsync.wb.feedback import Feedback, RateHeaders
 from wbsync.wb.http import HttpPool, HttpReply
