@@ -25,13 +25,13 @@ from tests.support.databases import (
 )
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import FAST
-from wbsync import eventloop
 from wbsync.emulator import running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import LimiterOptions, RateLimiter
-from wbsync.redis_server import redis_url as resolve_redis_url
+from wbsync.redis.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Database, Store
 from wbsync.store.schema import metadata
+from wbsync.system import eventloop
 
 # The suite runs stock wbsync: an installed plugin (the example, `make test` installs it) is
 # loaded only by a test that allows it (tests/test_example_plugin.py), in its own processes;
@@ -135,7 +135,7 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
-    """The suite's tests run on the loop wbsync's processes run on (``wbsync.eventloop``)."""
+    """The suite's tests run on the loop wbsync's processes run on (``wbsync.system.eventloop``)."""
     return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}
 
 

@@ -19,7 +19,7 @@ SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
 def test_the_settings_page_is_generated_from_the_settings() -> None:
     """docs/settings.md is `wbsync settings --markdown`: regenerate it when a setting changes."""
-    from wbsync.settings_doc import settings_markdown
+    from wbsync.config.settings_doc import settings_markdown
 
     page = settings_markdown()
     assert all(f"| `WBSYNC_{name.upper()}` |" in page for name in Settings.model_fields)
@@ -196,8 +196,8 @@ def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
 def test_a_bad_limit_override_is_refused_at_start_in_one_line(
     monkeypatch: pytest.MonkeyPatch, overrides: str, message: str
 ) -> None:
+    from wbsync.composition.startup import load_settings
     from wbsync.config import get_settings
-    from wbsync.startup import load_settings
 
     monkeypatch.setenv("WBSYNC_LIMIT_OVERRIDES", overrides)
     get_settings.cache_clear()
@@ -210,7 +210,7 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
 
 
 def test_a_limit_group_not_loaded_here_is_named_not_refused() -> None:
-    from wbsync.startup import check, not_loaded_here
+    from wbsync.composition.startup import check, not_loaded_here
 
     settings = Settings.model_validate(
         {"limit_overrides": {"finance": {"period_s": 90, "burst": 1}}}

@@ -29,7 +29,7 @@ import pytest
 from tests.support.api import API_KEY, AUTH
 from tests.support.plugins import EMULATOR_GROUP, GROUP, install, plugin_env
 from wbsync.emulator import Emulator, EmulatorConfig
-from wbsync.procs import free_port
+from wbsync.system.procs import free_port
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "wbsync-deductions"
 QUEUE = "wb-deductions-sync"

@@ -146,7 +146,7 @@ def test_a_clash_is_refused_with_one_line_and_registers_nothing(sync: Sync, mess
 
 
 def test_two_plugins_clashing_with_each_other_register_neither() -> None:
-    from wbsync.registry import commit_all
+    from wbsync.catalog.registry import commit_all
 
     first, second = Registrar("first"), Registrar("second")
     first.declare(_sync("shared-queue"))

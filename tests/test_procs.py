@@ -1,5 +1,5 @@
-"""Free ports for the children a process starts (``wbsync.procs``); that its children die with it
-is tests/bench/test_children.py's."""
+"""Free ports for the children a process starts (``wbsync.system.procs``); that its children
+die with it is tests/bench/test_children.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wbsync import procs
+from wbsync.system import procs
 
 
 class _Picks:

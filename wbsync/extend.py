@@ -26,10 +26,9 @@ docs/data.md); a plugin that needs more declares an :class:`AlembicBranch` of it
 
 from __future__ import annotations
 
-from wbsync.context import deferral_threshold_ms, run_with_rate_limit_deferral
+from wbsync.catalog.registry import BUILTIN, Registrar, Table
 from wbsync.errors import RateLimitDeferred, WbApiError
-from wbsync.registry import BUILTIN, Registrar, Table
-from wbsync.scope import Limit
+from wbsync.observability.context import deferral_threshold_ms, run_with_rate_limit_deferral
 from wbsync.store.datasets import (
     DATASETS,
     KEY_STR_MAX,
@@ -53,6 +52,7 @@ from wbsync.syncs.base import (
     Text,
     optional,
 )
+from wbsync.values.scope import Limit
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     ENDPOINTS,

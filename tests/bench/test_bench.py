@@ -40,8 +40,8 @@ from tests.support.runtimes import runtime_starter
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import offset_ms
-from wbsync.procs import free_port
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.system.procs import free_port
 
 
 @pytest.fixture(scope="module")

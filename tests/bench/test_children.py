@@ -17,18 +17,18 @@ import pytest
 from wbsync_bench.status import _served
 
 from tests.support.waiting import wait_for
-from wbsync import procs
+from wbsync.system import procs
 
 # What `wbsync bench scaleout` starts, started the way it starts them: its private Redis, the
 # emulator process and a `wbsync run` worker process (on a SQLite file), all up and listening.
 PARENT = """
 import asyncio, json, sys
 from pathlib import Path
-from wbsync import keys
+from wbsync.redis import keys
 from wbsync_bench.processes import RedisUnderTest, WorkerProcesses
 from wbsync_bench.upstream import EmulatorProcess
 from wbsync.emulator import EmulatorConfig
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis.redis_server import EmbeddedRedis
 
 async def main(tmp: Path) -> None:
     with EmbeddedRedis() as redis:

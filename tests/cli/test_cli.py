@@ -14,9 +14,9 @@ import pytest
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
-from wbsync import keys
 from wbsync.cli import app
 from wbsync.config import get_settings
+from wbsync.redis import keys
 from wbsync.store import Database, Store
 from wbsync.wb.tokens import Category, mint_token
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.support.api import API_KEY
-from wbsync.procs import free_port
+from wbsync.system.procs import free_port
 
 QUEUE = "wb-deductions-sync"  # the example plugin's (examples/wbsync-deductions)
 GROUP = "analytics.deductions"

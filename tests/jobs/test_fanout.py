@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from wbsync import clock, keys
 from wbsync.errors import QueueError
 from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, Schedule, offset_ms
 from wbsync.jobs.lag import (
@@ -29,6 +28,8 @@ from wbsync.jobs.lag import (
 )
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import ENQUEUE_BATCH, SyncQueue
+from wbsync.redis import keys
+from wbsync.system import clock
 
 QUEUE = "qspread"
 CABINETS = [str(i) for i in range(1, 121)]

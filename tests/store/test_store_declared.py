@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Connection, inspect, select, text
 
 from tests.support.databases import SCHEMA_HEAD
+from wbsync.catalog.registry import Registrar
 from wbsync.errors import StoreError
-from wbsync.registry import Registrar
 from wbsync.store import Database, Dataset, KeyField, Store
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import IDENTIFIER_MAX, NAME_MAX

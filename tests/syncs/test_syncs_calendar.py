@@ -10,16 +10,16 @@ import pytest
 
 from tests.support.calendar import reading
 from tests.support.limiter import LimiterFactory
-from wbsync import clock
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.errors import WbRequestError
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncInput, SyncOptions, run_sync
+from wbsync.system import clock
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 

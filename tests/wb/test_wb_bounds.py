@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import ANCHOR, FAST, SELLER_A
-from wbsync import keys
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
@@ -28,7 +27,8 @@ from wbsync.errors import (
     WbBodyTooLargeError,
     WbTransportError,
 )
-from wbsync.runtime import client_options
+from wbsync.redis import keys
+from wbsync.shared.runtime import client_options
 from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient

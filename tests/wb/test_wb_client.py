@@ -13,7 +13,6 @@ from prometheus_client import REGISTRY
 
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import SELLER_A
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import FaultRule
 from wbsync.emulator.server import Emulator
 from wbsync.errors import (
@@ -27,6 +26,7 @@ from wbsync.errors import (
     WbServerError,
     WbTransportError,
 )
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient
 from wbsync.wb.retry import RetryPolicy

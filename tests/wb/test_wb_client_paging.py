@@ -13,7 +13,7 @@ from wbsync.config import Settings
 from wbsync.emulator import SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 

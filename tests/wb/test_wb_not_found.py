@@ -13,14 +13,14 @@ import httpx
 import pytest
 
 from tests.support.wb import SELLER_A
+from wbsync.composition.startup import check
 from wbsync.config import Settings
 from wbsync.emulator import FaultRule
 from wbsync.emulator.server import Emulator
 from wbsync.errors import WbMethodDisabledError, WbPathNotFoundError
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options
-from wbsync.scope import Limit
-from wbsync.startup import check
+from wbsync.shared.runtime import client_options
+from wbsync.values.scope import Limit
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient
 from wbsync.wb.hosts import base_url_problems, wb_host_prefix

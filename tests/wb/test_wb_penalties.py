@@ -11,10 +11,10 @@ import pytest
 
 from tests.support.waiting import wait_for
 from tests.support.wb import SELLER_A, SELLER_B
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator.config import FaultRule
 from wbsync.emulator.server import Emulator
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit, RateLimiter
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient

@@ -12,7 +12,7 @@ from tests.support.wb import SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
 from wbsync.errors import TokenError
-from wbsync.runtime import client_options, wb_hosts
+from wbsync.shared.runtime import client_options, wb_hosts
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS

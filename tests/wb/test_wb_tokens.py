@@ -11,8 +11,8 @@ import pytest
 
 from wbsync.config import Settings
 from wbsync.errors import TokenError
-from wbsync.runtime import wb_hosts
-from wbsync.scope import Limit
+from wbsync.shared.runtime import wb_hosts
+from wbsync.values.scope import Limit
 from wbsync.wb import endpoints as eps
 from wbsync.wb.tokens import (
     PARSED_MAX,

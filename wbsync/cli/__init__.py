@@ -1,7 +1,7 @@
 """The command line: run, api, demo, cabinets, limits, secrets, emulator, migrate, plugins, and
 the commands installed packages add (``bench``: ``wbsync.cli.added``).
 
-Every command that reads the settings loads the plugins first (``wbsync.startup``); the
+Every command that reads the settings loads the plugins first (``wbsync.composition.startup``); the
 emulator loads its own plugin group.
 
 Only typer, rich, the standard library and light wbsync modules are imported at the top (and by

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from wbsync.catalog.registry import Claim, Table
 from wbsync.emulator.tokens import Kind
-from wbsync.registry import Claim, Table
 
 __all__ = [
     "HOUR",

@@ -1,6 +1,6 @@
 """BullMQ's worker, made to treat Redis as infrastructure (see ``BullmqWorker``).
 
-Connections come from ``wbsync.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20
+Connections come from ``wbsync.redis.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20
 retries up to 20 s apart), and the blocking wait is capped below the command timeout
 (``BLOCK_CEILING_S``), so the blocking pop never times out on the client side.
 """
@@ -17,11 +17,12 @@ from typing import Any
 
 import bullmq
 
-from wbsync import clock, redis_bounds
 from wbsync.errors import MalformedJobError
 from wbsync.jobs.job_data import decode
 from wbsync.jobs.model import as_text
-from wbsync.redis_client import RedisClient, describe, is_redis_failure
+from wbsync.redis import redis_bounds
+from wbsync.redis.redis_client import RedisClient, describe, is_redis_failure
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 

@@ -32,12 +32,12 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from wbsync import clock
 from wbsync.errors import WbSyncError
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
-from wbsync.redis_bounds import FailureBackoff
+from wbsync.redis.redis_bounds import FailureBackoff
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 

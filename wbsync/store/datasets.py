@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
+from wbsync.catalog.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.errors import StoreError
-from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = [
     "DATASETS",

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection, select
 
+from wbsync.catalog.registry import BUILTIN, Claim, Table
 from wbsync.errors import StoreError
-from wbsync.registry import BUILTIN, Claim, Table
 from wbsync.store.datasets import DATASETS
 from wbsync.store.schema import dataset_table, declared_datasets, utcnow
 

@@ -21,9 +21,9 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from wbsync import clock
 from wbsync.errors import StoreError
 from wbsync.store.declared import MIGRATION_BRANCHES, AlembicBranch, create_declared_tables
+from wbsync.system import clock
 
 __all__ = [
     "MIGRATION_LOCK_TIMEOUT_S",

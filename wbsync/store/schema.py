@@ -31,9 +31,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 
-from wbsync.clock import now_ms
-from wbsync.registry import BUILTIN
+from wbsync.catalog.registry import BUILTIN
 from wbsync.store.datasets import DATASETS, KEY_STR_MAX, Dataset, KeyKind, dataset
+from wbsync.system.clock import now_ms
 
 __all__ = [
     "CABINET_ID_MAX",

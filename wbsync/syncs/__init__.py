@@ -5,8 +5,8 @@ Long syncs (multi-page) are wrapped by the reschedule service in the job layer; 
 (pricing-bulk, booking-slot-monitor) are not.
 """
 
+from wbsync.catalog.registry import BUILTIN, Registrar
 from wbsync.errors import TokenError
-from wbsync.registry import BUILTIN, Registrar
 from wbsync.syncs import (
     ads,
     autobidder,

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from wbsync import clock
 from wbsync.store.datasets import advert_stats_rows, dataset
 from wbsync.syncs.base import Count, Cursor, CursorShape, Sync, SyncInput, SyncPage, Text, optional
+from wbsync.system import clock
 from wbsync.wb import endpoints as eps
 from wbsync.wb import methods
 

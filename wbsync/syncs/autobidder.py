@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from wbsync.errors import WbAuthError, WbMethodDisabledError, WbPermissionError, WbRequestError
-from wbsync.metrics import BID_WRITES, REFUSED_ITEMS
+from wbsync.observability.metrics import BID_WRITES, REFUSED_ITEMS
 from wbsync.store.datasets import KeyValue, dataset
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import (

@@ -21,10 +21,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from wbsync.catalog.registry import BUILTIN, Claim, Registrar, Table
 from wbsync.errors import TokenError, WbApiError
-from wbsync.limit_overrides import ALL_TOKEN_TYPES, LimitOverride
-from wbsync.registry import BUILTIN, Claim, Registrar, Table
-from wbsync.scope import Limit
+from wbsync.values.limit_overrides import ALL_TOKEN_TYPES, LimitOverride
+from wbsync.values.scope import Limit
 from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import Category, TokenType, WbToken
 

@@ -13,7 +13,7 @@ texts may carry the request's headers, and with them the token.
 
 A pool holds at most ``max_connections`` connections (``MAX_CONNECTIONS`` by default, for every
 host together, idle ones kept alive); a request past that waits for a free one inside its own
-deadline. ``wbsync.runtime`` keeps one pool per process for every client of the process.
+deadline. ``wbsync.shared.runtime`` keeps one pool per process for every client of the process.
 """
 
 from __future__ import annotations

@@ -37,18 +37,18 @@ from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 from yarl import URL
 
-from wbsync import keys
-from wbsync.clock import wb_today
 from wbsync.errors import ConfigError
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit
-from wbsync.runtime import Runtime
+from wbsync.redis import keys
+from wbsync.shared.runtime import Runtime
 from wbsync.store.cabinets import Cabinet
 from wbsync.store.changes import ChangeEvent
 from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
+from wbsync.system.clock import wb_today
 from wbsync.wb.client import WbClient
 from wbsync.wb.http import HttpPool, HttpReply, query
 

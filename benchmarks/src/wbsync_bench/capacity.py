@@ -54,14 +54,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from wbsync.clock import wb_today
+from wbsync.composition.service import fanout_intervals
+from wbsync.composition.workers import queue_option
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.errors import ConfigError
-from wbsync.runtime import Runtime
-from wbsync.service import fanout_intervals
+from wbsync.shared.runtime import Runtime
 from wbsync.store.cabinets import NewCabinet
-from wbsync.workers import queue_option
+from wbsync.system.clock import wb_today
 from wbsync_bench.capacity_lag import (
     Backends,
     Ledger,

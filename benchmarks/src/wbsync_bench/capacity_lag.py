@@ -19,10 +19,10 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
-from wbsync import keys
 from wbsync.jobs.fanout import offset_ms
 from wbsync.jobs.lag import LAG_SAMPLES
-from wbsync.redis_client import RedisClient
+from wbsync.redis import keys
+from wbsync.redis.redis_client import RedisClient
 from wbsync.store import Database
 from wbsync.store.schema import sync_runs
 from wbsync_bench.common import percentile

@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from wbsync import eventloop
+from wbsync.system import eventloop
 from wbsync_bench.options import (
     ConcurrencyOpt,
     PostgresOpt,

@@ -24,10 +24,10 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
+from wbsync.catalog.registry import BUILTIN
 from wbsync.config import get_settings
-from wbsync.redis_server import EmbeddedRedis
-from wbsync.redis_server import redis_url as resolve_redis_url
-from wbsync.registry import BUILTIN
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.redis.redis_server import redis_url as resolve_redis_url
 from wbsync.syncs import SYNCS, Sync
 
 T = TypeVar("T")

@@ -29,13 +29,13 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from wbsync.clock import monotonic, wb_today
+from wbsync.catalog.registry import BUILTIN
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, running_emulator
-from wbsync.registry import BUILTIN
-from wbsync.runtime import Runtime, open_runtime
+from wbsync.shared.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet, ChangeEvent
 from wbsync.syncs import SYNCS, SyncInput, SyncPage, run_sync
+from wbsync.system.clock import monotonic, wb_today
 from wbsync_bench.common import fresh_database, table, unique_prefix
 
 __all__ = ["DEAD_TOLERANCE", "Params", "run", "tables"]

@@ -36,10 +36,10 @@ import httpx
 from sqlalchemy import bindparam, text
 
 from wbsync.errors import ConfigError
-from wbsync.procs import dies_with_parent, free_port, stop_child
 from wbsync.store import Database, NewCabinet, Store
 from wbsync.store.changes import FEED_PAGE_MAX
 from wbsync.store.schema import UtcDateTime
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 from wbsync.wb.tokens import Category, mint_token
 from wbsync_bench.common import delete_prefix, fresh_database, redis_client, table, unique_prefix
 from wbsync_bench.processes import process_cpu_s

@@ -18,12 +18,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from wbsync import clock
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
+from wbsync.system import clock
 from wbsync_bench.common import delete_prefix, percentile, table, unique_prefix
 
 TIME_SCALE = 0.01

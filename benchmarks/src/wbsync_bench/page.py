@@ -39,14 +39,14 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from wbsync.clock import wb_today
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import Cabinet, NewCabinet
 from wbsync.store.schema import sync_runs
+from wbsync.system.clock import wb_today
 from wbsync_bench.bare import BARE_VARIANTS, FLOOR, Bare, Recording, record
 from wbsync_bench.common import fresh_database, median, ratio, rounds, syncs, table
 from wbsync_bench.monitor import monitored

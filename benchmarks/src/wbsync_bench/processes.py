@@ -25,12 +25,12 @@ from typing import Any
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from wbsync import keys
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
-from wbsync.procs import dies_with_parent, stop_child
-from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis import keys
+from wbsync.redis.redis_cluster import EmbeddedCluster
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.system.procs import dies_with_parent, stop_child
 from wbsync_bench.common import syncs
 from wbsync_bench.upstream import EmulatorProcess
 

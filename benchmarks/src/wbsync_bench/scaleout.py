@@ -37,7 +37,6 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from wbsync.clock import wb_today
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS
@@ -45,12 +44,13 @@ from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.queue import SyncQueue
-from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.redis_server import find_redis
-from wbsync.runtime import Runtime
+from wbsync.redis.redis_cluster import EmbeddedCluster
+from wbsync.redis.redis_server import find_redis
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
+from wbsync.system.clock import wb_today
 from wbsync_bench.common import fresh_database, rounds, syncs, table
 from wbsync_bench.processes import (
     FAR_AHEAD_MS,

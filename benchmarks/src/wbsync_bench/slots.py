@@ -37,7 +37,6 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from wbsync.config import Settings
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import EmulatorConfig, SellerSizes
 from wbsync.errors import RateLimitDeferred
 from wbsync.jobs.handle import JobHandle, Processor
@@ -45,8 +44,9 @@ from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options, limiter_options
+from wbsync.shared.runtime import client_options, limiter_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 from wbsync.wb.http import HttpPool

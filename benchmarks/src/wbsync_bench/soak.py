@@ -28,14 +28,14 @@ from typing import Any
 
 from sqlalchemy import text
 
-from wbsync import clock
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import dataset_table
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync_bench import soak_retention
 from wbsync_bench.common import fresh_database, table
 from wbsync_bench.processes import WorkerProcesses, redis_under_test, seller_id

@@ -1,6 +1,6 @@
 """The soak's dated datasets on its scaled calendar: days kept against retention, rows per day.
 
-The soak runs the emulator and the workers on one scaled calendar (``wbsync.clock``): every
+The soak runs the emulator and the workers on one scaled calendar (``wbsync.system.clock``): every
 simulated day is a calendar day, so the syncs ask for new days, the emulator serves them, and
 the retention pass ages days out. Per dated dataset (``retention_days`` and a date key in the
 registry), each sample notes its rows, distinct days, oldest and newest day (tombstones

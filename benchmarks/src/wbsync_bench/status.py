@@ -27,10 +27,10 @@ from typing import IO, Any
 
 import httpx
 
-from wbsync import keys
 from wbsync.jobs.queue import SyncQueue
-from wbsync.procs import dies_with_parent, free_port, stop_child
+from wbsync.redis import keys
 from wbsync.store import Database, NewCabinet, Store
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 from wbsync.wb.tokens import Category, mint_token
 from wbsync_bench.common import delete_prefix, redis_client, table, unique_prefix
 from wbsync_bench.scale import LONG_QUEUES

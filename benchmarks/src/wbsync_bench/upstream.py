@@ -21,10 +21,10 @@ from typing import Any
 
 import httpx
 
-from wbsync import eventloop
 from wbsync.emulator import EmulatorConfig
 from wbsync.errors import ConfigError
-from wbsync.procs import dies_with_parent, free_port, stop_child
+from wbsync.system import eventloop
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 
 _CONTROL = "/__emulator"
 

@@ -35,7 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from wbsync import redis_client
+from wbsync.redis import redis_client
 
 CONNECT_TIMEOUT_S = 2.0
 COMMAND_TIMEOUT_S = 3.0

@@ -42,7 +42,7 @@ def parse_limit_overrides(value: object) -> LimitOverrides:
     """Overrides by group and token type name (``"*"``: every type), from one spec per group
     or one per token type; ``ValueError`` with one line naming what is wrong in its shape.
     Whether each group and type exists is checked against the registry at start
-    (``wbsync.startup``)."""
+    (``wbsync.composition.startup``)."""
     if isinstance(value, str):
         value = json.loads(value) if value.strip() else {}
     if not isinstance(value, Mapping):

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from prometheus_client import Gauge
 
-from wbsync import clock
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 

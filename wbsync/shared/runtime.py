@@ -16,20 +16,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import MappingProxyType
 
-from wbsync import clock, keys, redis_bounds
-from wbsync.change_stream import ChangeStream
 from wbsync.config import Settings, without_password
 from wbsync.errors import ConfigError, WbSyncError
-from wbsync.health import Health, Probe
 from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import SyncQueue
+from wbsync.observability.health import Health, Probe
 from wbsync.ratelimit import Limit, LimiterOptions, RateLimiter
-from wbsync.redis_client import is_redis_failure
-from wbsync.redis_server import redis_url as resolve_redis_url
+from wbsync.redis import keys, redis_bounds
+from wbsync.redis.redis_client import is_redis_failure
+from wbsync.redis.redis_server import redis_url as resolve_redis_url
+from wbsync.redis.throughput import Throughput
+from wbsync.shared.change_stream import ChangeStream
 from wbsync.store import Cabinet, Database, Store
 from wbsync.store.runs import RunLog
 from wbsync.syncs import SYNCS, BidRule, SyncOptions
-from wbsync.throughput import Throughput
+from wbsync.system import clock
 from wbsync.wb.client import WbClient
 from wbsync.wb.http import HttpPool
 from wbsync.wb.options import ClientOptions, Hosts
@@ -170,7 +171,7 @@ class Runtime:
         await self.redis.aclose()
 
     def probes(self) -> dict[str, Probe]:
-        """One bounded question to each dependency, for ``wbsync.health``."""
+        """One bounded question to each dependency, for ``wbsync.observability.health``."""
         return {"redis": self.redis.ping, "database": self.database.ping}
 
     def queue(self, name: str) -> SyncQueue:

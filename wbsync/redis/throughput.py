@@ -8,7 +8,7 @@ in the same script call that saves the page's cursor (``count_page``, ``wbsync.j
 reading the last hour is one pipeline of ``HMGET``s.
 
 A count that cannot be written (Redis failed) is dropped, never raised: after a failure no count
-is written for a ``FailureBackoff`` pause (``wbsync.redis_bounds``), so an outage costs one
+is written for a ``FailureBackoff`` pause (``wbsync.redis.redis_bounds``), so an outage costs one
 WARNING and a bounded number of calls, not one of each per stored page.
 """
 
@@ -18,12 +18,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from wbsync import clock, keys
-from wbsync.context import current_job
 from wbsync.errors import RedisUnavailableError
-from wbsync.lua import lua_script
-from wbsync.redis_bounds import FailureBackoff
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.observability.context import current_job
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_bounds import FailureBackoff
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.system import clock
 
 __all__ = ["HISTORY_MINUTES", "KEEP_S", "Count", "History", "Throughput"]
 
@@ -34,7 +35,7 @@ HISTORY_MINUTES = 60
 KEEP_S = 2 * 3600
 """A minute's counts expire this long after their last write."""
 _FIELDS = ("pages", "upstream_429")
-_SCRIPT = lua_script("wbsync", "throughput.lua")
+_SCRIPT = lua_script("wbsync.redis", "throughput.lua")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from wbsync import clock
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 

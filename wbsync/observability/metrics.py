@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
-from wbsync.context import current_job
+from wbsync.observability.context import current_job
 
 RESCHEDULES = Counter(
     "wbsync_rate_limit_reschedules",

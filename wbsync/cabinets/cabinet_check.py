@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from wbsync import clock
 from wbsync.errors import (
     RateLimitExceeded,
     TokenError,
@@ -35,9 +34,10 @@ from wbsync.errors import (
     WbServerError,
     WbTransportError,
 )
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient
 from wbsync.wb.tokens import WbToken, parse_token

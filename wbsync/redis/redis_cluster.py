@@ -21,8 +21,8 @@ from types import TracebackType
 import redis
 
 from wbsync.errors import RedisUnavailableError
-from wbsync.procs import dies_with_parent, free_port, stop_child
-from wbsync.redis_server import _ping, find_redis_server
+from wbsync.redis.redis_server import _ping, find_redis_server
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 
 SLOTS = 16384
 

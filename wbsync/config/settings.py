@@ -1,46 +1,22 @@
-"""Settings, read once from the environment (``WBSYNC_*``) into one typed object.
+"""The one ``Settings`` class: every setting's type, default, bound and meaning.
 
-Every setting's default and meaning is declared here; docs/settings.md is generated from it
-(``wbsync settings --markdown``).
-A value type at the bottom of the layers: it imports nothing of wbsync above ``errors`` (the
-limit overrides and a per-queue option are value types of their own, ``wbsync.limit_overrides``
-and ``wbsync.queue_options``), and checks only what
-a value is on its own. Names that must exist in the registry (queues, WB methods,
-limit groups, token types, which plugins may add to) and URLs checked by the layer that uses
-them are checked where the application is composed, after the plugins are loaded
-(``wbsync.startup``), in the same one-line form.
-
-Past 400 lines on purpose: nearly all of it is the settings table (docs/settings.md), the one
-``Settings`` class and the rows of its per-queue settings (``QUEUE_OPTIONS``), and the reading of
-the environment below it works on exactly those fields, so a split would leave neither part
-easier to read.
+Nearly all of it is the settings table (docs/settings.md is generated from it); the per-queue
+rows are in ``wbsync.config.queues``, the reading of the environment in
+``wbsync.config.environment``.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
-import re
-from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
 
-from pydantic import (
-    AwareDatetime,
-    Field,
-    SecretStr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import AwareDatetime, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_core import to_jsonable_python
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from wbsync.errors import ConfigError
-from wbsync.limit_overrides import LimitOverrides, parse_limit_overrides
-from wbsync.queue_options import QueueOption
+from wbsync.config.queues import QUEUE_OPTIONS, per_queue
+from wbsync.config.secrets import revealed, without_password
+from wbsync.values.limit_overrides import LimitOverrides, parse_limit_overrides
 
 # Shortest API key accepted: 32 characters leave guessing out of reach for any key made as the
 # message below says (``openssl rand -hex 32`` gives 64).
@@ -48,62 +24,6 @@ API_KEY_MIN_LENGTH = 32
 FUNNEL_DAYS_MAX = 7
 """WB serves the sales-funnel history of the last week only (analytics, products/history)."""
 _MAKE_A_KEY = "make one with `openssl rand -hex 32`"
-
-
-QUEUE_OPTIONS: dict[str, QueueOption] = {
-    option.key: option
-    for option in (
-        QueueOption(
-            key="concurrency",
-            field="queue_concurrency",
-            meaning="Jobs a queue's worker runs at once in each process",
-            unit="job at once",
-            minimum=1,
-            own="concurrency",
-            fallback="sync_queue_concurrency",
-            example=20,
-        ),
-        QueueOption(
-            key="fanout_interval_s",
-            field="fanout_intervals_s",
-            meaning="How often the fan-out enqueues a queue's job of each cabinet (seconds)",
-            unit="s",
-            minimum=0,
-            above=True,
-            own="interval_s",
-            scaled=True,
-            example=3600,
-        ),
-        QueueOption(
-            key="failure_budget",
-            field="queue_failure_budget",
-            meaning="Upstream failures a queue's job may meet without progress",
-            unit="failure",
-            minimum=1,
-            fallback="job_failure_budget",
-            example=20,
-        ),
-        QueueOption(
-            key="defer_threshold_ms",
-            field="queue_defer_threshold_ms",
-            meaning="The longest rate-limit wait a long sync's job sleeps in place, not deferred "
-            "(ms)",
-            unit="ms",
-            minimum=0,
-            fallback="defer_threshold_ms",
-            scaled=True,
-            example=20000,
-        ),
-    )
-}
-"""Every per-queue setting, by key (``wbsync.queue_options``). A new one is a row here and a
-``Settings`` field of ``_per_queue`` below; its bound check, the start-up check of its queue
-names, ``wbsync.workers.queue_option`` and docs/settings.md follow from the row."""
-
-
-def _per_queue(key: str) -> Any:
-    """The ``Settings`` field of per-queue option ``key``: described and checked by its row."""
-    return Field(default_factory=dict, description=QUEUE_OPTIONS[key].describe())
 
 
 class Settings(BaseSettings):
@@ -236,7 +156,7 @@ class Settings(BaseSettings):
         description="Jobs each sync queue's worker runs at once, unless its sync has a figure of "
         "its own (booking-slot-monitor: 10). Per process. Per queue: WBSYNC_QUEUE_CONCURRENCY.",
     )
-    queue_concurrency: dict[str, int] = _per_queue("concurrency")
+    queue_concurrency: dict[str, int] = per_queue("concurrency")
     leader_lease_ms: int = Field(
         default=15_000,
         ge=300,
@@ -289,7 +209,7 @@ class Settings(BaseSettings):
         description='Bearer keys the HTTP API accepts, JSON: ["k1", "k2"]; each at least '
         f"{API_KEY_MIN_LENGTH} characters.",
     )
-    fanout_intervals_s: dict[str, float] = _per_queue("fanout_interval_s")
+    fanout_intervals_s: dict[str, float] = per_queue("fanout_interval_s")
     sync_lookback_days: int = Field(
         default=30, ge=1, description="How far back a first pull of a report starts."
     )
@@ -318,8 +238,8 @@ class Settings(BaseSettings):
         "without progress, across deferrals and retries; the one that reaches it fails the job. "
         "Per queue: WBSYNC_QUEUE_FAILURE_BUDGET.",
     )
-    queue_failure_budget: dict[str, int] = _per_queue("failure_budget")
-    queue_defer_threshold_ms: dict[str, float] = _per_queue("defer_threshold_ms")
+    queue_failure_budget: dict[str, int] = per_queue("failure_budget")
+    queue_defer_threshold_ms: dict[str, float] = per_queue("defer_threshold_ms")
     infra_retry_ms: int = Field(
         default=1000,
         ge=1,
@@ -434,7 +354,7 @@ class Settings(BaseSettings):
         it."""
         env = {}
         for name in type(self).model_fields:
-            value = _revealed(getattr(self, name))
+            value = revealed(getattr(self, name))
             if value is None:
                 continue
             plain = to_jsonable_python(value)
@@ -462,80 +382,3 @@ class Settings(BaseSettings):
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, without_password(value) if isinstance(value, str) else value
-
-
-def _revealed(value: Any) -> Any:
-    """``value`` with every ``SecretStr`` in it replaced by its secret."""
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, list):
-        return [_revealed(v) for v in value]
-    return value
-
-
-def without_password(value: str) -> str:
-    """``value`` with the password of a URL (``scheme://user:password@host``) masked."""
-    if "://" not in value or "@" not in value:
-        return value
-    try:
-        netloc = urlsplit(value).netloc
-    except ValueError:
-        return "**********"
-    userinfo, _, _ = netloc.rpartition("@")
-    if ":" not in userinfo:
-        return value
-    user = userinfo.partition(":")[0]
-    return value.replace(netloc, f"{user}:**********@{netloc.rpartition('@')[2]}", 1)
-
-
-# Read by the test suite only; allowed beside the settings so CI can set it.
-_NOT_SETTINGS = frozenset({"WBSYNC_TEST_POSTGRES_URL"})
-
-
-def unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """``WBSYNC_*`` variables that name no setting, each with a hint (a typo is an error)."""
-    known = {f"WBSYNC_{name.upper()}" for name in Settings.model_fields}
-    problems = []
-    for var in sorted(environ):
-        if var.startswith("WBSYNC_") and var not in known and var not in _NOT_SETTINGS:
-            close = difflib.get_close_matches(var, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            problems.append(f"{var} is not a setting{hint}")
-    return problems
-
-
-SETTINGS_TABLE = "see docs/settings.md"
-_JSON_FIELD = re.compile(r'field "(\w+)"')
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """The process's settings, read from the environment on first use.
-
-    ``ConfigError`` names every wrong variable and what to do, in one line without the values
-    (a value may be a secret).
-    """
-    unknown = unknown_variables(os.environ)
-    if unknown:
-        raise ConfigError("; ".join(unknown) + f"; {SETTINGS_TABLE}")
-    try:
-        return Settings()
-    except SettingsError as exc:  # a JSON setting that is not JSON
-        found = _JSON_FIELD.search(str(exc))
-        var = f"WBSYNC_{found.group(1).upper()}" if found else "a WBSYNC_ JSON setting"
-        raise ConfigError(
-            f"{var}: not valid JSON; write it as JSON (quotes included), {SETTINGS_TABLE}"
-        ) from None
-    except ValidationError as exc:
-        raise ConfigError(describe(exc)) from None
-
-
-def describe(exc: ValidationError) -> str:
-    """One line naming each invalid variable and what was wrong with it (never its value)."""
-    problems = []
-    for err in exc.errors():
-        name = str(err["loc"][0]) if err["loc"] else "?"
-        where = "".join(f"[{p}]" for p in err["loc"][1:])  # a list's index, a queue's name
-        msg = err["msg"].removeprefix("Value error, ")
-        problems.append(f"WBSYNC_{name.upper()}{where}: {msg}")
-    return "; ".join(problems) + f" ({SETTINGS_TABLE})"

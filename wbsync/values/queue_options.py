@@ -18,8 +18,8 @@ class QueueOption:
     ``WBSYNC_<FIELD>``. A queue not named takes its sync's own figure (the ``Sync`` attribute
     ``own``), else the setting ``fallback``. Each row of ``wbsync.config.QUEUE_OPTIONS`` is one:
     the field's description and bound check, the start-up check of its queue names
-    (``wbsync.startup``), the lookup (``wbsync.workers.queue_option``) and docs/settings.md all
-    read it."""
+    (``wbsync.composition.startup``), the lookup (``wbsync.composition.workers.queue_option``)
+    and docs/settings.md all read it."""
 
     key: str
     """The option's name in ``queue_option(settings, queue, key)``."""

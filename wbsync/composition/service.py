@@ -17,21 +17,21 @@ import signal
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from wbsync import heap
+from wbsync.cabinets.pruning import Pruner
+from wbsync.cabinets.suspending import SuspendedFilter
+from wbsync.composition.workers import build_workers, queue_option
 from wbsync.config import Settings
 from wbsync.errors import ConfigError, TokenError, WbSyncError
-from wbsync.health import monitor
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.worker import SyncWorker
-from wbsync.pruning import Pruner
-from wbsync.runtime import Runtime, open_runtime
+from wbsync.observability.health import monitor
+from wbsync.shared.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet
-from wbsync.supervise import supervise
-from wbsync.suspending import SuspendedFilter
 from wbsync.syncs import SYNCS, unserved_queues
+from wbsync.system import heap
+from wbsync.system.supervise import supervise
 from wbsync.wb.tokens import parse_token, token_expiry
-from wbsync.workers import build_workers, queue_option
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,14 @@ def fanout_intervals(settings: Settings) -> dict[str, float]:
 
 
 async def watch_health(runtime: Runtime, stop: asyncio.Event) -> None:
-    """Probe Redis and the database until ``stop`` (see ``wbsync.health``), supervised."""
+    """Probe Redis and the database until ``stop`` (``wbsync.observability.health``), supervised."""
     probes = runtime.probes()
     await supervise("the dependency probes", lambda: monitor(runtime.health, probes, stop), stop)
 
 
 class TokenGaps:
     """Which queues each active cabinet's token cannot serve, or are suspended (what WB refused
-    for good, ``wbsync.suspending``), for the fan-out to skip.
+    for good, ``wbsync.cabinets.suspending``), for the fan-out to skip.
 
     Tokens are decrypted and checked once per stored token (the cache is keyed by the stored
     ciphertext, which changes when a token is replaced), not on every fan-out pass; a token

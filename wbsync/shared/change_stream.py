@@ -13,18 +13,18 @@ the entry's before it, ``keys.change_count_key``): a reader that sees the number
 entries, whichever dataset's, so a dataset that went quiet is caught up too.
 
 A sync job's page sends its event in the script call that saves the job's cursor (one round trip
-for both, ``wbsync.workers``), with this class's key, ``fields``, ``counter`` and cap; on a Redis
-Cluster the stream's slot is not the queue's, and the event goes by ``publish``.
+for both, ``wbsync.composition.workers``), with this class's key, ``fields``, ``counter`` and
+cap; on a Redis Cluster the stream's slot is not the queue's, and the event goes by ``publish``.
 """
 
 from __future__ import annotations
 
 import logging
 
-from wbsync import keys
 from wbsync.errors import RedisUnavailableError
-from wbsync.lua import lua_script
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
 from wbsync.store.changes import ChangeEvent
 
 __all__ = ["STREAM_SEQ_FIELD", "ChangeStream"]
@@ -32,7 +32,7 @@ __all__ = ["STREAM_SEQ_FIELD", "ChangeStream"]
 #: The entry field that carries the entry's number in the stream.
 STREAM_SEQ_FIELD = "stream_seq"
 
-_SCRIPT = lua_script("wbsync", "change_stream.lua")
+_SCRIPT = lua_script("wbsync.shared", "change_stream.lua")
 
 log = logging.getLogger(__name__)
 

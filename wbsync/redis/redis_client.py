@@ -5,7 +5,7 @@ its seed nodes: ``redis+cluster://[user:password@]host1:port1,host2:port2`` (``r
 for TLS); the client asks the seeds for the slot map and follows it (MOVED, ASK, fail-overs).
 
 wbsync's keys are laid out for a cluster: each queue's BullMQ keys share one hash tag (the
-queue's name, see ``wbsync.keys``) and each bucket's key has its own, so every Lua call's keys
+queue's name, see ``wbsync.redis.keys``) and each bucket's key has its own, so every Lua call's keys
 sit in one slot while the nine queues and the buckets spread over the masters.
 
 Every failure of a Redis call is translated here, at one boundary (``redis_failures``), into

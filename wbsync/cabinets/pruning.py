@@ -13,9 +13,9 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
-from wbsync import clock
 from wbsync.errors import WbSyncError
 from wbsync.store import Dataset, Store
+from wbsync.system import clock
 
 __all__ = ["Pruner"]
 

@@ -12,14 +12,14 @@ import difflib
 from collections.abc import Collection
 from typing import Any
 
-from wbsync import plugins
+from wbsync.catalog import plugins
 from wbsync.config import QUEUE_OPTIONS, SETTINGS_TABLE, Settings, get_settings
 from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError
-from wbsync.limit_overrides import ALL_TOKEN_TYPES
-from wbsync.redis_client import url_problem
+from wbsync.redis.redis_client import url_problem
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS
+from wbsync.values.limit_overrides import ALL_TOKEN_TYPES
 from wbsync.wb.endpoints import ENDPOINTS, GROUPS, SECTIONS, group_token_types
 from wbsync.wb.hosts import base_url_problems
 from wbsync.wb.options import Hosts
@@ -66,7 +66,7 @@ def check(settings: Settings) -> list[str]:
     if problem:
         problems.append(f"WBSYNC_LIMIT_OVERRIDES: {problem}")
     # A WB host given for a section it does not serve: every request would be "path not found".
-    # (Hosts built here, not by wbsync.runtime.wb_hosts: every command starts here, and the
+    # (Hosts built here, not by wbsync.shared.runtime.wb_hosts: every command starts here, and the
     # runtime's imports, the job queue's among them, are not every command's.)
     hosts = Hosts(
         base_url=settings.wb_base_url,

@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from wbsync.context import correlation_id, current_job
+from wbsync.observability.context import correlation_id, current_job
 
 _CONTEXT_FIELDS = ("correlation_id", "queue", "job_id", "cabinet")
 

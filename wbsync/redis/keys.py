@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 
-from wbsync.scope import BucketScope
+from wbsync.values.scope import BucketScope
 
 
 def bucket_key(prefix: str, scope: BucketScope) -> str:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wbsync import clock
+from wbsync.cabinets.suspending import PROBE_FIELD, SuspensionGate
 from wbsync.config import QUEUE_OPTIONS, Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
@@ -17,13 +17,13 @@ from wbsync.jobs.lag import STARTED_FIELD, start_lag_ms
 from wbsync.jobs.model import OutcomeListener
 from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
-from wbsync.metrics import SYNC_PAGES, SYNC_ROWS, SYNC_ROWS_WRITTEN
-from wbsync.redis_client import is_cluster
-from wbsync.runtime import Runtime
+from wbsync.observability.metrics import SYNC_PAGES, SYNC_ROWS, SYNC_ROWS_WRITTEN
+from wbsync.redis.redis_client import is_cluster
+from wbsync.shared.runtime import Runtime
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.runs import failure_reason
-from wbsync.suspending import PROBE_FIELD, SuspensionGate
 from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, SyncTotals, run_sync
+from wbsync.system import clock
 from wbsync.wb.refusals import refusal_for_good
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from wbsync.errors import RedisUnavailableError
-from wbsync.procs import dies_with_parent, free_port, stop_child
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Plugins: installed packages that declare syncs (and emulated WB methods) through entry points.
 
-Two entry-point groups, each entry a callable that takes a :class:`~wbsync.registry.Registrar`
-and declares on it (``registrar.declare(...)``), importing nothing of wbsync's private modules:
+Two entry-point groups, each entry a callable that takes a
+:class:`~wbsync.catalog.registry.Registrar` and declares on it (``registrar.declare(...)``),
+importing nothing of wbsync's private modules:
 
 * ``wbsync.plugins``: syncs, with their WB methods, sections, limit groups and datasets
   (the types in ``wbsync.extend``);
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from wbsync.catalog.registry import Registrar, Table, commit_all
 from wbsync.errors import ConfigError
-from wbsync.registry import Registrar, Table, commit_all
 
 __all__ = [
     "EMULATOR_GROUP",
