@@ -13,14 +13,15 @@ if TYPE_CHECKING:
 
 
 def register(registrar: Registrar) -> None:
-    """The ``wbsync.plugins`` entry point: the supplies sync, its method and its dataset."""
-    from wbsync_supplies.sync import SYNC
+    """The ``wbsync.plugins`` entry point: the supplies sync (its method, section and
+    dataset) and the section's ``/ping``, which no sync calls."""
+    from wbsync_supplies.sync import PING, SYNC
 
-    registrar.declare(SYNC)
+    registrar.declare(SYNC, PING)
 
 
 def register_emulated(registrar: Registrar) -> None:
     """The ``wbsync.emulator`` entry point: WB's supplies list in the emulator."""
-    from wbsync_supplies.emulated import EMULATED
+    from wbsync_supplies.emulated import EMULATED, EMULATED_PING
 
-    registrar.declare(EMULATED)
+    registrar.declare(EMULATED, EMULATED_PING)

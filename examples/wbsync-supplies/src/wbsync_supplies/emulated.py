@@ -49,6 +49,18 @@ METHOD = Method(
     x_category="supplies",
 )
 
+# WB's connection check of the host (api-information, "Connection Check").
+PING = Method(
+    name="supplies.ping",
+    verb="GET",
+    path="/ping",
+    host="supplies-api",
+    category="supplies",
+    rates={kind: Rate(30.0, 3, 3) for kind in (Kind.PERSONAL, Kind.SERVICE, Kind.BASE)},
+    group="supplies.ping",
+    x_category="all",
+)
+
 MAX_LIMIT = 1000
 STATUSES = (1, 2, 3, 4, 5, 6)
 DATE_TYPES = ("factDate", "createDate", "supplyDate", "updatedDate")
@@ -152,7 +164,7 @@ async def handle(call: Call) -> Response:
     offset = _count(call, "offset", 0, 0, None)
     body = await call.body()
     statuses = body.get("statusIDs") or []
-    if not isinstance(statuses, list) or any(s not in STATUSES for s in statuses):
+    if not isinstance(statuses, list) or any(type(s) is not int or s not in STATUSES for s in statuses):
         raise BadRequest(f"statusIDs must be a list of statuses from 1 to 6, got {statuses!r}")
     dates = body.get("dates") or []
     if not isinstance(dates, list):
@@ -172,4 +184,10 @@ def expected(data: SellerData, seller: SellerState, params: dict[str, Any]) -> l
     return cached(data, "supplies", supply_rows)
 
 
+async def ping(call: Call) -> Response:
+    """WB's answer once the gateway took the token: the time at WB and OK."""
+    return json_reply({"TS": datetime.now(MOSCOW).isoformat(timespec="seconds"), "Status": "OK"})
+
+
 EMULATED = EmulatedMethod(METHOD, handle, expected=expected)
+EMULATED_PING = EmulatedMethod(PING, ping)

@@ -47,6 +47,21 @@ LIST = Endpoint(
     ),
 )
 
+# WB's connection check of the host: ``wbsync cabinets check`` asks it for the section (without
+# it the section is reported "unchecked"). 3 every 30 s per host, every token type (WB's /ping).
+PING = Endpoint(
+    name="supplies.ping",
+    section=SUPPLIES,
+    method="GET",
+    path="/ping",
+    group="supplies.ping",
+    category=Category.SUPPLIES,
+    limits=TypeLimits.same(
+        Limit(period_s=30.0, limit=3, burst=3), base=Limit(period_s=30.0, limit=3, burst=3)
+    ),
+    probe=True,
+)
+
 # WB's maximum ``limit``.
 PAGE_LIMIT = 1000
 
