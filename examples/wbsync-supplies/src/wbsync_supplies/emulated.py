@@ -164,7 +164,7 @@ async def handle(call: Call) -> Response:
     offset = _count(call, "offset", 0, 0, None)
     body = await call.body()
     statuses = body.get("statusIDs") or []
-    if not isinstance(statuses, list) or any(type(s) is not int or s not in STATUSES for s in statuses):
+    if not isinstance(statuses, list) or any(s not in STATUSES or s is True for s in statuses):
         raise BadRequest(f"statusIDs must be a list of statuses from 1 to 6, got {statuses!r}")
     dates = body.get("dates") or []
     if not isinstance(dates, list):
