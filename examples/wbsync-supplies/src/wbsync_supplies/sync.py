@@ -4,7 +4,10 @@ From WB's document of the method (orders-fbw, "Supplies List", ``POST /api/v1/su
 ``limit`` (at most 1000) and ``offset`` in the query, filters in the JSON body (none here: the
 sync wants every supply), a bare JSON array in reply. A supply's row changes as it moves
 through its statuses, and WB gives no feed of changes, so the dataset is a snapshot: a run
-that reached the end tombstones the supplies WB no longer lists.
+that reached the end tombstones the supplies WB no longer lists. WB lists the newest first, so
+a supply created during a run pushes the rest one place down (a row comes twice: harmless);
+one that leaves the list during a run pulls them up, and the row that crosses the page
+boundary is missed and tombstoned until the next run brings it back.
 """
 
 from __future__ import annotations
