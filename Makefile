@@ -9,11 +9,12 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 all: lint types test
 
-$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml benchmarks/pyproject.toml
+$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml examples/wbsync-supplies/pyproject.toml benchmarks/pyproject.toml
 	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,dlt]'
-	# The example plugin, so the suite runs it end to end as an installed package.
+	# The example plugins, so the suite runs them end to end as installed packages.
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-deductions
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-supplies
 	# The benchmarks (`wbsync bench`, tests/bench), with the libraries only they use.
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e benchmarks
 	@rm -f $(VENV)/.installed-* && touch $@
@@ -44,7 +45,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix wbsync benchmarks tests examples
 
 types: $(STAMP)
-	$(BIN)/mypy wbsync benchmarks/src tests examples/wbsync-deductions/src
+	$(BIN)/mypy wbsync benchmarks/src tests examples/wbsync-deductions/src examples/wbsync-supplies/src
 
 bench: $(STAMP)
 	$(BIN)/wbsync bench all --write-docs

@@ -197,6 +197,15 @@ def test_a_str_key_longer_than_its_column_is_refused() -> None:
         key.extract({"code": "x" * (KEY_STR_MAX + 1)})
 
 
+def test_every_name_of_the_plugin_api_is_in_the_authors_guide() -> None:
+    from pathlib import Path
+
+    import wbsync.extend as extend
+
+    guide = (Path(__file__).parents[1] / "docs" / "extending.md").read_text()
+    assert [name for name in extend.__all__ if f"`{name}" not in guide] == []
+
+
 def test_the_emulated_method_api_is_documented_with_its_types() -> None:
     """Every name of the emulator's surface, and ``Call``'s members, are in the author's guide."""
     from pathlib import Path

@@ -77,7 +77,8 @@ class KeyField:
 
     ``path`` is a WB field name, dotted for nested objects (``"product.nmId"``). Kind ``"date"``
     keeps the ``YYYY-MM-DD`` part of a date or date-time string, so a day is one key whichever
-    form WB sent. ``missing`` is stored when WB omits the field; ``None`` makes the field required.
+    form WB sent. ``missing`` is stored when WB omits the field or sends it null; ``None`` makes
+    the field required.
     """
 
     column: str
