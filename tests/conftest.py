@@ -25,7 +25,7 @@ from tests.support.databases import (
 )
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import FAST
-from wbsync import eventloop
+from wbsync import eventloop, syncs
 from wbsync.emulator import running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import LimiterOptions, RateLimiter
@@ -37,6 +37,10 @@ from wbsync.store.schema import metadata
 # loaded only by a test that allows it (tests/test_example_plugin.py), in its own processes;
 # commands run in process would otherwise register it for every later test.
 os.environ.setdefault("WBSYNC_PLUGINS", "[]")
+
+# The built-in syncs with their WB methods and datasets, registered as every command of wbsync
+# registers them (each is declared in its sync's module); a test of the store alone needs them.
+assert syncs.SYNCS
 
 
 @pytest.fixture(autouse=True)

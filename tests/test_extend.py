@@ -27,7 +27,7 @@ from wbsync.extend import (
     SyncPage,
     TypeLimits,
 )
-from wbsync.wb import endpoints as eps
+from wbsync.wb.methods import PRICES_GOODS_LIST, PROMOTION_ADVERTS
 
 
 def test_exported_members() -> None:
@@ -53,7 +53,7 @@ def test_the_built_ins_are_registered_through_the_registrar() -> None:
     assert {m for sync in SYNCS.values() for m in sync.methods} == set(ENDPOINTS) - probes
     assert {ds.name for sync in SYNCS.values() for ds in sync.stores} == set(DATASETS)
     assert {ep.section.name for ep in ENDPOINTS.values()} == set(SECTIONS)
-    assert GROUPS["prices"] == eps.PRICES_GOODS_LIST.limits
+    assert GROUPS["prices"] == PRICES_GOODS_LIST.limits
 
 
 def test_a_plugin_dataset_declares_its_lifecycle_and_bad_values_are_refused() -> None:
@@ -99,7 +99,7 @@ def _drop(registrar: Registrar) -> None:
 
 def test_a_plugin_sync_brings_its_method_section_group_and_dataset() -> None:
     registrar = Registrar("test-plugin")
-    registrar.declare(_sync("test-reports-sync", calls=(_EP, eps.PROMOTION_ADVERTS)))
+    registrar.declare(_sync("test-reports-sync", calls=(_EP, PROMOTION_ADVERTS)))
     registrar.commit()
     try:
         assert SYNCS["test-reports-sync"].methods == ("test.reports", "promotion.adverts")

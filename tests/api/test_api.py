@@ -21,7 +21,7 @@ from wbsync.jobs.model import Outcome
 from wbsync.logs import configure_logging
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 from wbsync.workers import build_workers
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]

@@ -12,8 +12,8 @@ from tests.support.waiting import wait_for
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT as FINANCE_EP
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 from wbsync.workers import build_workers
 
 FINANCE = "rnp-finance-sync"

@@ -25,7 +25,8 @@ from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.model import Outcome
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.sections import STATISTICS_ORDERS
 from wbsync.workers import build_workers
 
 SCREENSHOT = ROOT / "docs" / "status-page.png"

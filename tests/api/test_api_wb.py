@@ -15,7 +15,7 @@ from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 from wbsync.wb.tokens import Category, TokenType, mint_token
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]

@@ -49,10 +49,9 @@ from wbsync.jobs.reschedule import RescheduleService
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import RateLimiter
 from wbsync.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT, finance_detailed_report
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 from wbsync.wb.http import HttpPool
-from wbsync.wb.methods import finance_detailed_report
 from wbsync.wb.tokens import Category, TokenType, mint_token
 
 MODES = ("defer", "block", "retry")

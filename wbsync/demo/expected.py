@@ -9,9 +9,10 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from wbsync.emulator import Emulator
-from wbsync.store.datasets import advert_stats_rows, funnel_history_rows
 from wbsync.syncs import SyncOptions
+from wbsync.syncs.ads import advert_stats_rows
 from wbsync.syncs.autobidder import ACTIVE, biddable, campaign_items
+from wbsync.syncs.digitization import funnel_history_rows
 
 Rows = list[dict[str, Any]]
 

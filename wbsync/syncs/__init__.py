@@ -1,5 +1,10 @@
-"""The nine built-in syncs: one module each, pulling a cabinet's data page by page through the
-client, declared in ``SYNCS`` through the same registrar a plugin gets (``wbsync.extend``).
+"""The built-in syncs: one module each, pulling a cabinet's data page by page through the
+client, registered in ``SYNCS`` through the same registrar a plugin gets (``wbsync.extend``).
+
+Each module declares its sync as a plugin would: the WB methods it alone calls (with their
+limits), the datasets it stores and the sync itself; methods several callers share are in
+``wb/methods.py``, WB's sections in ``wb/sections.py``. Importing this package registers them
+all (``wbsync plugins`` lists them; docs/syncs.md describes each).
 
 Long syncs (multi-page) are wrapped by the reschedule service in the job layer; short ones
 (pricing-bulk, booking-slot-monitor) are not.
