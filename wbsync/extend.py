@@ -13,8 +13,8 @@ A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Secti
 :class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
 key, its :data:`DatasetKind`, snapshot or stream, and its retention), so declaring the sync
 declares them all. The built-in syncs are declared with exactly these types, each in its own
-module, and registered through the same :class:`Registrar`. Everything not listed in ``__all__`` is private to wbsync and may change
-without notice.
+module, and registered through the same :class:`Registrar`. Everything not listed in
+``__all__`` is private to wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
@@ -53,7 +53,7 @@ from wbsync.syncs.base import (
     Text,
     optional,
 )
-from wbsync.wb.client import WbClient, WbReply
+from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     ENDPOINTS,
     GROUPS,
@@ -73,6 +73,7 @@ from wbsync.wb.paging import (
     offset_pages,
     rows_at,
 )
+from wbsync.wb.replies import WbReply
 from wbsync.wb.tokens import Category, TokenType
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""WB's words: read from every shape WB writes errors in, cleaned and bounded, carried by the
-client's errors; the emulator answers each shape on demand."""
+"""WB's words: read from every shape WB writes errors in, cleaned (tests/ratelimit/
+test_ratelimit_words.py), carried by the client's errors; the emulator answers each shape on
+demand."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from wbsync.errors import (
     WbRequestError,
     WbServerError,
 )
+from wbsync.ratelimit.words import MASK
 from wbsync.syncs.pricing import upload_prices
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient
 from wbsync.wb.methods import PRICES_GOODS_LIST
 from wbsync.wb.retry import RetryPolicy
-from wbsync.wb.words import MASK, WORDS_MAX_CHARS, clean_words, wb_words
+from wbsync.wb.words import wb_words
 
 ClientFactory = Callable[..., WbClient]
 JSON = {"Content-Type": "application/json"}
@@ -94,24 +96,6 @@ def test_tokens_are_masked_wherever_they_stand() -> None:
         assert words is not None
         assert JWT not in words and "secret-value" not in words
         assert "c2lnbmF0dXJl" not in words and MASK in words
-    # Host names and WB's ids are not tokens.
-    kept = "see https://dev.wildberries.ru/openapi limited by 3f2a9e0c-0b1d-4c5e-9f00-1a2b3c4d5e6f"
-    assert clean_words(kept) == kept
-
-
-def test_control_characters_go_and_whitespace_collapses() -> None:
-    raw = "bad\x00 request\x1b[31m\u200b here\r\n\r\nnow\u202e"
-    assert clean_words(raw) == "bad request[31m here now"
-
-
-def test_words_past_the_maximum_are_cut_with_an_ellipsis() -> None:
-    fits = "x" * WORDS_MAX_CHARS
-    assert clean_words(fits) == fits
-    cut = clean_words("y" * (WORDS_MAX_CHARS + 1))
-    assert cut is not None and len(cut) == WORDS_MAX_CHARS and cut.endswith("…")
-    # A token at the edge is masked before the cut: no part of it survives.
-    edge = clean_words("z " * (WORDS_MAX_CHARS // 2 - 10) + JWT)
-    assert edge is not None and len(edge) <= WORDS_MAX_CHARS and "eyJzaWQi" not in edge
 
 
 def test_an_error_says_wbs_words_in_its_message_and_carries_them() -> None:

@@ -23,8 +23,8 @@ from pydantic import (
 )
 
 from wbsync import clock
+from wbsync.emulator.method import METHODS, Rate, disabled_in_docs
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import METHODS, Rate, disabled_in_docs
 from wbsync.errors import ConfigError
 
 __all__ = [

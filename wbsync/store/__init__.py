@@ -10,13 +10,8 @@ Typical use::
         page = await store.changes("orders", after=0)    # the change feed (docs/data.md)
 """
 
-from wbsync.store.cabinets import (
-    AddManyResult,
-    Cabinet,
-    CabinetRef,
-    CabinetRepository,
-    NewCabinet,
-)
+from wbsync.store.cabinet_repository import CabinetRepository
+from wbsync.store.cabinets import AddManyResult, Cabinet, CabinetRef, NewCabinet
 from wbsync.store.changes import FEED_PAGE_MAX, Change, ChangeEvent, ChangePage
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import DATASETS, Dataset, KeyField

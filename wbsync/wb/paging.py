@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from wbsync.context import report_upstream_failure
 from wbsync.errors import WbBadResponseError
-from wbsync.wb.client import WbReply
 from wbsync.wb.endpoints import Endpoint
+from wbsync.wb.replies import WbReply
 from wbsync.wb.words import words_in_json
 
 __all__ = [
