@@ -17,6 +17,8 @@ Changes are applied in the order of their (campaign, item, search cluster) key, 
 keeps the key of the last one applied. A resumed run recomputes the changes from the stored
 bids (which already hold what the first batches set) and applies only those past that key, so
 no bid is skipped and none is moved twice.
+
+WB's bids methods (read, v0 and v1 writes) are declared with their calls in ``syncs/bids.py``.
 """
 
 from __future__ import annotations
