@@ -87,8 +87,13 @@ async def _declared(database_factory: DatabaseFactory, backend: str) -> Schema:
     """wbsync's own tables from its model, every built-in dataset's from its declaration, with
     no migration run."""
     tables = [*metadata.sorted_tables, *(dataset_table(n) for n in builtin_datasets())]
+
+    def create(conn: Connection) -> None:
+        for table in tables:
+            table.create(conn)
+
     async with Database(await database_factory.new_url(backend)) as db:
-        await db.run_sync(lambda conn: [table.create(conn) for table in tables])
+        await db.run_sync(create)
         return await db.run_sync(_schema)
 
 
