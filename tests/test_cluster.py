@@ -44,8 +44,8 @@ from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 from wbsync.system import clock
-from wbsync.wb import endpoints as eps
 
 
 @pytest.fixture(scope="session")
@@ -433,7 +433,7 @@ async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
         for i, s in enumerate(SELLERS[:2])
     ]
     held = cabinets[0]
-    window = runtime.client(held).scope(eps.FINANCE_DETAILED_REPORT)
+    window = runtime.client(held).scope(FINANCE_DETAILED_REPORT)
     # Its finance window stays closed as long as anything may close it (18 s at this scale).
     await runtime.limiter.penalize(window, runtime.limiter.max_wait_ms)
     outcomes: list[Outcome] = []
@@ -546,7 +546,7 @@ async def test_a_failover_mid_run_spends_no_attempt_and_orphans_no_job(
 
 async def _keep_busy(runtime: Runtime, cabinets: list[Cabinet], stop: asyncio.Event) -> None:
     """Read the cabinets' finance buckets until ``stop``; a failing read is the fail-over's."""
-    scopes = [runtime.client(c).scope(eps.FINANCE_DETAILED_REPORT) for c in cabinets]
+    scopes = [runtime.client(c).scope(FINANCE_DETAILED_REPORT) for c in cabinets]
     while not stop.is_set():
         with contextlib.suppress(RedisUnavailableError):
             await runtime.limiter.peek_many(scopes)

@@ -157,7 +157,8 @@ def test_the_installed_command_prints_one_line_and_no_traceback(tmp_path: Path) 
 
 def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
     from wbsync.ratelimit import Limit
-    from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, PRICES_UPLOAD_TASK
+    from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+    from wbsync.syncs.pricing import PRICES_UPLOAD_TASK
     from wbsync.wb.tokens import TokenType
 
     settings = Settings.model_validate(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 
 import pytest
 
@@ -27,7 +28,7 @@ from wbsync.extend import (
     SyncPage,
     TypeLimits,
 )
-from wbsync.wb import endpoints as eps
+from wbsync.wb.methods import PRICES_GOODS_LIST, PROMOTION_ADVERTS
 
 
 def test_exported_members() -> None:
@@ -44,16 +45,21 @@ def test_exported_members() -> None:
 
 
 def test_the_built_ins_are_registered_through_the_registrar() -> None:
-    assert len(SYNCS) == 9
-    # The syncs' 14 methods, seller info and one /ping a section (the token check's).
+    """Every built-in sync is declared in its own module with the public types, and brings
+    every built-in method (but the token check's probes) and every built-in dataset."""
+    assert SYNCS and {SYNCS.owner(q) for q in SYNCS} == {"wbsync"}
+    # Seller info and one /ping a section (the token check's), the rest the syncs' methods.
     probes = {name for name, ep in ENDPOINTS.items() if ep.probe}
-    assert len(ENDPOINTS) == 14 + len(probes) and len(probes) == 1 + len(SECTIONS)
-    assert len(DATASETS) == 11
-    assert {SYNCS.owner(q) for q in SYNCS} == {"wbsync"}
+    assert len(probes) == 1 + len(SECTIONS)
     assert {m for sync in SYNCS.values() for m in sync.methods} == set(ENDPOINTS) - probes
     assert {ds.name for sync in SYNCS.values() for ds in sync.stores} == set(DATASETS)
     assert {ep.section.name for ep in ENDPOINTS.values()} == set(SECTIONS)
-    assert GROUPS["prices"] == eps.PRICES_GOODS_LIST.limits
+    assert GROUPS["prices"] == PRICES_GOODS_LIST.limits
+    for sync in SYNCS.values():
+        module = sys.modules[sync.pages.__module__]
+        assert module.SYNC is sync, sync.name
+        # Its datasets are declared beside it (a method may be shared: wb/methods.py).
+        assert all(ds in vars(module).values() for ds in sync.stores), sync.name
 
 
 def test_a_plugin_dataset_declares_its_lifecycle_and_bad_values_are_refused() -> None:
@@ -99,7 +105,7 @@ def _drop(registrar: Registrar) -> None:
 
 def test_a_plugin_sync_brings_its_method_section_group_and_dataset() -> None:
     registrar = Registrar("test-plugin")
-    registrar.declare(_sync("test-reports-sync", calls=(_EP, eps.PROMOTION_ADVERTS)))
+    registrar.declare(_sync("test-reports-sync", calls=(_EP, PROMOTION_ADVERTS)))
     registrar.commit()
     try:
         assert SYNCS["test-reports-sync"].methods == ("test.reports", "promotion.adverts")

@@ -12,9 +12,9 @@ callable that takes a :class:`Registrar` and declares its syncs on it (docs/exte
 A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Section` with its
 :class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
 key, its :data:`DatasetKind`, snapshot or stream, and its retention), so declaring the sync
-declares them all. The nine built-in syncs are declared with exactly these types and the same
-:class:`Registrar`. Everything not listed in ``__all__`` is private to wbsync and may change
-without notice.
+declares them all. The built-in syncs are declared with exactly these types, each in its own
+module, and registered through the same :class:`Registrar`. Everything not listed in
+``__all__`` is private to wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.

@@ -21,8 +21,8 @@ from wbsync.jobs.model import Outcome
 from wbsync.observability.logs import configure_logging
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 from wbsync.system import clock
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 PROBES = {"/healthz", "/readyz"}

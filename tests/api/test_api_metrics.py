@@ -13,8 +13,8 @@ from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT as FINANCE_EP
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
 FINANCE = "rnp-finance-sync"
 

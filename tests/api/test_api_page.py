@@ -27,7 +27,8 @@ from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.model import Outcome
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.sections import STATISTICS_ORDERS
 
 SCREENSHOT = ROOT / "docs" / "status-page.png"
 AddCabinet = Callable[..., Awaitable[Cabinet]]

@@ -22,9 +22,9 @@ from wbsync.errors import RateLimitExceeded
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT as FINANCE_EP
 from wbsync.wb import methods
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 # Under the limiter's cap at the tests' time scale, and far longer than any test runs.

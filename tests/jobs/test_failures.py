@@ -51,8 +51,8 @@ from wbsync.store.db import Database
 from wbsync.store.ledger import PriceTarget
 from wbsync.store.schema import sync_cursors
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
+from wbsync.syncs.pricing import upload_prices
 from wbsync.system import clock
-from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 
 SCALE = 0.005  # WB's minute is 300 ms
@@ -309,7 +309,7 @@ async def test_a_price_upload_sent_before_a_crash_is_not_uploaded_again(
     # What the sync does up to the crash: intent recorded, upload sent and taken by WB.
     await ledger.begin_price_upload(cabinet.id, {"data": items})
     async with runtime.client(cabinet) as client:
-        task_id = await methods.upload_prices(client, items)
+        task_id = await upload_prices(client, items)
 
     assert await _run_until_gone(runtime, "pricing-bulk", cabinet.id) == ["completed"]
 

@@ -156,7 +156,7 @@ async def test_long_sync_on_an_empty_bucket_defers_and_frees_its_slot(
         ids.append(cabinet.id)
     # The first cabinet's finance bucket is empty for a while (another client used it up).
     client = runtime.client(await runtime.store.cabinets.get(ids[0]))
-    from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+    from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 
     await runtime.limiter.penalize(client.scope(FINANCE_DETAILED_REPORT), 2000)
     sleep_before = queue_value(SLOT_SLEEP, "rnp-finance-sync")
@@ -200,7 +200,7 @@ async def test_short_queue_over_its_ceiling_waits_its_retry_after_without_spendi
     runtime: Runtime = await runtime_factory(job_attempts=1)
     cabinet = await runtime.store.cabinets.add("slots", emulator.token(SELLERS[0]), SELLERS[0])
     client = runtime.client(cabinet)
-    from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+    from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
     scope = client.scope(COEFFICIENTS)
     retries = sample("wbsync_job_retries_total", queue="booking-slot-monitor", reason="rate_limit")

@@ -19,8 +19,8 @@ from wbsync.observability.metrics import sample
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
 from wbsync.redis import keys
 from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, inspect, select, text
 
-from tests.support.databases import SCHEMA_HEAD
+from tests.support.databases import SCHEMA_HEAD, builtin_datasets
 from wbsync.catalog.registry import Registrar
 from wbsync.errors import StoreError
 from wbsync.store import Database, Dataset, KeyField, Store
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import IDENTIFIER_MAX, NAME_MAX
 from wbsync.store.declared import AlembicBranch
-from wbsync.store.schema import dataset_table, declared_datasets, metadata, utcnow
+from wbsync.store.schema import dataset_table, declared_datasets, model, utcnow
 
 DATASET = Dataset("plugin_rows", "GET /api/v1/plugin", (KeyField("row_id", "id"),))
 OWNER = "test-plugin"
@@ -297,7 +297,7 @@ async def test_names_at_postgresqls_limit_are_kept_whole_and_longer_ones_refused
     at the limits (a name of NAME_MAX characters, a key column of IDENTIFIER_MAX) gets its
     table with every name whole, on both databases; one character more is refused when the
     dataset is declared, never cut short by PostgreSQL."""
-    for table in metadata.tables.values():
+    for table in model(builtin_datasets()).tables.values():
         names = [table.name, *(c.name for c in table.columns)]
         names += [str(c.name) for c in table.constraints]
         names += [str(ix.name) for ix in table.indexes]

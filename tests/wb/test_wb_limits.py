@@ -28,14 +28,12 @@ from wbsync.observability.metrics import sample
 from wbsync.ratelimit import RateLimiter
 from wbsync.redis import keys
 from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.sections import STATISTICS_SALES
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import (
-    FINANCE_DETAILED_REPORT,
-    PRICES_GOODS_LIST,
-    STATISTICS_SALES,
-    Endpoint,
-)
+from wbsync.wb.endpoints import Endpoint
 from wbsync.wb.http import HttpPool
+from wbsync.wb.methods import PRICES_GOODS_LIST
 
 SELLER_C = "5d4c3b2a-1f0e-4d9c-8b7a-0123456789ab"
 CALLS: dict[str, dict[str, Any]] = {

@@ -40,6 +40,7 @@ from wbsync.syncs import SYNCS
 from wbsync.system import clock
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient
+from wbsync.wb.sections import TARIFFS_SELLER_INFO
 from wbsync.wb.tokens import WbToken, parse_token
 
 __all__ = [
@@ -260,7 +261,7 @@ async def _section(client: WbClient, section: eps.Section) -> SectionCheck:
 
 
 async def _seller(client: WbClient, claimed: str) -> SellerCheck:
-    status, _, words, data = await _ask(client, eps.TARIFFS_SELLER_INFO)
+    status, _, words, data = await _ask(client, TARIFFS_SELLER_INFO)
     if status != "ok":
         return SellerCheck(status, claimed, words=words)
     body = data if isinstance(data, dict) else {}

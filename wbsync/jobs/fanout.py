@@ -246,7 +246,7 @@ class Schedule:
 
     A pass finds the cabinets due since the schedule's last step by bisection, in time
     proportional to their number and the logarithm of all: visiting every cabinet on every
-    pass cost the leader ~110 ms of CPU a pass at 10,000 cabinets on nine queues, and passes
+    pass cost the leader ~110 ms of CPU a pass at 10,000 cabinets on the built-in queues, and passes
     come every step of the shortest interval (a second for the booking monitor's minute).
     """
 

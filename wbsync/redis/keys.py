@@ -3,7 +3,7 @@
 All keys start with the configured prefix. Every key carries a Redis Cluster hash tag, so a
 cluster keeps what one Lua call touches in one slot and spreads the rest over its masters: a
 bucket's key is tagged ``{cabinet:group}``; a queue's BullMQ keys are tagged with the queue's
-name (``<prefix>:q:{<queue>}:...``), so each queue lives in one slot and the nine queues spread;
+name (``<prefix>:q:{<queue>}:...``), so each queue lives in one slot and the queues spread;
 the fan-out's leases and schedule share the tag ``{fanout}``, so one Lua call checks them all.
 """
 

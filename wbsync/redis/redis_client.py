@@ -6,7 +6,7 @@ for TLS); the client asks the seeds for the slot map and follows it (MOVED, ASK,
 
 wbsync's keys are laid out for a cluster: each queue's BullMQ keys share one hash tag (the
 queue's name, see ``wbsync.redis.keys``) and each bucket's key has its own, so every Lua call's keys
-sit in one slot while the nine queues and the buckets spread over the masters.
+sit in one slot while the queues and the buckets spread over the masters.
 
 Every failure of a Redis call is translated here, at one boundary (``redis_failures``), into
 wbsync's infrastructure error: a job that meets one spends no attempt. A failure is any of

@@ -50,7 +50,7 @@ class Migration:
     before: str | None
     after: str | None
     tables: tuple[str, ...] = ()
-    """The standard tables created for plugins' datasets."""
+    """The standard tables created from datasets' declarations."""
 
     @property
     def action(self) -> str:
@@ -61,7 +61,7 @@ class Migration:
 
     def __str__(self) -> str:
         if self.tables:
-            made = f"; tables created for plugins' datasets: {', '.join(self.tables)}"
+            made = f"; tables created for declared datasets: {', '.join(self.tables)}"
             return self._revisions() + made
         return self._revisions()
 
@@ -104,7 +104,7 @@ def upgrade(
     conn: Connection, url: str, safe_url: str, target: str, lock_timeout_s: float
 ) -> Migration:
     """Upgrade wbsync's schema to ``target`` on ``conn`` (in its transaction), then, for
-    ``"head"``, every plugin's branch and the standard tables of plugins' datasets.
+    ``"head"``, every plugin's branch and the standard tables of declared datasets.
 
     PostgreSQL: under the advisory lock first (SQLite: the caller holds
     :func:`sqlite_migration_lock`).

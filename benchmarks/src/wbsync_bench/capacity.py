@@ -79,8 +79,8 @@ LAG_TARGET = 0.10
 #: An N whose pooled lag p95 passes this share of the interval (a whole interval late) is the
 #: last run: a larger N would only be later, and the run would not fit in ``bench all``.
 STOP_SHARE = 1.0
-#: The first pass (every cabinet's nine jobs at once, some of them pulling many pages through
-#: WB's windows) may take this long to drain, plus ``WARMUP_S_PER_CABINET`` per cabinet; past
+#: The first pass (every cabinet's jobs at once, some of them pulling many pages through WB's
+#: windows) may take this long to drain, plus ``WARMUP_S_PER_CABINET`` per cabinet; past
 #: that the stack cannot keep up with N, and larger N are not run.
 WARMUP_BASE_S = 120.0
 WARMUP_S_PER_CABINET = 0.5

@@ -151,7 +151,7 @@ def lateness_cmd(
 @command(app, "scale")
 def scale_cmd(
     ctx: typer.Context,
-    cabinets: Annotated[int, typer.Option(help="Cabinets (x 7 long queues = jobs).")] = 10_000,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (one job per long queue each).")] = 10_000,
     concurrency: Annotated[int, typer.Option(help="Slots per queue's worker.")] = 20,
 ) -> None:
     """Fan-out of many cabinets over the long queues: enqueue time, memory, throughput."""
@@ -179,7 +179,7 @@ def fanout_cmd(
 @command(app, "status")
 def status_cmd(
     ctx: typer.Context,
-    cabinets: Annotated[int, typer.Option(help="Cabinets (x 7 long queues = jobs).")] = 10_000,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (one job per long queue each).")] = 10_000,
     readers: Annotated[int, typer.Option(help="Concurrent readers.")] = 20,
     requests: Annotated[int, typer.Option(help="Requests per reader.")] = 20,
 ) -> None:
@@ -242,7 +242,7 @@ def soak_cmd(
 @command(app, "scaleout")
 def scaleout_cmd(
     ctx: typer.Context,
-    cabinets: Annotated[int, typer.Option(help="Cabinets (x 9 syncs = jobs).")] = 1_000,
+    cabinets: Annotated[int, typer.Option(help="Cabinets (one job per sync each).")] = 1_000,
     processes: Annotated[
         str, typer.Option(help="`wbsync run` process counts to compare, comma-separated.")
     ] = "1,2,4",

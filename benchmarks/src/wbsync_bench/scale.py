@@ -1,4 +1,4 @@
-"""``scale``: a fan-out of many cabinets over the seven long queues, every job deferred once.
+"""``scale``: a fan-out of many cabinets over the long queues, every job deferred once.
 
 On a private embedded Redis (``used_memory`` is server-wide):
 

@@ -47,10 +47,9 @@ from wbsync.jobs.worker import SyncWorker
 from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
 from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT, finance_detailed_report
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 from wbsync.wb.http import HttpPool
-from wbsync.wb.methods import finance_detailed_report
 from wbsync.wb.tokens import Category, TokenType, mint_token
 from wbsync_bench.common import delete_prefix, median, ratio, rounds, table, unique_prefix
 from wbsync_bench.upstream import EmulatorProcess

@@ -1,7 +1,7 @@
 """``status``: the status page and ``/api/v1/status`` under concurrent readers, at scale.
 
-1. A fresh SQLite database gets N cabinets in one transaction; the seven long queues get one job
-   per cabinet each (N x 7 jobs): four queues' jobs waiting, three queues' jobs delayed. What
+1. A fresh SQLite database gets N cabinets in one transaction; the long queues get one job per
+   cabinet each: four queues' jobs waiting, the others' delayed. What
    the "needs attention" panel reads is there too: 1 % of the cabinets suspended as a whole,
    1 % with a section suspended, 5 % with a token expiring in 3 days and 2 % expired.
 2. ``wbsync api`` runs as a child process on loopback, as in production.
