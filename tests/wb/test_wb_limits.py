@@ -165,10 +165,13 @@ async def test_wb_at_half_the_table_costs_at_most_two_429s_per_bucket_over_two_p
         assert statuses.count(429) <= 2, (seller, ep.name, statuses)
         found = learned[(seller, ep.group)]
         assert found is None or 429 in statuses, (seller, ep.name, statuses)
-        # WB's interval is 600 ms. The estimate errs long by up to a round trip, and short by
-        # the time the refused request spent on its way (on a busy machine, tens of ms): it
-        # is stricter than the table's 300 ms, whatever the load.
-        assert found is None or 300 < found.interval_ms <= 1500, found
+        # WB's interval is 600 ms. The estimate errs short by the time the refused request
+        # spent on its way (tens of ms on a busy machine): it is stricter than the table's
+        # 300 ms, whatever the load. It errs long by the refused request's round trip, which a
+        # loaded machine stretches (1.7 s seen beside two test runs): a long estimate costs
+        # pace until it expires, never a 429, so the bound only says it is of WB's order, not
+        # the penalty's or the cap's.
+        assert found is None or 300 < found.interval_ms <= 6000, found
     assert any(found is not None for found in learned.values())
 
 
