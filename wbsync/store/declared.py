@@ -6,7 +6,8 @@
   ``Database.migrate`` runs under its migration lock after wbsync's own migrations; each table
   is recorded in ``wb_declared_datasets`` with its key, so a plugin that later changes a
   dataset's key is refused with what to do instead of writing into a table of another shape.
-  Its change-feed counter (``wb_change_sequences``) is made by its first write.
+  Its change-feed counter (``wb_change_sequences``) is made by its first write. wbsync's own
+  fleet-wide datasets (``Dataset.scope``) get their tables here too, from their declarations.
 * A plugin that needs more (an index, a table of its own, a changed key) declares an
   :class:`AlembicBranch`: a directory of Alembic revisions (its first has
   ``down_revision = None``), which ``Database.migrate`` upgrades right after wbsync's own, in
@@ -61,7 +62,7 @@ def create_declared_tables(conn: Connection) -> list[str]:
     created = []
     for name, ds in DATASETS.items():
         owner = DATASETS.owner(name)
-        if owner == BUILTIN or owner is None:
+        if owner is None or (owner == BUILTIN and not ds.fleet):
             continue
         key = [[k.column, k.kind] for k in ds.key]
         known = recorded.get(name)

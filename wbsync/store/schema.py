@@ -305,10 +305,13 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
     key_columns = [
         Column(k.column, _KEY_TYPES[k.kind], primary_key=True, autoincrement=False) for k in ds.key
     ]
+    # A fleet-wide dataset's rows are nobody's: no cabinet column, the key alone.
+    owner = () if ds.fleet else (_cabinet_fk(),)
+    by_cabinet = () if ds.fleet else (Index(None, "cabinet_id", "seq"),)
     return Table(
         ds.table_name,
         into,
-        _cabinet_fk(),
+        *owner,
         *key_columns,
         Column("data", RowData, nullable=False),
         # When ``data`` last changed (or the row was tombstoned): not when it was last seen.
@@ -323,7 +326,7 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
         # What wbsync notes about the row beside WB's data (``Dataset.columns``).
         *(Column(name, Text, nullable=True) for name in ds.columns),
         Index(None, "seq", unique=True),
-        Index(None, "cabinet_id", "seq"),
+        *by_cabinet,
         comment=f"WB rows of {ds.source}",
     )
 
@@ -335,7 +338,10 @@ def dataset_table(name_or_dataset: str | Dataset) -> Table:
     built = _tables.get(ds.name)
     if built is not None and built[0] == ds:
         return built[1]
-    into = metadata if DATASETS.owner(ds.name) == BUILTIN else declared_metadata
+    # wbsync's migrations made the tables of its per-cabinet datasets; a fleet-wide one's
+    # comes from its declaration, as a plugin's does (``store/declared.py``).
+    migrated = DATASETS.owner(ds.name) == BUILTIN and not ds.fleet
+    into = metadata if migrated else declared_metadata
     if built is not None:  # declared again, differently (a test, or a plugin reloaded)
         into.remove(built[1])
     table = _standard_table(ds, into)

@@ -17,6 +17,7 @@ from wbsync.syncs import (
     inventory,
     pricing,
     sections,
+    tariffs,
 )
 from wbsync.syncs.base import SYNCS, BidRule, Sync, SyncInput, SyncOptions, SyncPage
 from wbsync.syncs.runner import SyncTotals, run_sync
@@ -35,6 +36,7 @@ _builtin.declare(
     catalog.SYNC,
     pricing.SYNC,
     booking.SYNC,
+    tariffs.SYNC,
 )
 _builtin.commit()
 
