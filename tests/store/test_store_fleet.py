@@ -55,7 +55,7 @@ async def test_fleet_rows_are_written_once_fed_with_no_cabinet_and_replaced_whol
     store: Store,
 ) -> None:
     cabinet = (await store.cabinets.add("shop", "token", "sid")).id
-    with pytest.raises(StoreError, match="fleet-wide .* written with no cabinet"):
+    with pytest.raises(StoreError, match=r"fleet-wide .* written with no cabinet"):
         await store.write(COMMISSIONS, cabinet, _fees(1))
     first = await store.write(COMMISSIONS, None, _fees(1, 2, 3), whole=True)
     assert (first.changed, first.tombstoned) == (3, 0)
@@ -76,7 +76,7 @@ async def test_fleet_rows_are_written_once_fed_with_no_cabinet_and_replaced_whol
     assert page.changes[0].as_json()["cabinet_id"] is None
     snapshot = await store.snapshot(COMMISSIONS)
     assert [c.key["subject_id"] for c in snapshot.changes] == [1, 3]
-    with pytest.raises(StoreError, match="fleet-wide .* read it without a cabinet"):
+    with pytest.raises(StoreError, match=r"fleet-wide .* read it without a cabinet"):
         await store.changes(COMMISSIONS, cabinet_id=cabinet)
     # A removed cabinet takes no fleet row with it.
     await store.remove_cabinet(cabinet)
