@@ -199,3 +199,28 @@ async def test_a_carrier_wb_refuses_is_suspended_and_the_next_one_carries_the_ru
     assert await runtime.store.count("tariffs_commission") == len(
         emulator.expected(_seller(2), "tariffs.commission")
     )
+
+
+async def test_the_fan_out_feeds_the_fleets_one_job_only_while_a_cabinet_serves_it(
+    runtime: Runtime,
+) -> None:
+    queue = runtime.queue(TARIFFS)
+    serving = {"1": False, "2": False}
+
+    async def active() -> list[str]:
+        return list(serving)
+
+    fanout = FanOut(
+        {TARIFFS: queue},
+        active,
+        {TARIFFS: 3600.0},
+        serves=lambda _queue, cabinet: serving[cabinet],
+        fleet=[TARIFFS],
+    )
+    assert (await fanout.run_once())[TARIFFS] == FanOutReport(added=0, skipped_live=0)
+    serving["2"] = True
+    assert (await fanout.run_once())[TARIFFS] == FanOutReport(added=1, skipped_live=0)
+    assert (await fanout.run_once())[TARIFFS] == FanOutReport(added=0, skipped_live=1)
+    job = await queue.job(FLEET_JOB)
+    assert job is not None and job.state == "waiting"
+    assert await queue.job("2") is None  # no cabinet's own job
