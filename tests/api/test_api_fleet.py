@@ -38,3 +38,15 @@ async def test_a_fleet_datasets_feed_has_no_cabinet_and_no_cabinets_route(
         refused = await api.get(url, headers=AUTH)
         assert refused.status_code == 404
         assert "/api/v1/datasets/tariffs_commission/changes" in refused.json()["detail"]
+
+
+async def test_triggering_a_fleet_queue_runs_the_fleets_one_job(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: Callable[..., Awaitable[Cabinet]]
+) -> None:
+    first, second = await add_cabinet(0), await add_cabinet(1)
+    url = "/api/v1/cabinets/{}/syncs/wb-tariffs-sync"
+    started = await api.post(url.format(first.id), headers=AUTH)
+    assert started.status_code == 202 and started.json()["cabinet"] == "fleet"
+    again = await api.post(url.format(second.id), headers=AUTH)
+    assert again.status_code == 409 and again.json()["job_id"] == started.json()["job_id"]
+    await api_runtime.queue("wb-tariffs-sync").obliterate()
