@@ -8,7 +8,7 @@ import json
 import logging
 import random
 
-from wbsync.context import (
+from wbsync.observability.context import (
     JobInfo,
     correlation,
     correlation_id,
@@ -17,7 +17,7 @@ from wbsync.context import (
     run_with_rate_limit_deferral,
     running_job,
 )
-from wbsync.logs import ContextFilter, JsonFormatter
+from wbsync.observability.logs import ContextFilter, JsonFormatter
 
 
 async def test_two_hundred_tasks_see_only_their_own_context() -> None:

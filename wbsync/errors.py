@@ -45,7 +45,8 @@
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
 sees it. Foreign errors (redis, aiohttp, bullmq, SQLAlchemy) are translated into these at the
 boundary where they happen; every Redis client's, single or cluster, by one function
-(``wbsync.redis_client.redis_failures``). No message here ever contains a WB token or an API key.
+(``wbsync.redis.redis_client.redis_failures``). No message here ever contains a WB token or an
+API key.
 
 Two kinds of failure matter to the job layer: upstream failures (``WbServerError``,
 ``WbTransportError``, ``WbBadResponseError``) spend a job's failure budget; infrastructure
@@ -55,7 +56,7 @@ fault and only delay it.
 
 from __future__ import annotations
 
-from wbsync.scope import BucketScope
+from wbsync.values.scope import BucketScope
 
 __all__ = [
     "CabinetNotFoundError",
@@ -104,7 +105,7 @@ class RedisUnavailableError(WbSyncError):
 class RateLimitDeferred(WbSyncError):
     """A job must wait ``wait_ms`` for ``scope``'s bucket: move it to delayed, do not retry.
 
-    Raised only inside a deferral context (see ``wbsync.context``). Not a ``WbApiError``.
+    Raised only inside a deferral context (``wbsync.observability.context``). Not a ``WbApiError``.
     """
 
     def __init__(self, wait_ms: int, scope: BucketScope) -> None:

@@ -11,11 +11,11 @@ callable that takes a :class:`Registrar` and declares its syncs on it (docs/exte
 
 A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Section` with its
 :class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
-key, its :data:`DatasetKind`, snapshot or stream, its retention, and its
-:data:`DatasetScope`: each cabinet's own rows, or the fleet's, stored once), so declaring the sync
-declares them all. The nine built-in syncs are declared with exactly these types and the same
-:class:`Registrar`. Everything not listed in ``__all__`` is private to wbsync and may change
-without notice.
+key, its :data:`DatasetKind`, snapshot or stream, its retention, and its :data:`DatasetScope`:
+each cabinet's own rows, or the fleet's, stored once), so declaring the sync
+declares them all. The built-in syncs are declared with exactly these types, each in its own
+module, and registered through the same :class:`Registrar`. Everything not listed in
+``__all__`` is private to wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
@@ -27,10 +27,9 @@ docs/data.md); a plugin that needs more declares an :class:`AlembicBranch` of it
 
 from __future__ import annotations
 
-from wbsync.context import deferral_threshold_ms, run_with_rate_limit_deferral
+from wbsync.catalog.registry import BUILTIN, Registrar, Table
 from wbsync.errors import RateLimitDeferred, WbApiError
-from wbsync.registry import BUILTIN, Registrar, Table
-from wbsync.scope import Limit
+from wbsync.observability.context import deferral_threshold_ms, run_with_rate_limit_deferral
 from wbsync.store.datasets import (
     DATASETS,
     KEY_STR_MAX,
@@ -55,6 +54,7 @@ from wbsync.syncs.base import (
     Text,
     optional,
 )
+from wbsync.values.scope import Limit
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     ENDPOINTS,

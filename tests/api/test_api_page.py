@@ -21,13 +21,14 @@ from tests.support.browser import BROWSER, browser_page
 from tests.support.paths import ROOT
 from tests.support.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
-from wbsync.workers import build_workers
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.sections import STATISTICS_ORDERS
 
 SCREENSHOT = ROOT / "docs" / "status-page.png"
 AddCabinet = Callable[..., Awaitable[Cabinet]]

@@ -18,7 +18,7 @@ from tests.support.api import API_KEY, AUTH, SELLERS
 from wbsync.api.attention import ATTENTION_SHOWN, EXPIRING_WITHIN_DAYS, Expiry, attention_out
 from wbsync.api.auth import COOKIE, new_session
 from wbsync.emulator import Emulator
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.suspensions import Suspension
 from wbsync.wb.tokens import parse_token

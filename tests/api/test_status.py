@@ -15,21 +15,21 @@ import httpx
 from tests.support.api import API_KEY, AUTH, SELLERS
 from tests.support.waiting import wait_for
 from wbsync.api.auth import COOKIE, new_session
-from wbsync.context import JobInfo, running_job
+from wbsync.composition.service import TokenGaps
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, LimitSpec
 from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.errors import RateLimitExceeded
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.model import Outcome
-from wbsync.redis_bounds import POOL_SIZE
-from wbsync.runtime import Runtime
-from wbsync.service import TokenGaps
+from wbsync.observability.context import JobInfo, running_job
+from wbsync.redis.redis_bounds import POOL_SIZE
+from wbsync.redis.throughput import HISTORY_MINUTES
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
 from wbsync.store.runs import REASON_MAX_CHARS
 from wbsync.syncs import SYNCS
-from wbsync.throughput import HISTORY_MINUTES
 from wbsync.wb import methods
-from wbsync.workers import build_workers
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 FINANCE = "rnp-finance-sync"

@@ -14,16 +14,16 @@ import httpx
 
 from tests.support.api import AUTH, SELLERS
 from tests.support.waiting import wait_for
+from wbsync.composition.service import TokenGaps
+from wbsync.composition.workers import build_workers
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.model import Outcome
-from wbsync.metrics import sample
-from wbsync.runtime import Runtime
-from wbsync.service import TokenGaps
+from wbsync.observability.metrics import sample
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS
-from wbsync.workers import build_workers
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 FINANCE = "rnp-finance-sync"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from wbsync.catalog.registry import BUILTIN
 from wbsync.demo.expected import expected_methods
 from wbsync.emulator import methods
 from wbsync.emulator.extend import EMULATED, EXPECTED, HANDLERS, METHODS, Kind, Method, Rate
 from wbsync.emulator.wbdocs import ping_hosts
-from wbsync.registry import BUILTIN
 from wbsync.store.datasets import DATASETS
 
 #: The read methods a sync pulls rows from: each computes what a full pull returns.

@@ -13,9 +13,8 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from tests.support.limiter import LimiterFactory
-from wbsync import keys
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import (
     GLOBAL_GROUP,
     BucketScope,
@@ -26,7 +25,8 @@ from wbsync.ratelimit import (
 from wbsync.ratelimit import limiter as limiter_module
 from wbsync.ratelimit.limiter import MAX_BUCKETS_A_PASS
 from wbsync.ratelimit.words import WORDS_MAX_CHARS
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis import keys
+from wbsync.redis.redis_server import EmbeddedRedis
 from wbsync.wb import endpoints as eps
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)

@@ -1,4 +1,5 @@
-"""Migrations reproduce the model exactly; Database's lifecycle and error translation."""
+"""Migrations and the built-in datasets' declarations reproduce the model exactly; Database's
+lifecycle and error translation."""
 
 from __future__ import annotations
 
@@ -8,31 +9,17 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, MetaData, inspect
+from sqlalchemy import Connection, inspect
 
-import wbsync.syncs  # noqa: F401  (registers the built-in syncs' datasets, fleet-wide ones too)
-from tests.support.databases import SCHEMA_HEAD
+from tests.support.databases import SCHEMA_HEAD, builtin_datasets
 from wbsync.errors import ConfigError, StoreError
-from wbsync.registry import BUILTIN
-from wbsync.store import DATASETS, Database
-from wbsync.store.schema import dataset_table, metadata
-
-
-def _model() -> MetaData:
-    """wbsync's schema: its migrations' tables and those made from its datasets' declarations
-    (the fleet-wide ones)."""
-    whole = MetaData(naming_convention=metadata.naming_convention)
-    for table in metadata.tables.values():
-        table.to_metadata(whole)
-    for name, ds in DATASETS.items():
-        if DATASETS.owner(name) == BUILTIN and ds.fleet:
-            dataset_table(ds).to_metadata(whole)
-    return whole
+from wbsync.store import Database
+from wbsync.store.schema import model
 
 
 def _schema_diff(conn: Connection) -> list[Any]:
     context = MigrationContext.configure(conn, opts={"compare_type": True})
-    return list(compare_metadata(context, _model()))
+    return list(compare_metadata(context, model(builtin_datasets())))
 
 
 def _tables(conn: Connection) -> set[str]:
@@ -48,7 +35,7 @@ async def test_migrate_from_empty_to_head_matches_the_model(empty_database: Data
 
     assert await db.current_revision() == SCHEMA_HEAD
     assert await db.run_sync(_schema_diff) == []
-    assert await db.run_sync(_tables) == set(_model().tables) | {"alembic_version"}
+    assert await db.run_sync(_tables) == set(model(builtin_datasets()).tables) | {"alembic_version"}
 
 
 async def test_migrate_twice_is_a_no_op_and_downgrade_drops_everything(

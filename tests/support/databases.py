@@ -20,7 +20,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.support.paths import ROOT
-from wbsync.store import Database
+from wbsync.catalog.registry import BUILTIN
+from wbsync.store import DATASETS, Database
 
 POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
 TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
@@ -30,6 +31,12 @@ DROP_CONNECTIONS = 4
 # The newest schema revision: revisions are numbered, and their files start with the number.
 _VERSIONS = ROOT / "wbsync" / "store" / "migrations" / "versions"
 SCHEMA_HEAD = max(p.name.split("_", 1)[0] for p in _VERSIONS.glob("[0-9]*_*.py"))
+
+
+def builtin_datasets() -> list[str]:
+    """The built-in datasets (registered by ``wbsync.syncs``): their tables are in every
+    migrated database."""
+    return [name for name in DATASETS if DATASETS.owner(name) == BUILTIN]
 
 
 class DatabaseFactory:

@@ -21,9 +21,10 @@ from wbsync.errors import (
     WbServerError,
 )
 from wbsync.ratelimit.words import MASK
+from wbsync.syncs.pricing import upload_prices
 from wbsync.wb import endpoints as eps
-from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.wb.methods import PRICES_GOODS_LIST
 from wbsync.wb.retry import RetryPolicy
 from wbsync.wb.words import wb_words
 
@@ -149,7 +150,7 @@ async def test_a_5xx_keeps_wbs_words_when_the_retries_give_up(
     emulator.set_faults([FaultRule(kind="error", status=503, shape=shape, words=words)])  # type: ignore[arg-type]
     async with client_factory(retry=RetryPolicy(attempts=2)) as client:
         with pytest.raises(WbServerError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, params={"limit": 1})
+            await client.call(PRICES_GOODS_LIST, params={"limit": 1})
     assert info.value.words is not None and words in info.value.words
     assert words in str(info.value)
     retried = [r.getMessage() for r in caplog.records if "try 2 of 2" in r.getMessage()]
@@ -164,7 +165,7 @@ async def test_a_200_with_an_error_object_is_unusable_and_says_wbs_words(
     )
     async with client_factory() as client:
         with pytest.raises(WbBadResponseError) as info:
-            await methods.upload_prices(client, [{"nmID": 1, "price": 500, "discount": 5}])
+            await upload_prices(client, [{"nmID": 1, "price": 500, "discount": 5}])
     assert info.value.status == 200 and info.value.words == "Ошибка: неверный offset"
     assert "неверный offset" in str(info.value)
 
@@ -177,7 +178,7 @@ async def test_an_html_page_in_place_of_json_says_its_text(
     )
     async with client_factory() as client:
         with pytest.raises(WbBadResponseError, match="not JSON") as info:
-            await client.call(eps.PRICES_GOODS_LIST, params={"limit": 1})
+            await client.call(PRICES_GOODS_LIST, params={"limit": 1})
     assert info.value.words is not None and "please log in" in info.value.words
 
 
@@ -189,6 +190,6 @@ async def test_the_token_never_reaches_the_words(
     emulator.set_faults([FaultRule(kind="refuse", status=400, shape="text", words=echoed)])
     async with client_factory(token=raw) as client:
         with pytest.raises(WbRequestError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, params={"limit": 1})
+            await client.call(PRICES_GOODS_LIST, params={"limit": 1})
     text = str(info.value) + repr(info.value)
     assert raw not in text and raw.split(".")[2] not in text and MASK in text

@@ -33,8 +33,8 @@ from wbsync.api.problems import Problem
 from wbsync.api.routes.cabinets import resume, retry_failed
 from wbsync.api.routes.penalties import GroupPath, lift_or_problem
 from wbsync.api.schemas.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusOut, StatusQuery
+from wbsync.cabinets.penalties import remaining_text
 from wbsync.jobs.lag import LAG_WINDOW_S
-from wbsync.penalties import remaining_text
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 

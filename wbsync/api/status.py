@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from wbsync import clock
 from wbsync.api.attention import attention_out
 from wbsync.api.schemas.attention import AttentionOut
 from wbsync.api.schemas.jobs import at_ms
@@ -23,8 +22,9 @@ from wbsync.api.schemas.penalties import PenaltyOut
 from wbsync.api.schemas.status import StatusOut, StatusQuery, ThroughputOut
 from wbsync.api.status_read import Index, build_index, compose, in_force, penalties_out
 from wbsync.errors import QueueError, StoreError, WbSyncError
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 
 __all__ = ["INDEX_TTL_S", "PAGE_CACHE", "STATUS_READS", "StatusReader"]
 
@@ -114,7 +114,7 @@ class StatusReader:
 
         def swap(done: asyncio.Future[StatusOut]) -> None:
             self._pending.pop(query, None)
-            if _failed(done):  # the outage itself is logged once, by wbsync.health
+            if _failed(done):  # the outage itself is logged once, by wbsync.observability.health
                 log.debug("status: could not read a page: %s", done.exception())
             else:
                 self._pages[query] = (index, done)

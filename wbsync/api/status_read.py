@@ -22,7 +22,6 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from wbsync import clock
 from wbsync.api.attention import ATTENTION_SHOWN, attention_out, flagged
 from wbsync.api.live import buckets_of, counters
 from wbsync.api.schemas.attention import AttentionOut
@@ -38,14 +37,15 @@ from wbsync.api.schemas.status import (
     StatusOut,
     StatusQuery,
 )
+from wbsync.cabinets.penalties import by_seller
 from wbsync.errors import ConfigError, TokenError
 from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.jobs.views import job_states, read_jobs
-from wbsync.penalties import by_seller
 from wbsync.ratelimit import Penalty
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, CabinetOverview
 from wbsync.syncs import SYNCS, unserved_queues
+from wbsync.system import clock
 from wbsync.wb.tokens import parse_token
 
 __all__ = [

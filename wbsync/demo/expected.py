@@ -21,9 +21,10 @@ from typing import Any
 from wbsync.emulator import Emulator
 from wbsync.emulator.extend import EXPECTED
 from wbsync.store import Dataset
-from wbsync.store.datasets import advert_stats_rows, funnel_history_rows
 from wbsync.syncs import SYNCS, Sync, SyncOptions
+from wbsync.syncs.ads import advert_stats_rows
 from wbsync.syncs.autobidder import ACTIVE, biddable, campaign_items
+from wbsync.syncs.digitization import funnel_history_rows
 
 Rows = list[dict[str, Any]]
 
@@ -45,7 +46,7 @@ def _split(split: Callable[[dict[str, Any]], Rows]) -> Callable[[Emulator, str, 
 
 
 #: The datasets whose stored rows are not their method's rows one for one: how their sync cuts
-#: them (WB's items split per day, as store.datasets' functions do; the autobidder's bids).
+#: them (WB's items split per day, as their syncs' functions do; the autobidder's bids).
 CUTS: dict[str, Callable[[Emulator, str, Rows], Rows]] = {
     "advert_stats": _split(advert_stats_rows),
     "funnel_history": _split(funnel_history_rows),

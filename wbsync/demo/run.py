@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 
-from wbsync import clock
+from wbsync.composition.service import active_cabinet_ids
+from wbsync.composition.workers import build_workers
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets, expected_methods
 from wbsync.demo.progress import Progress, Tally, stored_rows
@@ -28,13 +29,12 @@ from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emula
 from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import WbSyncError
 from wbsync.jobs.fanout import FanOut
-from wbsync.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
-from wbsync.runtime import Runtime, open_runtime
-from wbsync.service import active_cabinet_ids
+from wbsync.observability.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
+from wbsync.shared.runtime import Runtime, open_runtime
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync.wb.endpoints import ENDPOINTS
-from wbsync.workers import build_workers
 
 DEMO_SCALE = 0.01
 DEMO_SIZES = SellerSizes(products=60, campaigns=6, report_rows=60, orders=40, sales=30)

@@ -17,14 +17,14 @@ from typing import Any, Generic, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from wbsync import clock
+from wbsync.catalog.registry import Claim, Table
 from wbsync.emulator.config import MOSCOW, EmulatorConfig
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.method import METHODS, Method, Rate
 from wbsync.emulator.replies import BadRequest, json_reply
 from wbsync.emulator.state import EmulatorState, SellerState, initial_state, seller_data
 from wbsync.emulator.tokens import Kind
-from wbsync.registry import Claim, Table
+from wbsync.system import clock
 
 __all__ = [
     "EMULATED",

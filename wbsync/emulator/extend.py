@@ -20,6 +20,7 @@ client or the syncs.
 
 from __future__ import annotations
 
+from wbsync.catalog.registry import Registrar
 from wbsync.emulator.dataset import Product, Row, SellerData, iso_z
 from wbsync.emulator.emulated import (
     EMULATED,
@@ -34,7 +35,6 @@ from wbsync.emulator.replies import BadRequest, json_reply
 from wbsync.emulator.state import SellerState, cached, seller_data
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, ROUTES, Method, Rate
-from wbsync.registry import Registrar
 
 __all__ = [
     "EMULATED",

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from wbsync.emulator.tokens import Kind
-from wbsync.registry import Claim, Table
+from wbsync.catalog.registry import Claim, Table
+from wbsync.emulator.tokens import Kind, category_bit
 
 __all__ = [
     "HOUR",
@@ -99,6 +99,13 @@ class Method:
     def __post_init__(self) -> None:
         if not self.group:
             object.__setattr__(self, "group", self.name)
+        # A category no token can carry would fail every request to the method (and `wbsync
+        # emulator token`), so a misspelt one is refused where it is written.
+        if self.category is not None:
+            try:
+                category_bit(self.category)
+            except ValueError as exc:
+                raise ValueError(f"emulated method {self.name!r}: {exc}") from None
 
     def rate(self, kind: Kind) -> Rate | None:
         """The documented limit for ``kind``; None when that token type may not call it."""

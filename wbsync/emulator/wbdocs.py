@@ -3,16 +3,16 @@
 The methods are declared one WB section per module under ``wbsync.emulator.methods`` (WB's
 documented row with its limits, the handler, the expectation), with the types of
 ``wbsync.emulator.method``; importing this module registers them all through the same
-:class:`~wbsync.registry.Registrar` a plugin's go through (``wbsync.emulator.extend``), so
+:class:`~wbsync.catalog.registry.Registrar` a plugin's go through (``wbsync.emulator.extend``), so
 whoever reads :data:`METHODS` from here reads the built-ins.
 """
 
 from __future__ import annotations
 
+from wbsync.catalog.registry import BUILTIN, Registrar
 from wbsync.emulator.emulated import EMULATED
 from wbsync.emulator.method import METHODS, ROUTES, SANDBOX_HOSTS, Method, Rate, disabled_in_docs
 from wbsync.emulator.methods import builtin
-from wbsync.registry import BUILTIN, Registrar
 
 __all__ = [
     "METHODS",

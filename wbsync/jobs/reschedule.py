@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred
 from wbsync.jobs.handle import JobHandle, Processor
-from wbsync.metrics import RESCHEDULES
+from wbsync.observability.context import run_with_rate_limit_deferral
+from wbsync.observability.metrics import RESCHEDULES
 
 log = logging.getLogger(__name__)
 

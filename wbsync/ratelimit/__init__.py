@@ -5,7 +5,7 @@ from wbsync.ratelimit.limiter import RateLimiter
 from wbsync.ratelimit.options import LimiterOptions
 from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty
 from wbsync.ratelimit.results import Acquired, TryResult
-from wbsync.scope import BucketScope, Limit
+from wbsync.values.scope import BucketScope, Limit
 
 __all__ = [
     "GLOBAL_GROUP",

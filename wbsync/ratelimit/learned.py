@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from wbsync import clock, keys
-from wbsync.lua import lua_script
-from wbsync.metrics import LEARNED_LIMITS
-from wbsync.redis_client import RedisClient, redis_failures
-from wbsync.scope import BucketScope, Limit
+from wbsync.observability.metrics import LEARNED_LIMITS
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.system import clock
+from wbsync.values.scope import BucketScope, Limit
 
 __all__ = ["Learned", "LearnedLimits", "index_member"]
 

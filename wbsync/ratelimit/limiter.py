@@ -30,24 +30,25 @@ from collections.abc import Sequence
 
 from redis.asyncio.cluster import RedisCluster
 
-from wbsync import clock, keys
-from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
-from wbsync.lua import lua_script
-from wbsync.metrics import LIMITER_WAIT, SLOT_SLEEP
+from wbsync.observability.context import current_job, deferral_threshold_ms
+from wbsync.observability.metrics import LIMITER_WAIT, SLOT_SLEEP
 from wbsync.ratelimit.learned import Learned, LearnedLimits, index_member
 from wbsync.ratelimit.options import LimiterOptions
 from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook
 from wbsync.ratelimit.results import Acquired, TryResult
 from wbsync.ratelimit.words import clean_words
-from wbsync.redis_client import (
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import (
     RedisClient,
     describe,
     is_redis_failure,
     redis_failures,
     run_scripts,
 )
-from wbsync.scope import BucketScope, Limit
+from wbsync.system import clock
+from wbsync.values.scope import BucketScope, Limit
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
 #: The most buckets one pass may take (``bucket.lua`` encodes which one made the wait in the

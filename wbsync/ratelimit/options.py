@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from wbsync.scope import Limit
+from wbsync.values.scope import Limit
 
 __all__ = ["LimiterOptions"]
 
@@ -13,7 +13,7 @@ __all__ = ["LimiterOptions"]
 @dataclass(frozen=True, slots=True)
 class LimiterOptions:
     """What a limiter is configured by; the composition root builds it from the settings
-    (``wbsync.runtime.limiter_options``), so the limiter knows nothing of ``Settings``.
+    (``wbsync.shared.runtime.limiter_options``), so the limiter knows nothing of ``Settings``.
 
     ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap and the
     learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties

@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import cast
 
-from wbsync import clock, keys
-from wbsync.lua import lua_script
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.system import clock
 
 __all__ = ["GLOBAL_GROUP", "Penalty", "PenaltyBook"]
 

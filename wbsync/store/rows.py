@@ -20,7 +20,6 @@ from typing import Any
 from sqlalchemy import Table, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from wbsync import clock
 from wbsync.errors import StoreError
 from wbsync.store.changes import ChangeEvent, ChangeListener
 from wbsync.store.cursors import CursorRepository
@@ -32,6 +31,7 @@ from wbsync.store.scoping import cabinet_filter, check_writer
 from wbsync.store.seen import key_digest, record_seen, slot_chunks
 from wbsync.store.sequences import advance_sequence, lock_sequence
 from wbsync.store.tombstones import tombstone_params, tombstone_statement
+from wbsync.system import clock
 
 __all__ = ["BATCH_ROWS", "PageWrite", "RowRepository"]
 

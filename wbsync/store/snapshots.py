@@ -30,7 +30,6 @@ from typing import Any
 from sqlalchemy import Select, TextClause, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from wbsync import clock
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
@@ -39,6 +38,7 @@ from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, 
 from wbsync.store.seen import key_digest, pg_finish_if_all_seen, run_progress, seen_digests
 from wbsync.store.sequences import advance_sequence, lock_sequence
 from wbsync.store.tombstones import tombstone_params, tombstone_statement
+from wbsync.system import clock
 
 __all__ = ["SnapshotRepository"]
 

@@ -8,8 +8,9 @@ seller's global bucket when WB's global limiter said it (``Feedback.is_global``)
 back through ``acquire``, which may sleep, or raise ``RateLimitDeferred`` inside a job: that
 signal, like ``RateLimitExceeded``, passes through untouched. Transport errors and 5xx are
 retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
-to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
-this call and its deferrals. A reply is read into an answer or an error by ``replies.py``; every
+to the running job's failure budget
+(``wbsync.observability.context.report_upstream_failure``), which outlives this call and its
+deferrals. A reply is read into an answer or an error by ``replies.py``; every
 error carries WB's words, whatever their shape (``words.py``); a 404 "path not found" stops the
 section in the process (``stops.py``). The token never appears in a log line, an exception or
 a repr.
@@ -28,8 +29,7 @@ import logging
 import random
 from typing import Any
 
-from wbsync import __version__, clock
-from wbsync.context import report_upstream_failure
+from wbsync import __version__
 from wbsync.errors import (
     WbApiError,
     WbBadResponseError,
@@ -38,9 +38,11 @@ from wbsync.errors import (
     WbRateLimitedError,
     WbTransportError,
 )
-from wbsync.metrics import count_upstream
+from wbsync.observability.context import report_upstream_failure
+from wbsync.observability.metrics import count_upstream
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
-from wbsync.throughput import Throughput
+from wbsync.redis.throughput import Throughput
+from wbsync.system import clock
 from wbsync.wb.endpoints import Endpoint, base_url, base_url_setting, check_token
 from wbsync.wb.feedback import Feedback, RateHeaders
 from wbsync.wb.http import HttpPool, HttpReply

@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 
-from wbsync.context import report_upstream_failure
 from wbsync.errors import (
     WbApiError,
     WbAuthError,
@@ -27,6 +26,7 @@ from wbsync.errors import (
     WbRequestError,
     WbServerError,
 )
+from wbsync.observability.context import report_upstream_failure
 from wbsync.wb.endpoints import Endpoint
 from wbsync.wb.http import HttpReply
 from wbsync.wb.words import body_text, wb_words

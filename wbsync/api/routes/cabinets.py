@@ -26,11 +26,11 @@ from wbsync.api.schemas import (
     TriggerOut,
     cabinet_out,
 )
-from wbsync.cabinet_check import check_cabinet
+from wbsync.cabinets.cabinet_check import check_cabinet
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
 from wbsync.jobs.contract import FLEET_JOB
 from wbsync.jobs.model import job_id
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import WbToken, parse_token

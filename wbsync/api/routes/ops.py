@@ -10,14 +10,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.live import cabinet_gauges, penalty_gauges, queue_counts
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas.status import StatusOut, ThroughputOut
 from wbsync.errors import QueueError, RedisUnavailableError, StoreError
-from wbsync.runtime import Runtime
+from wbsync.observability import health
+from wbsync.shared.runtime import Runtime
 
 __all__ = ["probes", "router"]
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from wbsync import clock
 from wbsync.jobs.views import JobView
 from wbsync.store import RunRecord
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 
 __all__ = [
     "BucketOut",
