@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from tests.support.api import AUTH
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 
 

@@ -12,23 +12,23 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from wbsync.fleet import FLEET_JOB, FleetCarriers
 
 from tests.support.api import API_KEY
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.cabinets.suspending import SuspensionGate
+from wbsync.composition.service import TokenGaps
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
-from wbsync.fleet import FLEET_JOB, FleetCarriers
 from wbsync.jobs.fanout import FanOut, FanOutReport
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
-from wbsync.service import TokenGaps
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.suspending import SuspensionGate
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync.wb.tokens import token_expiry
-from wbsync.workers import build_workers
 
 SCALE = 0.005  # WB's hour is 18 s: one interval of the tariffs' queue spans the test
 TARIFFS = "wb-tariffs-sync"

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import inspect
 
+from wbsync.cabinets.export import export_changes
 from wbsync.errors import StoreError
-from wbsync.export import export_changes
 from wbsync.store import DATASETS, Database, Dataset, KeyField, Store
 from wbsync.store.schema import dataset_table, utcnow
 from wbsync.syncs.tariffs import BOX_RATES, COMMISSIONS

@@ -30,17 +30,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from wbsync import clock
+from wbsync.cabinets.suspending import NEEDS_ATTENTION, SuspensionGate, sections_of
 from wbsync.errors import RateLimitDeferred, TokenError, WbSyncError
 from wbsync.jobs.contract import FLEET_JOB
 from wbsync.jobs.handle import JobHandle
-from wbsync.runtime import Runtime
-from wbsync.scope import BucketScope
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.runs import failure_reason
 from wbsync.store.schema import utcnow
-from wbsync.suspending import NEEDS_ATTENTION, SuspensionGate, sections_of
 from wbsync.syncs import Sync
+from wbsync.system import clock
+from wbsync.values.scope import BucketScope
 from wbsync.wb.endpoints import check_token
 from wbsync.wb.refusals import refusal_for_good
 from wbsync.wb.tokens import parse_token

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wbsync.cabinets.suspending import PROBE_FIELD, SuspensionGate
+from wbsync.composition.fleet import FleetCarriers
 from wbsync.config import QUEUE_OPTIONS, Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
-from wbsync.composition.fleet import FleetCarriers
 from wbsync.jobs.failures import FailurePolicy
 from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.jobs.job_data import StreamEntry

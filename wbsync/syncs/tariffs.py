@@ -25,10 +25,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import date
 
-# The types wbsync.extend gives a plugin, from their own modules (extend imports this package).
-from wbsync.scope import Limit
 from wbsync.store.datasets import Dataset, KeyField
 from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage
+
+# The types wbsync.extend gives a plugin, from their own modules (extend imports this package).
+from wbsync.values.scope import Limit
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import Endpoint, Section, TypeLimits
 from wbsync.wb.paging import Row, bad_reply, rows_at
