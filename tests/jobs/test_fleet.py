@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from wbsync.fleet import FLEET_JOB, FleetCarriers
 
 from tests.support.api import API_KEY
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
 from wbsync.cabinets.suspending import SuspensionGate
+from wbsync.composition.fleet import FLEET_JOB, FleetCarriers
 from wbsync.composition.service import TokenGaps
 from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator

@@ -37,9 +37,9 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     The job's own cursor (a resumed, retried or recovered run) comes first; a new job of an
     incremental sync takes the ``wb_sync_cursors`` table's; other new jobs start from scratch.
     A fleet-wide sync's one job (``Sync.fleet``) runs with the token of a cabinet that may ask
-    (``wbsync.fleet``). Each stored page's change-stream event and the run's start lag go in the
-    script call that saves the job's cursor (on a Redis Cluster the stream is on another slot:
-    its event goes apart); a lag no save took is stored when the run ends.
+    (``wbsync.composition.fleet``). Each stored page's change-stream event and the run's start
+    lag go in the script call that saves the job's cursor (on a Redis Cluster the stream is on
+    another slot: its event goes apart); a lag no save took is stored when the run ends.
     """
     stream = runtime.change_stream
     settings = runtime.settings

@@ -20,7 +20,7 @@ __all__ = ["COUNTS", "FLEET_JOB", "cabinet_of", "normalised"]
 
 FLEET_JOB = "fleet"
 """The ``cabinet`` of a fleet-wide sync's one job (no cabinet's: a cabinet that may ask carries
-it, ``wbsync.fleet``); its job id is derived from it as any cabinet's."""
+it, ``wbsync.composition.fleet``); its job id is derived from it as any cabinet's."""
 
 # Cabinet ids are database ids; any reference longer than this is not one.
 _CABINET_MAX_CHARS = 200
