@@ -40,8 +40,9 @@ DEMO_SCALE = 0.01
 DEMO_SIZES = SellerSizes(products=60, campaigns=6, report_rows=60, orders=40, sales=30)
 # Pages small enough that the brutal buckets (finance, sales) need several windows.
 DEMO_PAGES = {"finance.detailed_report": 10, "statistics.orders": 10, "statistics.sales": 10}
-# The emulator shares the demo's process and event loop with nine busy workers, so when it sees a
-# request lags by tens of ms more or less than when our limiter granted it; it forgives 100 ms.
+# The emulator shares the demo's process and event loop with every queue's busy worker, so when
+# it sees a request lags by tens of ms more or less than when our limiter granted it; it
+# forgives 100 ms.
 DEMO_GRACE_MS = 100.0
 
 
