@@ -18,7 +18,7 @@ from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
 from wbsync.cabinets.suspending import SuspensionGate
-from wbsync.composition.fleet import FLEET_JOB, FleetCarriers
+from wbsync.composition.fleet import CARRIERS_TRIED, FLEET_JOB, FleetCarriers
 from wbsync.composition.service import TokenGaps
 from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
@@ -164,14 +164,17 @@ async def test_the_carrier_is_never_suspended_nor_unable_and_the_turn_rotates(
     assert [c.id for c in picked] == [c.id for c in free]
     assert test_token.id not in {c.id for c in picked}
 
-    # Each interval starts at the next cabinet in turn (by id), then the others in order.
+    # Each interval starts at the next unsuspended cabinet in turn (by id), then the others in
+    # order; those that may not carry the run are passed over.
+    pool = [test_token, *free]
     for interval_ms in (1e3, 7e3, 1e6):
         turns = FleetCarriers(runtime, sync, gate, interval_ms=interval_ms)
         before = int(clock.now_ms() // interval_ms)
         order = [c.id for c in await turns.candidates()]
         if before == int(clock.now_ms() // interval_ms):  # no interval ended meanwhile
-            turn = before % len(free)
-            assert order == [c.id for c in free[turn:] + free[:turn]]
+            turn = before % len(pool)
+            walk = pool[turn:] + pool[:turn]
+            assert order == [c.id for c in walk if c.id != test_token.id]
 
     # A carrier whose bucket is spent goes last: the next one in turn carries the run.
     client = runtime.client(free[0])
@@ -224,3 +227,13 @@ async def test_the_fan_out_feeds_the_fleets_one_job_only_while_a_cabinet_serves_
     job = await queue.job(FLEET_JOB)
     assert job is not None and job.state == "waiting"
     assert await queue.job("2") is None  # no cabinet's own job
+
+
+async def test_a_run_considers_at_most_carriers_tried_cabinets(
+    runtime: Runtime, emulator: Emulator
+) -> None:
+    added = [await _add(runtime, emulator, i) for i in range(CARRIERS_TRIED + 2)]
+    gate = SuspensionGate(runtime.store, probe_ms=60_000.0)
+    carriers = FleetCarriers(runtime, SYNCS[TARIFFS], gate, interval_ms=1e15)
+    picked = await carriers.candidates()
+    assert [c.id for c in picked] == [c.id for c in added[:CARRIERS_TRIED]]

@@ -8,8 +8,8 @@ Its run is carried by one cabinet's token (:class:`FleetCarriers`):
   type, category, expiry: ``check_token``) and that no suspension covers (the whole cabinet,
   or a section the sync calls): a token WB refused is never used for the fleet, and a
   suspended cabinet's probes stay its own jobs' business;
-* they take turns: each interval of the queue starts at the next candidate (by cabinet id), so
-  no one seller's budget pays for the fleet every time;
+* they take turns: each interval of the queue starts at the next unsuspended cabinet (by
+  cabinet id), so no one seller's budget pays for the fleet every time;
 * of the first :data:`CARRIERS_TRIED` in turn, those whose buckets of the sync's methods (and
   whose seller's global bucket) have a token now go first (``RateLimiter.peek_many``: nothing
   taken), the others by their wait;
@@ -82,17 +82,25 @@ class FleetCarriers:
             if s.section is None or s.section in self._sections
         }
         now = utcnow()
-        eligible = []
-        for cabinet in sorted(await store.cabinets.list(active_only=True), key=lambda c: c.id):
-            expires = cabinet.token_expires_at
-            if cabinet.id in blocked or (expires is not None and expires <= now):
-                continue
-            if self._may_call(cabinet):
-                eligible.append(cabinet)
-        if not eligible:
+        pool = [
+            cabinet
+            for cabinet in sorted(await store.cabinets.list(active_only=True), key=lambda c: c.id)
+            if cabinet.id not in blocked
+            and (cabinet.token_expires_at is None or cabinet.token_expires_at > now)
+        ]
+        if not pool:
             return []
-        turn = int(clock.now_ms() // self._interval_ms) % len(eligible)
-        chosen = (eligible[turn:] + eligible[:turn])[:CARRIERS_TRIED]
+        # The turn is over the cabinets no suspension covers; tokens are read from it on, only
+        # until enough may carry the run (a fleet of thousands decrypts a handful).
+        turn = int(clock.now_ms() // self._interval_ms) % len(pool)
+        chosen = []
+        for cabinet in pool[turn:] + pool[:turn]:
+            if self._may_call(cabinet):
+                chosen.append(cabinet)
+                if len(chosen) == CARRIERS_TRIED:
+                    break
+        if not chosen:
+            return []
         waits = await self._waits(chosen)
         order = sorted(range(len(chosen)), key=lambda i: (waits[i] > 0, waits[i], i))
         return [chosen[i] for i in order]
