@@ -5,6 +5,7 @@ methods need, or one WB refuses; the rows are stored once, as WB's."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from redis.asyncio import Redis
 
 from tests.support.api import API_KEY
 from tests.support.databases import DatabaseFactory
@@ -23,7 +25,11 @@ from wbsync.composition.service import TokenGaps
 from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.fanout import FanOut, FanOutReport
+from wbsync.jobs.handle import JobHandle
+from wbsync.jobs.leader import FanOutLeases
 from wbsync.jobs.model import Outcome
+from wbsync.jobs.queue import SyncQueue
+from wbsync.jobs.worker import SyncWorker
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS
@@ -237,3 +243,42 @@ async def test_a_run_considers_at_most_carriers_tried_cabinets(
     carriers = FleetCarriers(runtime, SYNCS[TARIFFS], gate, interval_ms=1e15)
     picked = await carriers.candidates()
     assert [c.id for c in picked] == [c.id for c in added[:CARRIERS_TRIED]]
+
+
+async def test_the_fleets_scheduled_job_is_one_and_a_failed_one_is_enqueued_again(
+    redis_url: str, redis: Redis, prefix: str
+) -> None:
+    queue = SyncQueue("fleet-again", redis_url=redis_url, prefix=f"{prefix}:q", attempts=1)
+    runs: list[str] = []
+
+    async def process(job: JobHandle) -> None:
+        runs.append(job.cabinet)
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+
+    async def active() -> list[str]:
+        return ["1", "2", "3"]
+
+    worker = SyncWorker("fleet-again", process, redis_url=redis_url, prefix=f"{prefix}:q")
+    # An hour's interval: the schedule enqueues the fleet's job once, only the failed-job retry
+    # brings it back.
+    fanout = FanOut(
+        {"fleet-again": queue},
+        active,
+        {"fleet-again": 3600.0},
+        failed_retry_s=0.4,
+        fleet=["fleet-again"],
+    )
+    stop = asyncio.Event()
+    await worker.start()
+    task = asyncio.create_task(
+        fanout.run(stop, FanOutLeases(redis, prefix=prefix, lease_ms=60_000))
+    )
+    try:
+        await wait_for(lambda: len(runs) == 2)
+    finally:
+        stop.set()
+        await task
+        await worker.close()
+        await queue.close()
+    assert runs == [FLEET_JOB, FLEET_JOB]
