@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import date
 
+# The types wbsync.extend gives a plugin, from their own modules (extend imports this package).
 from wbsync.store.datasets import Dataset, KeyField
 from wbsync.syncs.base import Count, CursorShape, Sync, SyncInput, SyncPage
-
-# The types wbsync.extend gives a plugin, from their own modules (extend imports this package).
 from wbsync.values.scope import Limit
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import Endpoint, Section, TypeLimits
@@ -124,8 +123,8 @@ async def warehouse_rates(client: WbClient, ep: Endpoint, day: date) -> list[Row
     own fields (currency, the dates of the next rates)."""
     on = day.isoformat()
     reply = await client.call(ep, params={"date": on})
-    body = reply.data if isinstance(reply.data, dict) else {}
-    data = (body.get("response") or {}).get("data")
+    response = reply.data.get("response") if isinstance(reply.data, dict) else None
+    data = response.get("data") if isinstance(response, dict) else None
     if not isinstance(data, dict):
         raise bad_reply(reply, ep, "expected an object at response.data")
     # WB documents warehouseList as nullable: no warehouse that day.
