@@ -11,7 +11,8 @@ callable that takes a :class:`Registrar` and declares its syncs on it (docs/exte
 
 A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Section` with its
 :class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
-key, its :data:`DatasetKind`, snapshot or stream, and its retention), so declaring the sync
+key, its :data:`DatasetKind`, snapshot or stream, its retention, and its :data:`DatasetScope`:
+each cabinet's own rows, or the fleet's, stored once), so declaring the sync
 declares them all. The built-in syncs are declared with exactly these types, each in its own
 module, and registered through the same :class:`Registrar`. Everything not listed in
 ``__all__`` is private to wbsync and may change without notice.
@@ -35,6 +36,7 @@ from wbsync.store.datasets import (
     TOMBSTONE_GRACE_DAYS,
     Dataset,
     DatasetKind,
+    DatasetScope,
     KeyField,
     KeyKind,
 )
@@ -92,6 +94,7 @@ __all__ = [
     "CursorShape",
     "Dataset",
     "DatasetKind",
+    "DatasetScope",
     "Endpoint",
     "Flag",
     "KeyField",

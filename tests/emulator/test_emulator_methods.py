@@ -28,6 +28,10 @@ READS = {
     "prices.goods_list",
     "prices.upload_task",
     "tariffs.acceptance_coefficients",
+    "tariffs.box",
+    "tariffs.pallet",
+    "tariffs.return",
+    "tariffs.commission",
 }
 
 

@@ -157,7 +157,7 @@ async def test_a_reader_paging_while_writers_write_sees_every_change_once_in_ord
             await store.upsert("orders", cabinet, page)
             await asyncio.sleep(0)
 
-    seen: list[tuple[int, int, str, int]] = []
+    seen: list[tuple[int, int | None, str, int]] = []
 
     async def reader() -> None:
         after = 0

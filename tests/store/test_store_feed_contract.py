@@ -174,7 +174,7 @@ async def test_a_reader_below_the_mark_resyncs_to_the_live_rows_with_nothing_sta
     cabinets = [await _cabinet(store, f"c{i}") for i in range(2)]
     for cabinet in cabinets:
         await store.write("stocks", cabinet, _stocks(dict.fromkeys(range(10), 1)))
-    replica: dict[tuple[int, int], dict[str, Any]] = {}
+    replica: dict[tuple[int | None, int], dict[str, Any]] = {}
     for change in await _feed(store, "stocks"):
         replica[(change.cabinet_id, int(change.key["nm_id"]))] = change.data
     cursor = (await store.changes("stocks", after=0, limit=1000)).cursor
@@ -186,7 +186,7 @@ async def test_a_reader_below_the_mark_resyncs_to_the_live_rows_with_nothing_sta
         await store.changes("stocks", after=cursor)
 
     # The resync: a snapshot of the live rows at a number, paged while writers go on ...
-    fresh: dict[tuple[int, int], dict[str, Any]] = {}
+    fresh: dict[tuple[int | None, int], dict[str, Any]] = {}
     snap = await store.snapshot("stocks", limit=3)
     at = snap.at
     step = 0

@@ -32,6 +32,19 @@ SAMPLE_ROWS: dict[str, dict[str, Any]] = {
         "boxTypeID": 6,
         "coefficient": -1,
     },
+    # Fleet-wide (no cabinet): WB's tariffs.
+    "tariffs_box": {"warehouseName": "Коледино", "date": "2026-08-01", "boxDeliveryBase": "48"},
+    "tariffs_pallet": {"warehouseName": "Тула", "date": "2026-08-01", "palletDeliveryExpr": "170"},
+    "tariffs_return": {
+        "warehouseName": "Казань",
+        "date": "2026-08-01",
+        "deliveryDumpSrgOfficeExpr": "170",
+    },
+    "tariffs_commission": {
+        "subjectID": 6461,
+        "subjectName": "Оборудование",
+        "kgvpMarketplace": 15.5,
+    },
 }
 
 
@@ -47,7 +60,8 @@ async def _cabinet(store: Store, name: str = "shop") -> int:
 async def test_same_page_twice_makes_no_duplicates_and_new_data_wins(
     store: Store, name: str
 ) -> None:
-    cabinet = await _cabinet(store)
+    # A fleet-wide dataset's rows are written and read with no cabinet.
+    cabinet = None if DATASETS[name].fleet else await _cabinet(store)
     row = SAMPLE_ROWS[name]
     assert await store.upsert(name, cabinet, [row]) == 1
     assert await store.upsert(name, cabinet, [row]) == 0  # unchanged: not written

@@ -100,7 +100,14 @@ def test_the_declared_kinds() -> None:
         for name, ds in DATASETS.items()
         if ds.kind == "snapshot" and DATASETS.owner(name) == BUILTIN
     }
-    assert snapshots == {"adverts", "bids", "stocks", "prices", "acceptance_coefficients"}
+    assert snapshots == {
+        "adverts",
+        "bids",
+        "stocks",
+        "prices",
+        "acceptance_coefficients",
+        "tariffs_commission",
+    }
 
 
 async def test_a_complete_run_tombstones_what_it_did_not_see_and_the_feed_carries_it(

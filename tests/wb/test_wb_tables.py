@@ -148,6 +148,38 @@ WB_DOCS: dict[str, tuple[str, str, str, str, Row, Row | None]] = {
         (_MIN, 1, 10),
         (24 * _H, 1, 1),
     ),
+    "tariffs.box": (
+        "GET",
+        "/api/v1/tariffs/box",
+        "common-api",
+        "commonapi",
+        (_MIN, 60, 5),
+        (_H, 1, 1),
+    ),
+    "tariffs.pallet": (
+        "GET",
+        "/api/v1/tariffs/pallet",
+        "common-api",
+        "commonapi",
+        (_MIN, 60, 5),
+        (_H, 1, 1),
+    ),
+    "tariffs.return": (
+        "GET",
+        "/api/v1/tariffs/return",
+        "common-api",
+        "commonapi",
+        (_MIN, 60, 5),
+        (_H, 1, 1),
+    ),
+    "tariffs.commission": (
+        "GET",
+        "/api/v1/tariffs/commission",
+        "common-api",
+        "commonapi",
+        (_MIN, 1, 2),
+        (_H, 5, 1),
+    ),
 }
 
 #: /ping on every host: "a maximum of 3 requests every 30 seconds", no token types named.

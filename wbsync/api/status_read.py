@@ -105,7 +105,7 @@ async def build_index(runtime: Runtime) -> Index:
         (suspensions, expiries),
     ) = await asyncio.gather(
         asyncio.gather(
-            store.runs.overview(),
+            store.runs.overview(fleet=[q for q, sync in SYNCS.items() if sync.fleet]),
             job_states(runtime.redis, queues),
             runtime.limiter.learned_cabinets(),
             runtime.lag.recent(list(SYNCS)),
@@ -239,12 +239,13 @@ def _stuck_since(cabinet: CabinetOverview, states: dict[str, str]) -> float | No
     """Since when the cabinet waits for a success: None when none of its jobs is pending.
 
     That is its oldest last success over every sync, or its creation when a sync never
-    succeeded for it.
+    succeeded for it (a fleet-wide sync's runs are the fleet's, not the cabinet's: left out).
     """
     if not states:
         return None
     since = cabinet.created_at
-    if cabinet.oldest_success is not None and cabinet.successes >= len(SYNCS):
+    own = sum(1 for sync in SYNCS.values() if not sync.fleet)
+    if cabinet.oldest_success is not None and cabinet.successes >= own:
         since = cabinet.oldest_success
     return since.timestamp() * 1000.0
 

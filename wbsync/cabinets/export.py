@@ -52,7 +52,8 @@ async def export_changes(
 
     ``jsonl``: one change per line as the API shows it. ``csv``: a header, then ``seq``,
     ``cabinet_id``, the key columns, ``deleted``, ``changed_at`` (ending in ``Z``, as the
-    API's), ``data`` (JSON text) and ``op`` (last: columns are added, never moved). ``after``
+    API's), ``data`` (JSON text) and ``op`` (last: columns are added, never moved); a
+    fleet-wide dataset's ``cabinet_id`` is empty (null in ``jsonl``). ``after``
     is a sequence number or a ``<dataset>:<seq>`` cursor, checked as the API checks it.
     """
     ds = dataset(name)

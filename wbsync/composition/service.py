@@ -167,6 +167,7 @@ async def _serve(
         failed_retry_s=runtime.settings.failed_retry_s * runtime.settings.time_scale,
         serves=gaps.serves,
         on_lead=pruner.on_lead,
+        fleet=[name for name in names if SYNCS[name].fleet],
     )
     settings = runtime.settings
     leases = FanOutLeases(

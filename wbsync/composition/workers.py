@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wbsync.cabinets.suspending import PROBE_FIELD, SuspensionGate
+from wbsync.composition.fleet import FleetCarriers
 from wbsync.config import QUEUE_OPTIONS, Settings
 from wbsync.errors import MalformedJobError, RateLimitDeferred, WbSyncError
 from wbsync.jobs.failures import FailurePolicy
@@ -20,6 +21,7 @@ from wbsync.jobs.worker import SyncWorker
 from wbsync.observability.metrics import SYNC_PAGES, SYNC_ROWS, SYNC_ROWS_WRITTEN
 from wbsync.redis.redis_client import is_cluster
 from wbsync.shared.runtime import Runtime
+from wbsync.store import Cabinet
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.runs import failure_reason
 from wbsync.syncs import SYNCS, Sync, SyncInput, SyncPage, SyncTotals, run_sync
@@ -34,9 +36,10 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
 
     The job's own cursor (a resumed, retried or recovered run) comes first; a new job of an
     incremental sync takes the ``wb_sync_cursors`` table's; other new jobs start from scratch.
-    Each stored page's change-stream event and the run's start lag go in the script call that
-    saves the job's cursor (on a Redis Cluster the stream is on another slot: its event goes
-    apart); a lag no save took is stored when the run ends.
+    A fleet-wide sync's one job (``Sync.fleet``) runs with the token of a cabinet that may ask
+    (``wbsync.composition.fleet``). Each stored page's change-stream event and the run's start
+    lag go in the script call that saves the job's cursor (on a Redis Cluster the stream is on
+    another slot: its event goes apart); a lag no save took is stored when the run ends.
     """
     stream = runtime.change_stream
     settings = runtime.settings
@@ -46,6 +49,8 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
     with_cursor = not is_cluster(runtime.redis_url)
     pages_counter, rows_counter = SYNC_PAGES.labels(sync.name), SYNC_ROWS.labels(sync.name)
     written_counter = SYNC_ROWS_WRITTEN.labels(sync.name)
+    interval_ms = queue_option(settings, sync.name, "fanout_interval_s") * settings.time_scale
+    carriers = FleetCarriers(runtime, sync, gate, interval_ms=interval_ms * 1000.0)
 
     async def process(job: JobHandle) -> dict[str, Any]:
         _measure_lag(runtime, job)
@@ -57,6 +62,8 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
                 await runtime.lag.write(sample)
 
     async def run(job: JobHandle) -> dict[str, Any]:
+        if sync.fleet:  # the fleet's one job: a cabinet that may ask carries it
+            return await carriers.run(job, lambda cabinet: pull(job, cabinet, job.cursor))
         store = runtime.store
         if not job.cabinet.isdecimal():
             raise MalformedJobError(f"job data 'cabinet' must be a cabinet id, got {job.cabinet!r}")
@@ -76,7 +83,23 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             return admission.held
         if admission.probing:
             job.carry(lambda: {PROBE_FIELD: True})
+        try:
+            done = await pull(job, cabinet, cursor)
+        except RateLimitDeferred:
+            raise  # not a failure: the reschedule service moves the job to delayed
+        except Exception as exc:
+            refusal = refusal_for_good(exc)
+            if refusal is not None:  # no retry fixes it: suspend, spend no attempt
+                return await gate.suspend(cabinet, sync, refusal)
+            await _record_failure(runtime, cabinet.id, sync.name, exc, job.attempts_made + 1)
+            raise
+        if admission.probing:
+            await gate.accepted(cabinet, admission.probing)
+        return done
 
+    async def pull(job: JobHandle, cabinet: Cabinet, cursor: Any) -> dict[str, Any]:
+        """Run the sync with ``cabinet``'s token from ``cursor``; its success recorded."""
+        store = runtime.store
         # The whole job's counts, over its deferrals: each run continues them.
         totals = _carried(job.data)
         before = SyncTotals(totals.pages, totals.rows, totals.tombstoned, totals.fetched)
@@ -109,18 +132,7 @@ def sync_processor(sync: Sync, runtime: Runtime) -> Processor:
             today=clock.wb_today(),  # WB reads every date as Moscow's
             options=runtime.sync_options,
         )
-        try:
-            await run_sync(sync, inp, on_page=saved, announce=False, totals=totals)
-        except RateLimitDeferred:
-            raise  # not a failure: the reschedule service moves the job to delayed
-        except Exception as exc:
-            refusal = refusal_for_good(exc)
-            if refusal is not None:  # no retry fixes it: suspend, spend no attempt
-                return await gate.suspend(cabinet, sync, refusal)
-            await _record_failure(runtime, cabinet.id, sync.name, exc, job.attempts_made + 1)
-            raise
-        if admission.probing:
-            await gate.accepted(cabinet, admission.probing)
+        await run_sync(sync, inp, on_page=saved, announce=False, totals=totals)
         # ``rows`` of the run log are rows fetched, as they always were (docs/api.md).
         runtime.run_log.succeeded(
             cabinet.id, sync.name, pages=totals.pages, rows=totals.fetched

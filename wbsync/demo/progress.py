@@ -33,13 +33,19 @@ class Tally:
 
     cabinets: int
     queues: tuple[str, ...]
+    fleet: frozenset[str] = frozenset()
+    """The fleet-wide queues: one job for every cabinet."""
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def jobs(self, queue: str) -> int:
+        """How many jobs ``queue`` runs: one per cabinet, or one for a fleet-wide queue."""
+        return 1 if queue in self.fleet else self.cabinets
 
     def record(self, outcome: Outcome) -> None:
         """Count one job outcome; set ``done`` once every job of every queue completed."""
         self.outcomes[(outcome.queue, outcome.outcome)] += 1
-        if all(self.outcomes[(q, "completed")] >= self.cabinets for q in self.queues):
+        if all(self.outcomes[(q, "completed")] >= self.jobs(q) for q in self.queues):
             self.done.set()
 
     def count(self, queue: str, outcome: str) -> int:
@@ -52,11 +58,11 @@ class Tally:
         parts = []
         for queue in self.queues:
             done = self.count(queue, "completed")
-            if done >= self.cabinets:
+            if done >= self.jobs(queue):
                 continue
             ends = sorted((o, n) for (q, o), n in self.outcomes.items() if q == queue)
             seen = ", ".join(f"{o} {n}" for o, n in ends if o != "completed") or "no run ended"
-            parts.append(f"{queue} {done}/{self.cabinets} completed ({seen})")
+            parts.append(f"{queue} {done}/{self.jobs(queue)} completed ({seen})")
         return "; ".join(parts) or "none"
 
 
@@ -126,7 +132,7 @@ class Progress:
             live = counts["active"] + counts["waiting"] + counts["delayed"] + counts["prioritized"]
             table.add_row(
                 name,
-                f"{self._state.count(name, 'completed')}/{self._state.cabinets}",
+                f"{self._state.count(name, 'completed')}/{self._state.jobs(name)}",
                 str(self._state.count(name, "deferred")),
                 str(live),
                 str(await stored_rows(self._store, name)),

@@ -6,6 +6,7 @@ as a string (an integer is accepted and normalised to its decimal string). The c
 layer keeps in it (``COUNTS``), when present, are integers >= 0; its ``cursor`` is checked
 against the sync's declared shape when the sync runs (``wbsync.syncs.base``). Anything else is
 a malformed job: it fails at once, without retries, with the reason as its ``failedReason``.
+A fleet-wide sync's queue has one job for the whole fleet: its ``cabinet`` is :data:`FLEET_JOB`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from typing import Any
 
 from wbsync.errors import MalformedJobError
 
-__all__ = ["COUNTS", "cabinet_of", "normalised"]
+__all__ = ["COUNTS", "FLEET_JOB", "cabinet_of", "normalised"]
+
+FLEET_JOB = "fleet"
+"""The ``cabinet`` of a fleet-wide sync's one job (no cabinet's: a cabinet that may ask carries
+it, ``wbsync.composition.fleet``); its job id is derived from it as any cabinet's."""
 
 # Cabinet ids are database ids; any reference longer than this is not one.
 _CABINET_MAX_CHARS = 200

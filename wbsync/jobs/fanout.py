@@ -18,6 +18,10 @@ A cabinet whose job failed is not left until the queue's next interval (up to ho
 job has sat in ``failed`` for ``failed_retry_s``, the queue's leader enqueues the cabinet again.
 Until then the failed job, with its reason, is what the status page shows. Failed jobs are looked
 for every quarter of ``failed_retry_s``, so the retry comes at most that much late.
+
+A fleet-wide queue (``fleet``: its sync stores data the same for every seller) has one entry
+for the whole fleet, :data:`~wbsync.jobs.contract.FLEET_JOB`, scheduled like one cabinet, as
+long as one active cabinet serves it: one job per interval whatever the number of cabinets.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from wbsync.errors import WbSyncError
+from wbsync.jobs.contract import FLEET_JOB
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
@@ -75,6 +80,7 @@ class FanOut:
         failed_retry_s: float = 300.0,
         serves: Serves | None = None,
         on_lead: OnLead | None = None,
+        fleet: Iterable[str] = (),
     ) -> None:
         if failed_retry_s <= 0:
             raise ValueError("failed_retry_s must be > 0")
@@ -90,6 +96,8 @@ class FanOut:
         self._schedules: dict[str, tuple[Sequence[str], Schedule]] = {}
         """Each queue's schedule, with the read of the active cabinets it was last used for."""
         self._on_lead = on_lead
+        self._fleet = frozenset(fleet)
+        """The fleet-wide queues: one entry (``FLEET_JOB``) each, not one per cabinet."""
 
     async def run_once(self, names: Iterable[str] | None = None) -> dict[str, FanOutReport]:
         """Enqueue every active cabinet on the named queues (all by default), once."""
@@ -117,7 +125,10 @@ class FanOut:
         active = set(await self._active_cabinets())
         added = {}
         for name, ready in due.items():
-            cabinets = self._served(name, [c for c in ready if c in active])
+            if name in self._fleet:  # the fleet's job, while a cabinet serves the queue
+                cabinets = self._served(name, sorted(active)) if FLEET_JOB in ready else []
+            else:
+                cabinets = self._served(name, [c for c in ready if c in active])
             results = await self._queues[name].enqueue_many(cabinets) if cabinets else []
             added[name] = sum(1 for r in results if r.added)
             if added[name]:
@@ -125,10 +136,15 @@ class FanOut:
         return added
 
     def _served(self, queue: str, cabinets: Sequence[str]) -> list[str]:
-        """The cabinets whose token can serve ``queue`` (a job it cannot serve would only fail)."""
-        if self._serves is None:
+        """The cabinets whose token can serve ``queue`` (a job it cannot serve would only fail);
+        for a fleet-wide queue, its one entry when any of them can."""
+        serves = self._serves
+        if queue in self._fleet:
+            able = cabinets if serves is None else (c for c in cabinets if serves(queue, c))
+            return [FLEET_JOB] if any(True for _ in able) else []
+        if serves is None:
             return list(cabinets)
-        return [c for c in cabinets if self._serves(queue, c)]
+        return [c for c in cabinets if serves(queue, c)]
 
     async def run(self, stop: asyncio.Event, leases: FanOutLeases) -> None:
         """Until ``stop`` is set: lead what this process can; enqueue each cabinet of a led

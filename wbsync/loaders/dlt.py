@@ -71,12 +71,18 @@ def _datasets(api: FeedApi, names: Sequence[str] | None) -> list[DatasetInfo]:
         if names is None:
             raise LoaderError("this wbsync has no GET /api/v1/datasets: name the datasets")
         return [DatasetInfo(n) for n in names]
-    if names is None:
-        return known
+    if names is None:  # a fleet-wide dataset is read from its fleet feed, not cabinet by cabinet
+        return [d for d in known if not d.fleet]
     by_name = {d.name: d for d in known}
     missing = [n for n in names if n not in by_name]
     if missing:
         raise LoaderError(f"no dataset {missing}; known: {', '.join(sorted(by_name))}")
+    fleet = [n for n in names if by_name[n].fleet]
+    if fleet:
+        raise LoaderError(
+            f"datasets {fleet} are fleet-wide (one copy for every cabinet): this source loads "
+            "cabinets' feeds; read GET /api/v1/datasets/<name>/changes for them"
+        )
     return [by_name[n] for n in names]
 
 

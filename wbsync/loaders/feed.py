@@ -45,12 +45,14 @@ ROW_COLUMNS = ("cabinet_id", "seq", "changed_at", "deleted", "data")
 
 @dataclass(frozen=True, slots=True)
 class DatasetInfo:
-    """A dataset to load: its name, key columns (``None``: read them off its first change) and
-    its feed's high-water mark when discovery gave one."""
+    """A dataset to load: its name, key columns (``None``: read them off its first change), its
+    feed's high-water mark when discovery gave one, and whether it is fleet-wide (its rows
+    nobody's: no cabinet's feed serves it)."""
 
     name: str
     key: tuple[str, ...] | None = None
     high: int | None = None
+    fleet: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +107,8 @@ def dataset_info(entry: dict[str, Any]) -> DatasetInfo:
     """One entry of ``GET /api/v1/datasets`` as a DatasetInfo: its key's columns, its feed's
     ``high_water_mark``."""
     key = tuple(str(field["column"]) for field in entry["key"])
-    return DatasetInfo(str(entry["name"]), key, int(entry["high_water_mark"]))
+    fleet = entry.get("scope") == "fleet"
+    return DatasetInfo(str(entry["name"]), key, int(entry["high_water_mark"]), fleet)
 
 
 def resync_path(cabinet_id: int, dataset: str) -> str:

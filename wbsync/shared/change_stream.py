@@ -55,7 +55,8 @@ class ChangeStream:
         """The stream entry's fields for ``event``."""
         return {
             "dataset": event.dataset,
-            "cabinet": event.cabinet_id,
+            # A fleet-wide dataset's write is nobody's: an empty field (Redis has no null).
+            "cabinet": "" if event.cabinet_id is None else event.cabinet_id,
             "rows": event.rows,
             "last_seq": event.last_seq,
             "first_seq": event.prev_seq + 1,
@@ -73,7 +74,7 @@ class ChangeStream:
                 await self._script(keys=[self.key, self.counter[0]], args=args)
         except RedisUnavailableError as exc:
             log.warning(
-                "change stream: could not notify %s (cabinet %d, up to seq %d): %s",
+                "change stream: could not notify %s (cabinet %s, up to seq %d): %s",
                 event.dataset,
                 event.cabinet_id,
                 event.last_seq,

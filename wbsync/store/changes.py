@@ -68,11 +68,11 @@ def cursor_token(name: str, seq: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One row's last write: its sequence number, key, data, operation, and whether it is a
-    tombstone (``op == "delete"``)."""
+    """One row's last write: its sequence number, cabinet (None for a fleet-wide dataset's
+    row: nobody's), key, data, operation, and whether it is a tombstone (``op == "delete"``)."""
 
     seq: int
-    cabinet_id: int
+    cabinet_id: int | None
     key: dict[str, KeyValue]
     data: dict[str, Any]
     changed_at: datetime
@@ -146,7 +146,8 @@ class ChangeEvent:
     """
 
     dataset: str
-    cabinet_id: int
+    cabinet_id: int | None
+    """None for a fleet-wide dataset's write."""
     rows: int
     last_seq: int
     prev_seq: int

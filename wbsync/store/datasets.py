@@ -22,6 +22,7 @@ from wbsync.errors import StoreError
 __all__ = [
     "DATASETS",
     "DATASET_KINDS",
+    "DATASET_SCOPES",
     "IDENTIFIER_MAX",
     "KEY_KINDS",
     "KEY_STR_MAX",
@@ -44,8 +45,10 @@ KEY_KINDS: tuple[KeyKind, ...] = ("int", "str", "date")
 #: PostgreSQL refuses past (SQLite would keep it), so a longer value is refused on both.
 KEY_STR_MAX = 255
 DatasetKind = Literal["snapshot", "stream"]
-#: Whose rows a dataset holds; a fleet-wide scope (rows the same for every seller) may follow.
-DatasetScope = Literal["cabinet"]
+#: Whose rows a dataset holds: each cabinet its own, or one copy for the whole fleet (data WB
+#: serves the same to every seller, such as its tariffs; docs/data.md, "Fleet-wide datasets").
+DatasetScope = Literal["cabinet", "fleet"]
+DATASET_SCOPES: tuple[DatasetScope, ...] = ("cabinet", "fleet")
 DATASET_KINDS: tuple[DatasetKind, ...] = ("snapshot", "stream")
 
 #: PostgreSQL's longest identifier (NAMEDATALEN - 1): it cuts a longer table, column, index or
@@ -157,6 +160,12 @@ class Dataset:
     what readers of the feed's ``data`` may rely on; the key fields' types are added to it
     (``store/data_schema.py``) and ``GET /api/v1/datasets`` serves the result. None says only
     that a row is an object with its key fields. It documents; rows are never checked against it.
+
+    ``scope``: ``"cabinet"``, each cabinet's rows its own (the table has a ``cabinet_id``
+    column, part of its key), or ``"fleet"``: rows WB serves the same to every seller, stored
+    once, in a table with no cabinet column; the sync storing it runs once per interval for the
+    whole fleet (docs/data.md, "Fleet-wide datasets"). A fleet dataset of kind ``"snapshot"``
+    is replaced by whole pages only (``SyncPage.whole``); it keeps no ``columns``.
     """
 
     name: str
@@ -168,8 +177,16 @@ class Dataset:
     columns: tuple[str, ...] = ()
     # Left out of the hash: a dict is unhashable, and the name already tells datasets apart.
     data_schema: Mapping[str, Any] | None = field(default=None, hash=False)
+    scope: DatasetScope = "cabinet"
 
     def __post_init__(self) -> None:
+        if self.scope not in DATASET_SCOPES:
+            raise StoreError(
+                f"dataset {self.name}: scope must be one of {', '.join(DATASET_SCOPES)}, "
+                f"got {self.scope!r}"
+            )
+        if self.scope == "fleet" and self.columns:
+            raise StoreError(f"dataset {self.name}: a fleet-wide dataset keeps no columns")
         if self.kind not in DATASET_KINDS:
             raise StoreError(
                 f"dataset {self.name}: kind must be one of {', '.join(DATASET_KINDS)}, "
@@ -211,9 +228,9 @@ class Dataset:
             raise StoreError(f"dataset {self.name}: data_schema is not JSON: {exc}") from None
 
     @property
-    def scope(self) -> DatasetScope:
-        """Whose rows it holds: ``"cabinet"``, each cabinet its own (every dataset today)."""
-        return "cabinet"
+    def fleet(self) -> bool:
+        """True when its rows are the fleet's, stored once (no cabinet column)."""
+        return self.scope == "fleet"
 
     def _check_columns(self) -> None:
         taken = {"cabinet_id", *STANDARD_COLUMNS, *(k.column for k in self.key)}
@@ -243,8 +260,11 @@ class Dataset:
     def schema_names(self) -> tuple[str, ...]:
         """Every name the dataset's table brings, but its columns: the table, its primary key,
         its foreign key to the cabinets, its two indexes on ``seq`` (the naming convention of
-        ``store/schema.py``; wbsync's migrations write the same names)."""
+        ``store/schema.py``; wbsync's migrations write the same names). A fleet-wide table has
+        no cabinet column: no foreign key, one index on ``seq``."""
         table = self.table_name
+        if self.fleet:
+            return (table, f"pk_{table}", f"ix_{table}_seq")
         return (
             table,
             f"pk_{table}",

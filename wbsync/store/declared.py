@@ -10,7 +10,8 @@
   first write. The datasets of :data:`MIGRATED_DATASETS` are the exception: their tables were
   made by wbsync's first migrations, which still make them (an existing database upgrades
   through them), so they are neither created nor recorded here; a test proves each equals the
-  table its declaration builds (docs/storage.md, "Where the tables come from").
+  table its declaration builds (docs/storage.md, "Where the tables come from"). A fleet-wide
+  dataset's table (``Dataset.scope``: no cabinet column) always comes from here.
 * A plugin that needs more (an index, a table of its own, a changed key) declares an
   :class:`AlembicBranch`: a directory of Alembic revisions (its first has
   ``down_revision = None``), which ``Database.migrate`` upgrades right after wbsync's own, in

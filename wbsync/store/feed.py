@@ -26,6 +26,7 @@ from wbsync.store.changes import (
 from wbsync.store.datasets import Dataset, dataset
 from wbsync.store.db import Database
 from wbsync.store.schema import change_sequences, dataset_table
+from wbsync.store.scoping import cabinet_filter
 
 __all__ = ["iter_changes", "read_changes", "read_snapshot"]
 
@@ -61,22 +62,22 @@ def _check_limit(limit: int) -> None:
 
 def _rows_query(ds: Dataset, after: int, cabinet_id: int | None, limit: int) -> Select[Any]:
     table = dataset_table(ds)
+    # A fleet-wide dataset's rows are nobody's: their changes carry no cabinet (None).
+    owner = () if ds.fleet else (table.c.cabinet_id,)
     query = (
         select(
             table.c.seq,
-            table.c.cabinet_id,
+            *owner,
             *(table.c[k.column] for k in ds.key),
             table.c.data,
             table.c.changed_at,
             table.c.deleted_at,
             table.c.inserted_seq,
         )
-        .where(table.c.seq > after)
+        .where(table.c.seq > after, *cabinet_filter(ds, table, cabinet_id))
         .order_by(table.c.seq)
         .limit(limit)
     )
-    if cabinet_id is not None:
-        query = query.where(table.c.cabinet_id == cabinet_id)
     return query
 
 
@@ -85,7 +86,7 @@ def _change(ds: Dataset, row: Row[Any]) -> Change:
     op: ChangeOp = "delete" if deleted else "insert" if row.inserted_seq == row.seq else "update"
     return Change(
         seq=int(row.seq),
-        cabinet_id=int(row.cabinet_id),
+        cabinet_id=None if ds.fleet else int(row.cabinet_id),
         key={k.column: row._mapping[k.column] for k in ds.key},
         data=dict(row.data),
         changed_at=row.changed_at,

@@ -39,13 +39,14 @@ REMOVAL_BATCH_ROWS = BATCH_ROWS
 async def tombstone_cabinet(
     database: Database, rows: RowRepository, cabinet_id: int, *, batch: int = REMOVAL_BATCH_ROWS
 ) -> int:
-    """Tombstone every live row of the cabinet in every registered dataset; how many."""
+    """Tombstone every live row of the cabinet in every registered dataset (a fleet-wide
+    dataset's rows are nobody's: they stay); how many."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     total = 0
     for name in sorted(DATASETS):
         ds = DATASETS[name]
-        while await _has_live(database, ds, cabinet_id):
+        while not ds.fleet and await _has_live(database, ds, cabinet_id):
             done = await _tombstone_batch(database, rows, ds, cabinet_id, batch)
             total += done
             if done < batch:
@@ -79,10 +80,11 @@ async def _has_any(database: Database, cabinet_id: int) -> bool:
     """Whether any dataset table holds a row of the cabinet: the registered datasets' and
     those recorded for plugins this process has not loaded (the record's deletion would
     cascade to their rows without a change in their feeds)."""
-    names = {dataset_table(name).name for name in DATASETS}
+    names = {dataset_table(name).name for name, ds in DATASETS.items() if not ds.fleet}
+    fleet = {dataset_table(name).name for name, ds in DATASETS.items() if ds.fleet}
     async with database.connection() as conn:
         names.update(await conn.scalars(select(declared_datasets.c.table_name)))
-        for name in sorted(names):
+        for name in sorted(names - fleet):  # a fleet-wide table has no cabinet column
             table = sql_table(name, column("cabinet_id"))
             if await conn.scalar(select(exists().where(table.c.cabinet_id == cabinet_id))):
                 return True

@@ -68,7 +68,8 @@ async def prune(
 
 async def _delete(database: Database, ds: Dataset, condition: object, batch: int) -> int:
     table = dataset_table(ds)
-    key = tuple_(table.c.cabinet_id, *(table.c[k.column] for k in ds.key))
+    owner = () if ds.fleet else (table.c.cabinet_id,)  # a fleet-wide table has none
+    key = tuple_(*owner, *(table.c[k.column] for k in ds.key))
     chosen = select(*key.clauses).where(condition).limit(batch)  # type: ignore[arg-type]
     statement = (
         delete(table)

@@ -27,6 +27,7 @@ from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database, json_bytes
 from wbsync.store.page_statement import pg_page_statement
 from wbsync.store.schema import dataset_table, utcnow
+from wbsync.store.scoping import cabinet_filter, check_writer
 from wbsync.store.seen import key_digest, record_seen, slot_chunks
 from wbsync.store.sequences import advance_sequence, lock_sequence
 from wbsync.store.tombstones import tombstone_params, tombstone_statement
@@ -57,7 +58,8 @@ class _Page:
     """One page to store: its distinct rows in key order and what is written with them."""
 
     dataset: Dataset
-    cabinet_id: int
+    cabinet_id: int | None
+    """None for a fleet-wide dataset (``Dataset.scope``)."""
     ordered: list[tuple[tuple[KeyValue, ...], Mapping[str, Any]]]
     changed_at: datetime
     """The clock when the page was built: the statement's stamp, floored by the last one."""
@@ -113,7 +115,7 @@ class RowRepository:
             await listener(event)
 
     async def upsert(
-        self, name: str | Dataset, cabinet_id: int, rows: Sequence[Mapping[str, Any]]
+        self, name: str | Dataset, cabinet_id: int | None, rows: Sequence[Mapping[str, Any]]
     ) -> int:
         """Insert or update ``rows`` of one dataset for one cabinet; the number of rows written.
 
@@ -125,7 +127,7 @@ class RowRepository:
     async def write(
         self,
         name: str | Dataset,
-        cabinet_id: int,
+        cabinet_id: int | None,
         rows: Sequence[Mapping[str, Any]],
         *,
         seen: bool = False,
@@ -156,8 +158,15 @@ class RowRepository:
         comes in one reply): in the same statement or transaction, the cabinet's live rows not
         in it are tombstoned, each a sequenced change numbered after the page's own, so no
         snapshot run is needed (an empty whole page tombstones every live row).
+
+        A fleet-wide dataset (``Dataset.scope``) is written with ``cabinet_id`` None, whole
+        pages or not, never ``seen``, ``begin`` or ``cursor`` (those are a cabinet's), always
+        by the general path (its pages are few and small: WB's tariffs).
         """
         ds = dataset(name)
+        check_writer(ds, cabinet_id)
+        if ds.fleet and (seen or cursor is not None or begin is not None):
+            raise StoreError(f"dataset {ds.name} is fleet-wide: it keeps no snapshot run or cursor")
         # PostgreSQL refuses to update one row twice in a statement; the last copy wins anyway.
         by_key: dict[tuple[KeyValue, ...], Mapping[str, Any]] = {}
         for index, row in enumerate(rows):
@@ -168,7 +177,7 @@ class RowRepository:
         if not by_key and not whole:
             if begin is not None:
                 await begin()
-            if cursor is not None:
+            if cursor is not None and cabinet_id is not None:
                 await self._cursors.save(cabinet_id, *cursor)
             return PageWrite(rows=0, changed=0, last_seq=None)
         # Key order: concurrent writers on PostgreSQL then lock rows in one order, no deadlock.
@@ -184,7 +193,7 @@ class RowRepository:
             whole=whole,
         )
         done = None
-        if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS:
+        if self._db.dialect == "postgresql" and len(ordered) <= BATCH_ROWS and not ds.fleet:
             done = await self._write_statement(page)
         if done is None:
             if begin is not None:
@@ -249,9 +258,10 @@ class RowRepository:
         ds, cabinet_id = page.dataset, page.cabinet_id
         table = dataset_table(ds)
         columns = [k.column for k in ds.key]
+        owner = {} if ds.fleet else {"cabinet_id": cabinet_id}
         statement = self._db.upsert_statement(
             table,
-            conflict=("cabinet_id", *columns),
+            conflict=(*owner, *columns),
             update=("data", "changed_at", "seq", "deleted_at"),
             where=_changed,
             returning=("seq",),
@@ -264,7 +274,7 @@ class RowRepository:
             # others leave gaps, which readers never wait on).
             params = [
                 {
-                    "cabinet_id": cabinet_id,
+                    **owner,
                     **dict(zip(columns, key, strict=True)),
                     "data": dict(row),
                     "changed_at": stamp,
@@ -284,39 +294,44 @@ class RowRepository:
             last = max([*written, *gone], default=None)
             if last is not None:
                 await advance_sequence(conn, ds.name, last, stamp)
-            if page.digests:
+            if page.digests and cabinet_id is not None:
                 await record_seen(conn, self._db, cabinet_id, ds.name, page.digests)
-            if page.cursor is not None:
+            if page.cursor is not None and cabinet_id is not None:
                 await self._cursors.save_in(conn, cabinet_id, *page.cursor)
         return _Written(changed=len(written), tombstoned=len(gone), last=last, base=base)
 
     async def count(self, name: str | Dataset, cabinet_id: int | None = None) -> int:
         """How many live rows (not tombstoned) a dataset holds, for one cabinet or for all."""
-        table = dataset_table(name)
-        query = select(func.count()).select_from(table).where(table.c.deleted_at.is_(None))
-        if cabinet_id is not None:
-            query = query.where(table.c.cabinet_id == cabinet_id)
+        ds = dataset(name)
+        table = dataset_table(ds)
+        query = (
+            select(func.count())
+            .select_from(table)
+            .where(table.c.deleted_at.is_(None), *cabinet_filter(ds, table, cabinet_id))
+        )
         async with self._db.connection() as conn:
             return int(await conn.scalar(query) or 0)
 
     async def fetch(
         self,
         name: str | Dataset,
-        cabinet_id: int,
+        cabinet_id: int | None,
         *,
         key: Mapping[str, KeyValue] | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """A cabinet's live rows of a dataset as WB sent them, ordered by natural key.
+        """A cabinet's live rows of a dataset as WB sent them, ordered by natural key (a
+        fleet-wide dataset's with ``cabinet_id`` None).
 
         ``key`` filters on key columns by their column names (e.g. ``{"nm_id": 1}``).
         """
         ds = dataset(name)
+        check_writer(ds, cabinet_id)
         table = dataset_table(ds)
         query = (
             select(table.c.data)
-            .where(table.c.cabinet_id == cabinet_id, table.c.deleted_at.is_(None))
+            .where(table.c.deleted_at.is_(None), *cabinet_filter(ds, table, cabinet_id))
             .order_by(*(table.c[k.column] for k in ds.key))
             .offset(offset)
             .limit(limit)
@@ -342,7 +357,7 @@ async def _tombstone_absent(
     kept = {key for key, _ in page.ordered}
     live = await conn.execute(
         select(*columns)
-        .where(table.c.cabinet_id == page.cabinet_id, table.c.deleted_at.is_(None))
+        .where(table.c.deleted_at.is_(None), *cabinet_filter(ds, table, page.cabinet_id))
         .order_by(*columns)
     )
     gone = [tuple(row) for row in live if tuple(row) not in kept]

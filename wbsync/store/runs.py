@@ -204,8 +204,11 @@ class RunRepository:
         async with self._db.connection() as conn:
             return sorted((await conn.scalars(select(sync_runs.c.sync).distinct())).all())
 
-    async def overview(self) -> list[CabinetOverview]:
-        """Every cabinet (by id) with its oldest last success: one query, no token read."""
+    async def overview(self, *, fleet: Sequence[str] = ()) -> list[CabinetOverview]:
+        """Every cabinet (by id) with its oldest last success: one query, no token read.
+
+        ``fleet``: the fleet-wide syncs, left out (a cabinet that carried one of their runs
+        keeps its record, but that run was the fleet's, not the cabinet's lag)."""
         runs = (
             select(
                 sync_runs.c.cabinet_id,
@@ -213,6 +216,7 @@ class RunRepository:
                 func.count(sync_runs.c.success_at).label("successes"),
                 func.count(case((_DISABLED_METHOD, 1))).label("disabled_methods"),
             )
+            .where(sync_runs.c.sync.not_in(list(fleet)))
             .group_by(sync_runs.c.cabinet_id)
             .subquery()
         )

@@ -313,10 +313,13 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
     key_columns = [
         Column(k.column, _KEY_TYPES[k.kind], primary_key=True, autoincrement=False) for k in ds.key
     ]
+    # A fleet-wide dataset's rows are nobody's: no cabinet column, the key alone.
+    owner = () if ds.fleet else (_cabinet_fk(),)
+    by_cabinet = () if ds.fleet else (Index(None, "cabinet_id", "seq"),)
     return Table(
         ds.table_name,
         into,
-        _cabinet_fk(),
+        *owner,
         *key_columns,
         Column("data", RowData, nullable=False),
         # When ``data`` last changed (or the row was tombstoned): not when it was last seen.
@@ -331,7 +334,7 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
         # What wbsync notes about the row beside WB's data (``Dataset.columns``).
         *(Column(name, Text, nullable=True) for name in ds.columns),
         Index(None, "seq", unique=True),
-        Index(None, "cabinet_id", "seq"),
+        *by_cabinet,
         comment=f"WB rows of {ds.source}",
     )
 

@@ -71,16 +71,16 @@ class Store:
         return f"Store({self.database!r})"
 
     async def upsert(
-        self, dataset: str | Dataset, cabinet_id: int, rows: Sequence[Mapping[str, Any]]
+        self, dataset: str | Dataset, cabinet_id: int | None, rows: Sequence[Mapping[str, Any]]
     ) -> int:
-        """Insert or update WB rows of ``dataset`` for a cabinet; the number of rows written
-        (rows equal to the stored ones are not written)."""
+        """Insert or update WB rows of ``dataset`` for a cabinet (None: a fleet-wide dataset's);
+        the number of rows written (rows equal to the stored ones are not written)."""
         return await self._rows.upsert(dataset, cabinet_id, rows)
 
     async def write(
         self,
         dataset: str | Dataset,
-        cabinet_id: int,
+        cabinet_id: int | None,
         rows: Sequence[Mapping[str, Any]],
         *,
         seen: bool = False,
@@ -95,7 +95,12 @@ class Store:
         (a sync's name and cursor) saves the sync's cursor, in the page's transaction; with
         ``announce`` False the listeners are not told of the page's change event (the result
         holds it, for the caller to send on); ``whole`` says the page is every row the cabinet
-        has in ``dataset``, and tombstones the others in the same write (no snapshot run)."""
+        has in ``dataset``, and tombstones the others in the same write (no snapshot run).
+        A fleet-wide dataset's page is written with ``cabinet_id`` None."""
+        starts = None
+        if begin and cabinet_id is not None:
+            cabinet = cabinet_id
+            starts = lambda: self.snapshots.begin(dataset, cabinet)  # noqa: E731
         return await self._rows.write(
             dataset,
             cabinet_id,
@@ -103,7 +108,7 @@ class Store:
             seen=seen,
             cursor=cursor,
             announce=announce,
-            begin=(lambda: self.snapshots.begin(dataset, cabinet_id)) if begin else None,
+            begin=starts,
             whole=whole,
         )
 
@@ -199,11 +204,12 @@ class Store:
     async def fetch(
         self,
         dataset: str | Dataset,
-        cabinet_id: int,
+        cabinet_id: int | None,
         *,
         key: Mapping[str, KeyValue] | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """A cabinet's stored WB rows of ``dataset``, ordered by natural key."""
+        """A cabinet's stored WB rows of ``dataset`` (a fleet-wide one's: ``cabinet_id``
+        None), ordered by natural key."""
         return await self._rows.fetch(dataset, cabinet_id, key=key, limit=limit, offset=offset)

@@ -25,13 +25,15 @@ __all__ = ["tombstone_params", "tombstone_statement"]
 @functools.cache
 def tombstone_statement(ds: Dataset) -> Update:
     """Tombstone one live row of the dataset by its key (``k_<column>``) and cabinet
-    (``tomb_cabinet``) unless it was written after number ``tomb_started``: ``deleted_at`` and
-    ``changed_at`` set to ``tomb_now``, ``seq`` to ``new_seq``. Built once per dataset."""
+    (``tomb_cabinet``; none for a fleet-wide dataset) unless it was written after number
+    ``tomb_started``: ``deleted_at`` and ``changed_at`` set to ``tomb_now``, ``seq`` to
+    ``new_seq``. Built once per dataset."""
     table = dataset_table(ds)
+    owner = [] if ds.fleet else [table.c.cabinet_id == bindparam("tomb_cabinet")]
     return (
         update(table)
         .where(
-            table.c.cabinet_id == bindparam("tomb_cabinet"),
+            *owner,
             *(table.c[k.column] == bindparam(f"k_{k.column}") for k in ds.key),
             table.c.deleted_at.is_(None),
             table.c.seq <= bindparam("tomb_started"),
@@ -46,7 +48,7 @@ def tombstone_statement(ds: Dataset) -> Update:
 
 def tombstone_params(
     ds: Dataset,
-    cabinet_id: int,
+    cabinet_id: int | None,
     started: int,
     now: datetime,
     first: int,
@@ -54,9 +56,10 @@ def tombstone_params(
 ) -> list[dict[str, Any]]:
     """``tombstone_statement``'s parameters for ``keys``, numbered from ``first``."""
     columns = [k.column for k in ds.key]
+    owner = {} if ds.fleet else {"tomb_cabinet": cabinet_id}
     return [
         {
-            "tomb_cabinet": cabinet_id,
+            **owner,
             "tomb_started": started,
             "tomb_now": now,
             "new_seq": first + i,

@@ -157,6 +157,7 @@ class SyncInput:
     client: WbClient
     store: Store
     cabinet_id: int
+    """The cabinet it runs for; a fleet-wide sync's run, the cabinet whose token carries it."""
     cursor: Cursor | None
     today: date
     """Today at WB (``clock.wb_today()``: Moscow's date); every window a sync sends ends on it."""
@@ -201,6 +202,23 @@ class Sync:
     def __post_init__(self) -> None:
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"{self.name}: concurrency must be >= 1, got {self.concurrency}")
+        scopes = {ds.scope for ds in self.stores}
+        if len(scopes) > 1:
+            raise ValueError(
+                f"{self.name}: it stores fleet-wide and per-cabinet datasets; a sync runs for "
+                "one cabinet or for the fleet, so declare two syncs"
+            )
+        if self.fleet and self.incremental:
+            raise ValueError(
+                f"{self.name}: a fleet-wide sync keeps no cursor across runs (it is no "
+                "cabinet's), so it cannot be incremental"
+            )
+
+    @property
+    def fleet(self) -> bool:
+        """True when it stores fleet-wide datasets (``Dataset.scope``): one run per interval
+        for the whole fleet, with the token of one cabinet that may call its methods."""
+        return bool(self.stores) and all(ds.fleet for ds in self.stores)
 
     @property
     def methods(self) -> tuple[str, ...]:

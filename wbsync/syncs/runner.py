@@ -56,11 +56,16 @@ async def run_sync(
     resumes from its cursor) tombstones nothing. A sync storing one snapshot dataset whose run
     (from no cursor) begins with a ``whole`` page needs none of that: the page's write
     tombstones the rows it lacks, and no snapshot run is begun or completed.
+
+    A fleet-wide sync (``Sync.fleet``) stores its rows with no cabinet (``inp.cabinet_id`` is
+    only the cabinet whose token carries the run); it keeps no snapshot run: its whole pages
+    replace its snapshot datasets, any page of theirs that is not whole only adds and updates.
     """
     sync.check_cursor(inp.cursor)
     totals = SyncTotals() if totals is None else totals
-    store, cabinet = inp.store, inp.cabinet_id
-    snapshots = [ds for ds in sync.stores if ds.kind == "snapshot"]
+    store = inp.store
+    cabinet = None if sync.fleet else inp.cabinet_id
+    snapshots = [ds for ds in sync.stores if ds.kind == "snapshot" and not ds.fleet]
     # A sync storing one dataset, a snapshot, begins its run with its first stored page (on
     # PostgreSQL in the page's statement: a statement fewer a run). The run is begun before
     # the first page's ``on_page`` either way: that saves the job's cursor, and a run resumed
@@ -68,7 +73,7 @@ async def run_sync(
     unbegun = None
     if inp.cursor is None and len(sync.stores) == 1 and snapshots:
         unbegun = snapshots[0]
-    elif inp.cursor is None:
+    elif inp.cursor is None and cabinet is not None:
         for ds in snapshots:
             await store.snapshots.begin(ds, cabinet)
     replaced = set()  # snapshot datasets a whole page replaced: no snapshot run to complete
@@ -80,13 +85,13 @@ async def run_sync(
             totals.fetched += len(page.rows)
         event: ChangeEvent | None = None
         into = None if page.dataset is None else dataset(page.dataset)
-        whole = page.whole and into is not None and into == unbegun
+        whole = page.whole and into is not None and (into == unbegun or into.fleet)
         if into is not None and (page.rows or whole):
             written = await store.write(
                 into,
                 cabinet,
                 page.rows,
-                seen=into.kind == "snapshot" and not whole,
+                seen=into.kind == "snapshot" and not whole and not into.fleet,
                 cursor=cursor,
                 announce=announce,
                 begin=into == unbegun and not whole,
@@ -99,17 +104,17 @@ async def run_sync(
             totals.rows += written.changed
             totals.tombstoned += written.tombstoned
             event = written.event
-        elif cursor is not None:
+        elif cursor is not None and cabinet is not None:
             await store.cursors.save(cabinet, *cursor)
-        if unbegun is not None:
+        if unbegun is not None and cabinet is not None:
             await store.snapshots.begin(unbegun, cabinet)
             unbegun = None
         if on_page is not None:
             await on_page(page, event)
-    if unbegun is not None:  # no page at all: the run saw nothing
+    if unbegun is not None and cabinet is not None:  # no page at all: the run saw nothing
         await store.snapshots.begin(unbegun, cabinet)
     for ds in snapshots:
-        if ds not in replaced:
+        if ds not in replaced and cabinet is not None:
             totals.tombstoned += await store.snapshots.complete(ds, cabinet)
     log.info(
         "%s done: %d pages, %d rows fetched, %d rows written, %d tombstoned",

@@ -167,7 +167,9 @@ async def _per_sync(database: Database, since: datetime, cabinets: int) -> dict[
 async def _one_run(
     params: Params, emu: EmulatorProcess, kind: str, processes: int, tmp: Path
 ) -> dict[str, Any]:
-    jobs = params.cabinets * len(syncs())
+    # A fleet-wide sync runs one job for the whole fleet, the others one per cabinet.
+    fleet = [name for name, sync in syncs().items() if sync.fleet]
+    jobs = params.cabinets * (len(syncs()) - len(fleet)) + len(fleet)
     async with redis_under_test(kind) as redis:
         async with fresh_database(params.postgres, tmp, name="scaleout") as database_url:
             run = WorkerProcesses(
@@ -191,7 +193,7 @@ async def _one_run(
                     await run.until_listening(runtime.queue_prefix)
                     ids = [str(c.id) for c in await runtime.store.cabinets.list()]
                     queues = {name: runtime.queue(name) for name in syncs()}
-                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in syncs()})
+                    fanout = FanOut(queues, _constant(ids), {q: 1e9 for q in syncs()}, fleet=fleet)
                     figures = await _measured(
                         run, redis, runtime.database, fanout, queues, jobs, params
                     )

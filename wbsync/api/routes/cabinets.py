@@ -28,6 +28,7 @@ from wbsync.api.schemas import (
 )
 from wbsync.cabinets.cabinet_check import check_cabinet
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
+from wbsync.jobs.contract import FLEET_JOB
 from wbsync.jobs.model import job_id
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
@@ -214,24 +215,28 @@ async def trigger_sync(
     runtime: RuntimeDep,
     queue: Annotated[str, Path(description="One of the sync queues, e.g. rnp-finance-sync.")],
 ) -> JSONResponse:
-    """Run (queue, cabinet) now: 202 with the job id, or 409 naming the live job."""
+    """Run (queue, cabinet) now: 202 with the job id, or 409 naming the live job. A fleet-wide
+    queue's one job is the fleet's (``cabinet`` ``fleet``): it runs now, carried by a cabinet
+    that may ask (docs/data.md, "Fleet-wide datasets")."""
     _known_queue(queue)
     if not cabinet.active:
         raise Problem(409, "cabinet-inactive", "Conflict", f"cabinet {cabinet.id} is inactive")
-    result = await runtime.queue(queue).enqueue(str(cabinet.id))
-    context = {"cabinet": str(cabinet.id), "queue": queue, "job_id": result.job_id}
+    ref = FLEET_JOB if SYNCS[queue].fleet else str(cabinet.id)
+    result = await runtime.queue(queue).enqueue(ref)
+    context = {"cabinet": ref, "queue": queue, "job_id": result.job_id}
     if not result.added:
         log.info("trigger refused: job is live (%s)", result.state, extra=context)
+        whose = "the fleet" if ref == FLEET_JOB else f"cabinet {cabinet.id}"
         raise Problem(
             409,
             "job-live",
             "Conflict",
-            f"cabinet {cabinet.id} already has a live job {result.job_id} ({result.state})",
+            f"{whose} already has a live job {result.job_id} ({result.state})",
             job_id=result.job_id,
             job_state=result.state,
         )
     log.info("sync triggered", extra=context)
-    out = TriggerOut(job_id=result.job_id, queue=queue, cabinet=str(cabinet.id), state=result.state)
+    out = TriggerOut(job_id=result.job_id, queue=queue, cabinet=ref, state=result.state)
     return JSONResponse(out.model_dump(), status_code=202)
 
 

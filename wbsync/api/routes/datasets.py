@@ -7,7 +7,9 @@ from. A reader that keeps its cursor never misses a change and never reads one t
 (docs/data.md). An empty, malformed, future or other dataset's cursor is a 422 naming ``after``
 and the reason; one below the low-water mark is a 410 naming the mark and the snapshot route,
 which serves a consistent snapshot of the live rows to read the feed on from. A removed
-cabinet's feed answers until its tombstones are pruned.
+cabinet's feed answers until its tombstones are pruned. A fleet-wide dataset (its rows the same
+for every seller, stored once: ``Dataset.scope``) has the fleet's routes only; a cabinet's route
+for it is a 404 that names them.
 """
 
 from __future__ import annotations
@@ -60,14 +62,23 @@ At = Annotated[
 Limit = Annotated[int, Query(ge=1, le=FEED_PAGE_MAX, description="Changes per page at most.")]
 
 
-def _dataset(name: str) -> Dataset:
+def _dataset(name: str, cabinet_id: int | None = None) -> Dataset:
     try:
-        return DATASETS[name]
+        ds = DATASETS[name]
     except KeyError:
         known = ", ".join(sorted(DATASETS))
         raise Problem(
             404, "not-found", "Not found", f"no dataset {name!r}; known: {known}"
         ) from None
+    if ds.fleet and cabinet_id is not None:
+        raise Problem(
+            404,
+            "not-found",
+            "Not found",
+            f"dataset {name!r} is fleet-wide (one copy for every cabinet): no cabinet has a "
+            f"feed of it; read /api/v1/datasets/{name}/changes",
+        )
+    return ds
 
 
 def _refused(exc: FeedCursorError, ds: Dataset, field: str = "after") -> Problem:
@@ -94,7 +105,7 @@ def _refused(exc: FeedCursorError, ds: Dataset, field: str = "after") -> Problem
 async def _page(
     runtime: Runtime, name: str, after: str, limit: int, cabinet_id: int | None
 ) -> ChangePageOut:
-    ds = _dataset(name)
+    ds = _dataset(name, cabinet_id)
     try:
         page = await runtime.store.changes(ds, after=after, cabinet_id=cabinet_id, limit=limit)
     except FeedCursorError as exc:
@@ -105,7 +116,7 @@ async def _page(
 async def _snapshot(
     runtime: Runtime, name: str, at: str | None, after: str, limit: int, cabinet_id: int | None
 ) -> SnapshotPageOut:
-    ds = _dataset(name)
+    ds = _dataset(name, cabinet_id)
     try:
         page = await runtime.store.snapshot(
             ds, at=at, after=after, cabinet_id=cabinet_id, limit=limit

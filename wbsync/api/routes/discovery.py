@@ -43,12 +43,18 @@ class DatasetOut(BaseModel):
     table: str = Field(description="The table that holds its rows in the SQL mirror.")
     owner: str = Field(description="Who declared it: `wbsync`, or the plugin's name.")
     source: str = Field(description="Where its rows come from (the WB method).")
-    scope: DatasetScope = Field(description="Whose rows: `cabinet`, each cabinet its own.")
+    scope: DatasetScope = Field(
+        description="Whose rows: `cabinet`, each cabinet its own; `fleet`, the same for every "
+        "seller (WB's tariffs), stored once with no cabinet (`cabinet_id` null in its feed), "
+        "synced once per interval for the whole fleet, read by the fleet-wide feed only."
+    )
     kind: DatasetKind = Field(
         description="`snapshot`: a complete run tombstones the rows it no longer sees; "
         "`stream`: runs only add and update."
     )
-    key: list[KeyFieldOut] = Field(description="The natural key, per cabinet, in order.")
+    key: list[KeyFieldOut] = Field(
+        description="The natural key, in order (per cabinet unless `fleet`)."
+    )
     retention_days: int | None = Field(description="Rows older than this are pruned (by date).")
     tombstone_grace_days: int = Field(description="Days a tombstone stays in the feed.")
     high_water_mark: int = Field(description="The last sequence number given out (0: none).")

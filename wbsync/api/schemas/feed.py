@@ -37,7 +37,9 @@ class ChangeOut(BaseModel):
     """One row's last write: its sequence number, natural key, operation, WB's data."""
 
     seq: int
-    cabinet_id: int
+    cabinet_id: int | None = Field(
+        description="The cabinet whose row it is; null for a fleet-wide dataset's row."
+    )
     key: dict[str, int | str]
     op: ChangeOp = Field(
         description="insert: the row's first version (or its return after a delete); update: "

@@ -153,7 +153,8 @@ def downgrade() -> None:
     postgresql = op.get_bind().dialect.name == "postgresql"
     for _, table in _datasets():
         quoted = _quoted(table)
-        op.drop_index(op.f(f"ix_{table}_cabinet_id_seq"), table_name=table)
+        # A fleet-wide dataset's table (made later, from its declaration) has no cabinet index.
+        op.drop_index(op.f(f"ix_{table}_cabinet_id_seq"), table_name=table, if_exists=True)
         op.drop_index(op.f(f"ix_{table}_seq"), table_name=table)
         # Tombstoned rows were deleted at WB: the old schema cannot tell, so they go.
         op.execute(f"DELETE FROM {quoted} WHERE deleted_at IS NOT NULL")
