@@ -44,11 +44,12 @@ def test_exported_members() -> None:
 
 
 def test_the_built_ins_are_registered_through_the_registrar() -> None:
-    assert len(SYNCS) == 9
-    # The syncs' 14 methods, seller info and one /ping a section (the token check's).
+    assert len(SYNCS) == 12
+    # The syncs' 14 methods and the report tasks' 9, seller info and one /ping a section (the
+    # token check's).
     probes = {name for name, ep in ENDPOINTS.items() if ep.probe}
-    assert len(ENDPOINTS) == 14 + len(probes) and len(probes) == 1 + len(SECTIONS)
-    assert len(DATASETS) == 11
+    assert len(ENDPOINTS) == 14 + 9 + len(probes) and len(probes) == 1 + len(SECTIONS)
+    assert len(DATASETS) == 14
     assert {SYNCS.owner(q) for q in SYNCS} == {"wbsync"}
     assert {m for sync in SYNCS.values() for m in sync.methods} == set(ENDPOINTS) - probes
     assert {ds.name for sync in SYNCS.values() for ds in sync.stores} == set(DATASETS)

@@ -12,6 +12,7 @@ from wbsync.emulator import Emulator
 from wbsync.store.datasets import advert_stats_rows, funnel_history_rows
 from wbsync.syncs import SyncOptions
 from wbsync.syncs.autobidder import ACTIVE, biddable, campaign_items
+from wbsync.syncs.reports.warehouse_remains import warehouse_rows
 
 Rows = list[dict[str, Any]]
 
@@ -56,4 +57,22 @@ def expected_datasets(
         "cards": emu.expected(seller, "content.cards_list"),
         "prices": emu.expected(seller, "prices.goods_list"),
         "acceptance_coefficients": emu.expected(seller, "tariffs.acceptance_coefficients"),
+        **_report_tasks(emu, seller, today=today, options=options),
+    }
+
+
+def _report_tasks(
+    emu: Emulator, seller: str, *, today: date, options: SyncOptions
+) -> dict[str, Rows]:
+    """The report tasks' datasets after a first run: the horizon's days, the whole stock."""
+    since = today - timedelta(days=options.report_horizon_days - 1)
+    items = emu.expected(seller, "analytics.warehouse_remains")
+    return {
+        "paid_storage": emu.expected(
+            seller, "analytics.paid_storage", date_from=since, date_to=today
+        ),
+        "acceptance_report": emu.expected(
+            seller, "analytics.acceptance_report", date_from=since, date_to=today
+        ),
+        "warehouse_remains": [row for item in items for row in warehouse_rows(item)],
     }

@@ -1,6 +1,7 @@
 """Storage for what plugins declare, without migration code of their own.
 
-* A dataset a plugin declares gets its standard table (``wb_<name>``: cabinet, key columns, the
+* A dataset a plugin declares (or a built-in one that wbsync's migrations do not create,
+  ``schema.MIGRATED_DATASETS``) gets its standard table (``wb_<name>``: cabinet, key columns, the
   row, when it last changed, the sequence number of its last write, its tombstone; the shape of
   every dataset table, ``schema.dataset_table``) from :func:`create_declared_tables`, which
   ``Database.migrate`` runs under its migration lock after wbsync's own migrations; each table
@@ -25,9 +26,9 @@ from pathlib import Path
 from sqlalchemy import Connection, select
 
 from wbsync.errors import StoreError
-from wbsync.registry import BUILTIN, Claim, Table
+from wbsync.registry import Claim, Table
 from wbsync.store.datasets import DATASETS
-from wbsync.store.schema import dataset_table, declared_datasets, utcnow
+from wbsync.store.schema import dataset_table, declared_datasets, migrated, utcnow
 
 __all__ = ["MIGRATION_BRANCHES", "AlembicBranch", "create_declared_tables"]
 
@@ -61,7 +62,7 @@ def create_declared_tables(conn: Connection) -> list[str]:
     created = []
     for name, ds in DATASETS.items():
         owner = DATASETS.owner(name)
-        if owner == BUILTIN or owner is None:
+        if migrated(name) or owner is None:
             continue
         key = [[k.column, k.kind] for k in ds.key]
         known = recorded.get(name)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any
 
 from wbsync.store.cabinets import Cabinet, CabinetRef, CabinetRepository
@@ -21,6 +21,7 @@ from wbsync.store.columns import read_column, set_column
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue
+from wbsync.store.datasets import dataset as dataset_of
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger
 from wbsync.store.marks import WaterMarks, water_marks
@@ -30,6 +31,7 @@ from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
 from wbsync.store.snapshots import SnapshotRepository
 from wbsync.store.suspensions import Suspension, SuspensionRepository
+from wbsync.store.windows import tombstone_window
 
 __all__ = ["Store"]
 
@@ -112,6 +114,19 @@ class Store:
             begin=(lambda: self.snapshots.begin(dataset, cabinet_id)) if begin else None,
             whole=whole,
         )
+
+    async def tombstone_window(
+        self,
+        dataset: str | Dataset,
+        cabinet_id: int,
+        first: date,
+        last: date,
+        keep: Collection[tuple[KeyValue, ...]],
+    ) -> int:
+        """Tombstone the cabinet's live rows of ``dataset`` dated ``first`` to ``last`` whose
+        keys are not in ``keep`` (a report of that window no longer has them); how many."""
+        ds = dataset_of(dataset)
+        return await tombstone_window(self.database, self._rows, ds, cabinet_id, first, last, keep)
 
     async def changes(
         self,

@@ -1,8 +1,10 @@
-"""The nine built-in syncs: one module each, pulling a cabinet's data page by page through the
+"""The built-in syncs: one module each, pulling a cabinet's data page by page through the
 client, declared in ``SYNCS`` through the same registrar a plugin gets (``wbsync.extend``).
 
 Long syncs (multi-page) are wrapped by the reschedule service in the job layer; short ones
-(pricing-bulk, booking-slot-monitor) are not.
+(pricing-bulk, booking-slot-monitor) are not. The report task syncs (``wbsync.syncs.reports``)
+are declared as a plugin declares a :class:`~wbsync.syncs.reports.ReportTask`; their tables come
+from their declarations, as a plugin's do.
 """
 
 from wbsync.errors import TokenError
@@ -19,6 +21,7 @@ from wbsync.syncs import (
     sections,
 )
 from wbsync.syncs.base import SYNCS, BidRule, Sync, SyncInput, SyncOptions, SyncPage
+from wbsync.syncs.reports import acceptance, paid_storage, warehouse_remains
 from wbsync.syncs.runner import SyncTotals, run_sync
 from wbsync.wb.endpoints import check_token
 from wbsync.wb.tokens import WbToken
@@ -35,6 +38,9 @@ _builtin.declare(
     catalog.SYNC,
     pricing.SYNC,
     booking.SYNC,
+    paid_storage.SYNC,
+    warehouse_remains.SYNC,
+    acceptance.SYNC,
 )
 _builtin.commit()
 

@@ -395,14 +395,17 @@ class WbClient:
         status = reply.status
         words = wb_words(status, reply.headers, reply.content)
         rid = _request_id(reply.headers, _json_or_none(reply.content))
-        # A probe's 404 is reported by its caller; only a sync's stops the section (a proxy
-        # that serves every section but not /ping must not stop the syncs).
-        if status == 404 and is_path_not_found(words) and not ep.probe:
-            return self._path_not_found(ep, rid, words)
         error_type = _ERRORS.get(status, WbRequestError)
         message = "WB refused the request" + ("" if words else f": {reply.reason}")
         error = error_type(message, method=ep.name, status=status, request_id=rid, words=words)
         error.section = ep.section.name  # what a refusal for good suspends (``refusals.py``)
+        # A probe's 404 is reported by its caller; only a sync's stops the section (a proxy
+        # that serves every section but not /ping must not stop the syncs). A 404 its method
+        # declares as "no data" is WB's answer, not a wrong path: a report task's status for
+        # an id WB does not know is a bare "Not Found: not found".
+        if status == 404 and is_path_not_found(words) and not ep.probe:
+            if not ep.says_no_data(error):
+                return self._path_not_found(ep, rid, words)
         return error
 
     def _path_not_found(
