@@ -253,7 +253,10 @@ class ReportTask:
             if not cursor.get("built"):
                 state = await self._state(client, task_id)
                 if state in BUILDING:
-                    self._check_deadline(cursor, inp, state)
+                    late = self._late(cursor, inp, state)
+                    if late is not None:
+                        yield SyncPage.checkpoint(self._afresh(cursor))
+                        raise late
                     await self._wait(client, task_id)
                     continue
                 if state == "done":
@@ -265,7 +268,25 @@ class ReportTask:
                     yield self.rows(reply, self.download)
                     return
                 state = "unknown to WB at download"
-            cursor = self._lost(cursor, inp, state)
+            again = int(cursor.get("recreated") or 0) + 1
+            bound = inp.options.report_recreate_max
+            if again > bound:
+                yield SyncPage.checkpoint(self._afresh(cursor))
+                raise WbReportError(
+                    f"WB lost report {self.report} again (task {task_id}: {state}), {again} "
+                    f"times for one window, past WBSYNC_REPORT_RECREATE_MAX ({bound}); the "
+                    "next attempt asks WB for it again",
+                    method=self.status.name,
+                )
+            log.warning(
+                "%s: task %s is %s; creating it again (%d of at most %d)",
+                self.name,
+                task_id,
+                state,
+                again,
+                bound,
+            )
+            cursor = {**self._afresh(cursor), "recreated": again}
 
     async def _create(self, client: WbClient, window: Window | None) -> str:
         reply = await client.call(self.create, params=self.params(window))
@@ -298,38 +319,26 @@ class ReportTask:
 
         await wait_for_upstream(wait_ms, pending)
 
-    def _check_deadline(self, cursor: Cursor, inp: SyncInput, state: str) -> None:
+    def _late(self, cursor: Cursor, inp: SyncInput, state: str) -> WbReportError | None:
+        """The failure of a task WB has not built within the deadline, else None."""
         deadline_ms = inp.options.report_deadline_s * 1000.0
         waited_ms = clock.now_ms() - float(cursor.get("created_ms") or 0)
-        if waited_ms > deadline_ms:
-            raise WbReportError(
-                f"WB has not built report {self.report} (task {cursor['task_id']}, still "
-                f"{state!r}) {waited_ms / 1000.0:.0f} s after it was created, past the "
-                f"{deadline_ms / 1000.0:.0f} s deadline (WBSYNC_REPORT_DEADLINE_S, scaled); "
-                "the next attempt asks WB for it again",
-                method=self.status.name,
-            )
-
-    def _lost(self, cursor: Cursor, inp: SyncInput, state: str) -> Cursor:
-        """The cursor that creates the window's task again, within the bound."""
-        again = int(cursor.get("recreated") or 0) + 1
-        bound = inp.options.report_recreate_max
-        if again > bound:
-            raise WbReportError(
-                f"WB lost report {self.report} again (task {cursor['task_id']}: {state}), "
-                f"{again} times for one window, past WBSYNC_REPORT_RECREATE_MAX ({bound})",
-                method=self.status.name,
-            )
-        log.warning(
-            "%s: task %s is %s; creating it again (%d of at most %d)",
-            self.name,
-            cursor["task_id"],
-            state,
-            again,
-            bound,
+        if waited_ms <= deadline_ms:
+            return None
+        return WbReportError(
+            f"WB has not built report {self.report} (task {cursor['task_id']}, still "
+            f"{state!r}) {waited_ms / 1000.0:.1f} s after it was created, past the "
+            f"{deadline_ms / 1000.0:.1f} s deadline (WBSYNC_REPORT_DEADLINE_S, scaled); the "
+            "next attempt asks WB for it again",
+            method=self.status.name,
         )
-        fields = ("task_id", "created_ms", "built")
-        return {**{k: v for k, v in cursor.items() if k not in fields}, "recreated": again}
+
+    @staticmethod
+    def _afresh(cursor: Cursor) -> Cursor:
+        """The cursor of the window in flight without its task: the window's task is created
+        again (a lost task's count of recreations is the caller's to set)."""
+        dropped = ("task_id", "created_ms", "built", "recreated")
+        return {k: v for k, v in cursor.items() if k not in dropped}
 
     @staticmethod
     def _at(ep: Endpoint, task_id: str) -> Endpoint:
