@@ -179,6 +179,13 @@ class WbClient:
         limit = ep.limit_for(self._token.type, self._options.limit_overrides)
         return BucketScope(cabinet=self._token.seller_id, group=ep.group, limit=limit)
 
+    async def ready_in_ms(self, ep: Endpoint) -> float:
+        """Milliseconds until a call of ``ep`` could take its budget's token (0: now), read
+        from the shared bucket without taking anything. What a caller that can choose when to
+        call (a report task's status poll) times its call by."""
+        result = await self._limiter.peek(self.scope(ep))
+        return 0.0 if result.acquired else float(result.wait_ms)
+
     def _client(self) -> HttpPool:
         if self._closed:
             raise RuntimeError(f"WbClient for cabinet {self.cabinet!r} is closed")

@@ -48,7 +48,7 @@ from urllib.parse import quote
 
 from wbsync import clock
 from wbsync.context import wait_for_upstream
-from wbsync.errors import ReportPending, WbReportError
+from wbsync.errors import RateLimitDeferred, ReportPending, WbReportError
 from wbsync.store.datasets import Dataset
 from wbsync.syncs.base import Count, Cursor, CursorShape, Flag, Sync, SyncInput, SyncPage, Text
 from wbsync.syncs.base import optional as _optional
@@ -250,6 +250,7 @@ class ReportTask:
                 cursor.pop("built", None)
                 yield SyncPage.checkpoint(cursor)
                 await self._wait(client, task_id)
+            lost = None
             if not cursor.get("built"):
                 state = await self._state(client, task_id)
                 if state in BUILDING:
@@ -259,21 +260,27 @@ class ReportTask:
                         raise late
                     await self._wait(client, task_id)
                     continue
-                if state == "done":
-                    cursor = {**cursor, "built": True}
-                    yield SyncPage.checkpoint(cursor)
-            if cursor.get("built"):
-                reply = await client.call(self._at(self.download, task_id))
+                if state != "done":
+                    lost = state
+            if lost is None:
+                try:
+                    reply = await client.call(self._at(self.download, task_id))
+                except RateLimitDeferred:
+                    # The download's budget is spent: the resumed run downloads without asking
+                    # for the status again.
+                    if not cursor.get("built"):
+                        yield SyncPage.checkpoint({**cursor, "built": True})
+                    raise
                 if not reply.no_data:
                     yield self.rows(reply, self.download)
                     return
-                state = "unknown to WB at download"
+                lost = "unknown to WB at download"
             again = int(cursor.get("recreated") or 0) + 1
             bound = inp.options.report_recreate_max
             if again > bound:
                 yield SyncPage.checkpoint(self._afresh(cursor))
                 raise WbReportError(
-                    f"WB lost report {self.report} again (task {task_id}: {state}), {again} "
+                    f"WB lost report {self.report} again (task {task_id}: {lost}), {again} "
                     f"times for one window, past WBSYNC_REPORT_RECREATE_MAX ({bound}); the "
                     "next attempt asks WB for it again",
                     method=self.status.name,
@@ -282,7 +289,7 @@ class ReportTask:
                 "%s: task %s is %s; creating it again (%d of at most %d)",
                 self.name,
                 task_id,
-                state,
+                lost,
                 again,
                 bound,
             )
@@ -310,9 +317,13 @@ class ReportTask:
         return state
 
     async def _wait(self, client: WbClient, task_id: str) -> None:
-        """One poll interval of the status method: a deferral inside a job."""
+        """Until the status is worth asking: one poll interval of the status method (WB's limit
+        for the token's type), or longer when the download's budget opens later (the report
+        could not be downloaded sooner anyway: one status call a window, not one a poll
+        interval). A deferral inside a job."""
         scope = client.scope(self.status)
-        wait_ms = scope.limit.interval_ms * client.options.time_scale
+        poll_ms = scope.limit.interval_ms * client.options.time_scale
+        wait_ms = max(poll_ms, await client.ready_in_ms(self.download))
 
         def pending() -> ReportPending:
             return ReportPending(round(wait_ms), scope, report=self.report, task_id=task_id)
