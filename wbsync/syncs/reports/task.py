@@ -12,14 +12,16 @@ windows WB accepts, the dataset its rows go to) and :meth:`ReportTask.sync` make
 window by window, oldest first:
 
 1. create the window's task and save its id in the cursor (a checkpoint page);
-2. wait one poll interval of the status method (WB's limit for the token's type; 5 s for a
-   Personal token) while WB builds the report, then poll the status. The wait is not ours: it
-   goes through ``wbsync.context.wait_for_upstream``, so inside a job it is a deferral
-   (``ReportPending``: the job gives its slot back and spends no attempt, labelled ``report``)
-   and only outside one (a sync run in place) is it slept. Nothing here loops on a status
-   inside a job;
-3. once WB says ``done``, note it in the cursor and download the report: a deferral on the
-   download's 1-a-minute budget resumes straight at the download;
+2. wait, with the slot given back, until the status is worth asking: one poll interval of the
+   status method (WB's limit for the token's type; 5 s for a Personal token), or longer when
+   the download's budget (1 a minute) opens later, since the report could not be downloaded
+   sooner anyway: a window then costs one status call. The wait is not ours: it goes through
+   ``wbsync.context.wait_for_upstream``, so inside a job it is a deferral (``ReportPending``:
+   the job gives its slot back and spends no attempt, labelled ``report``) and only outside one
+   (a sync run in place) is it slept. Nothing here loops on a status inside a job;
+3. ask the status; while WB is still building, wait again (2.); once ``done``, download the
+   report. A deferral on the download's budget first notes in the cursor that WB built it, so
+   the resumed run downloads without asking the status again;
 4. store the rows as one page, through the dataset machinery (written only where they changed,
    in the change feed). A dated report's window is the whole truth for its days: the cabinet's
    rows of those days that the report no longer holds are tombstoned (``Store.tombstone_window``)
@@ -30,7 +32,8 @@ window by window, oldest first:
 A crash, a stop or a deferral resumes from the saved task id. A task WB lost (``purged``,
 ``canceled``, or a 404 for its id) is created again, at most ``report_recreate_max`` times for
 one window; a task WB has not built ``report_deadline_s`` after its creation fails the attempt
-(``WbReportError``, with that reason): the next attempt creates the window's task again.
+(``WbReportError``, with that reason). Either failure first saves the cursor without the task,
+so the next attempt creates the window's task again.
 
 Dated reports are incremental: the cursor keeps the last day stored (``synced_to``), and a later
 run asks again for ``report_recent_days`` before it up to today (WB recalculates recent days);
