@@ -50,7 +50,7 @@ class Migration:
     before: str | None
     after: str | None
     tables: tuple[str, ...] = ()
-    """The standard tables created for plugins' datasets."""
+    """The standard tables created for declared datasets (plugins', and wbsync's report tasks')."""
 
     @property
     def action(self) -> str:
@@ -61,7 +61,7 @@ class Migration:
 
     def __str__(self) -> str:
         if self.tables:
-            made = f"; tables created for plugins' datasets: {', '.join(self.tables)}"
+            made = f"; tables created for declared datasets: {', '.join(self.tables)}"
             return self._revisions() + made
         return self._revisions()
 
