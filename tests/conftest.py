@@ -22,21 +22,27 @@ from tests.support.databases import (
     POSTGRES_ENV,
     TEST_SECRET_KEY,
     DatabaseFactory,
+    builtin_datasets,
 )
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import FAST
-from wbsync import eventloop
+from wbsync import syncs
 from wbsync.emulator import running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import LimiterOptions, RateLimiter
-from wbsync.redis_server import redis_url as resolve_redis_url
+from wbsync.redis.redis_server import redis_url as resolve_redis_url
 from wbsync.store import Database, Store
-from wbsync.store.schema import metadata
+from wbsync.store.schema import model
+from wbsync.system import eventloop
 
 # The suite runs stock wbsync: an installed plugin (the example, `make test` installs it) is
 # loaded only by a test that allows it (tests/test_example_plugin.py), in its own processes;
 # commands run in process would otherwise register it for every later test.
 os.environ.setdefault("WBSYNC_PLUGINS", "[]")
+
+# The built-in syncs with their WB methods and datasets, registered as every command of wbsync
+# registers them (each is declared in its sync's module); a test of the store alone needs them.
+assert syncs.SYNCS
 
 
 @pytest.fixture(autouse=True)
@@ -109,7 +115,7 @@ async def database(db_backend: str, database_factory: DatabaseFactory) -> AsyncI
     """A started Database migrated to head, with every table empty."""
     async with Database(await database_factory.migrated_url(db_backend)) as db:
         async with db.transaction() as conn:
-            for table in reversed(metadata.sorted_tables):
+            for table in reversed(model(builtin_datasets()).sorted_tables):
                 await conn.execute(delete(table))
         yield db
 
@@ -135,7 +141,7 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
-    """The suite's tests run on the loop wbsync's processes run on (``wbsync.eventloop``)."""
+    """The suite's tests run on the loop wbsync's processes run on (``wbsync.system.eventloop``)."""
     return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}
 
 

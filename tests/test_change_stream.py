@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from wbsync import keys
-from wbsync.change_stream import ChangeStream
+from wbsync.redis import keys
+from wbsync.shared.change_stream import ChangeStream
 from wbsync.store import Store
 from wbsync.store.changes import ChangeEvent
 

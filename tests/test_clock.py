@@ -10,9 +10,9 @@ import pytest
 
 from tests.support.calendar import reading
 from tests.support.waiting import wait_for
-from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig
+from wbsync.system import clock
 
 DAY_S = 86_400.0
 ORIGIN = datetime(2026, 12, 1, tzinfo=UTC)

@@ -21,8 +21,9 @@ from redis.asyncio.cluster import RedisCluster
 from tests.support.databases import DatabaseFactory
 from tests.support.jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
 from tests.support.waiting import wait_for
-from wbsync import clock, keys, redis_bounds, redis_client
 from wbsync.api import create_app
+from wbsync.composition.service import active_cabinet_ids
+from wbsync.composition.workers import build_workers
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
@@ -36,15 +37,15 @@ from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
 from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
-from wbsync.redis_cluster import EmbeddedCluster
-from wbsync.runtime import Runtime
-from wbsync.service import active_cabinet_ids
+from wbsync.redis import keys, redis_bounds, redis_client
+from wbsync.redis.redis_cluster import EmbeddedCluster
+from wbsync.redis.throughput import Throughput
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
-from wbsync.throughput import Throughput
-from wbsync.wb import endpoints as eps
-from wbsync.workers import build_workers
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.system import clock
 
 
 @pytest.fixture(scope="session")
@@ -281,10 +282,10 @@ async def test_a_command_on_a_connection_dropped_under_it_is_sent_again_on_a_fre
         throughput = Throughput(client, prefix=prefix)
         await throughput.record("q-drop", pages=1)
         minute = keys.throughput_key(prefix, "q-drop", int(clock.now_ms() // 60_000))
-        caplog.set_level(logging.WARNING, logger="wbsync.throughput")
+        caplog.set_level(logging.WARNING, logger="wbsync.redis.throughput")
         _, fresh = await _dropped_under(client, minute, throughput.record("q-drop", pages=1))
         assert fresh == 1
-        assert not [r for r in caplog.records if r.name == "wbsync.throughput"]
+        assert not [r for r in caplog.records if r.name == "wbsync.redis.throughput"]
     finally:
         await client.aclose()
 
@@ -327,7 +328,7 @@ async def test_a_job_that_meets_a_dropped_connection_completes_in_its_first_run(
 
 PENALIZE = """
 import asyncio, sys
-from wbsync import redis_client
+from wbsync.redis import redis_client
 from wbsync.ratelimit import BucketScope, Limit, LimiterOptions, RateLimiter
 async def main():
     redis = redis_client.connect(sys.argv[1])
@@ -432,7 +433,7 @@ async def test_fan_out_syncs_and_the_status_page_on_the_cluster(
         for i, s in enumerate(SELLERS[:2])
     ]
     held = cabinets[0]
-    window = runtime.client(held).scope(eps.FINANCE_DETAILED_REPORT)
+    window = runtime.client(held).scope(FINANCE_DETAILED_REPORT)
     # Its finance window stays closed as long as anything may close it (18 s at this scale).
     await runtime.limiter.penalize(window, runtime.limiter.max_wait_ms)
     outcomes: list[Outcome] = []
@@ -545,7 +546,7 @@ async def test_a_failover_mid_run_spends_no_attempt_and_orphans_no_job(
 
 async def _keep_busy(runtime: Runtime, cabinets: list[Cabinet], stop: asyncio.Event) -> None:
     """Read the cabinets' finance buckets until ``stop``; a failing read is the fail-over's."""
-    scopes = [runtime.client(c).scope(eps.FINANCE_DETAILED_REPORT) for c in cabinets]
+    scopes = [runtime.client(c).scope(FINANCE_DETAILED_REPORT) for c in cabinets]
     while not stop.is_set():
         with contextlib.suppress(RedisUnavailableError):
             await runtime.limiter.peek_many(scopes)

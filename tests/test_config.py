@@ -19,7 +19,7 @@ SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
 def test_the_settings_page_is_generated_from_the_settings() -> None:
     """docs/settings.md is `wbsync settings --markdown`: regenerate it when a setting changes."""
-    from wbsync.settings_doc import settings_markdown
+    from wbsync.config.settings_doc import settings_markdown
 
     page = settings_markdown()
     assert all(f"| `WBSYNC_{name.upper()}` |" in page for name in Settings.model_fields)
@@ -32,7 +32,7 @@ def test_a_settings_environment_gives_back_the_same_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``Settings.environment``: every setting set by its variable, secrets included; read
-    back, the same settings (how a benchmark starts its workers)."""
+    back, the same settings (how a process starts children on its own settings)."""
     from datetime import UTC, datetime
 
     from wbsync.config import QUEUE_OPTIONS, get_settings
@@ -157,7 +157,8 @@ def test_the_installed_command_prints_one_line_and_no_traceback(tmp_path: Path) 
 
 def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
     from wbsync.ratelimit import Limit
-    from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, PRICES_UPLOAD_TASK
+    from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+    from wbsync.syncs.pricing import PRICES_UPLOAD_TASK
     from wbsync.wb.tokens import TokenType
 
     settings = Settings.model_validate(
@@ -196,8 +197,8 @@ def test_limit_overrides_replace_a_groups_limit_per_token_type() -> None:
 def test_a_bad_limit_override_is_refused_at_start_in_one_line(
     monkeypatch: pytest.MonkeyPatch, overrides: str, message: str
 ) -> None:
+    from wbsync.composition.startup import load_settings
     from wbsync.config import get_settings
-    from wbsync.startup import load_settings
 
     monkeypatch.setenv("WBSYNC_LIMIT_OVERRIDES", overrides)
     get_settings.cache_clear()
@@ -210,7 +211,7 @@ def test_a_bad_limit_override_is_refused_at_start_in_one_line(
 
 
 def test_a_limit_group_not_loaded_here_is_named_not_refused() -> None:
-    from wbsync.startup import check, not_loaded_here
+    from wbsync.composition.startup import check, not_loaded_here
 
     settings = Settings.model_validate(
         {"limit_overrides": {"finance": {"period_s": 90, "burst": 1}}}

@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from wbsync.context import (
+from wbsync.errors import RateLimitDeferred, ReportPending
+from wbsync.observability.context import (
     JobInfo,
     correlation,
     correlation_id,
@@ -20,8 +21,7 @@ from wbsync.context import (
     running_job,
     wait_for_upstream,
 )
-from wbsync.errors import RateLimitDeferred, ReportPending
-from wbsync.logs import ContextFilter, JsonFormatter
+from wbsync.observability.logs import ContextFilter, JsonFormatter
 from wbsync.ratelimit import BucketScope, Limit
 
 

@@ -15,10 +15,10 @@ import typer.main
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from wbsync import metrics
 from wbsync.api.attention import EXPIRING_WITHIN_DAYS
 from wbsync.cli import app
 from wbsync.config import Settings
+from wbsync.observability import metrics
 from wbsync.syncs import SYNCS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import ROOT
-from wbsync import eventloop
+from wbsync.system import eventloop
 
 uvloop = pytest.importorskip("uvloop")  # where it has no build, asyncio's loop runs
 
@@ -42,7 +42,7 @@ def test_run_gives_back_the_result_and_closes_its_loop() -> None:
 _HUNG = """
 import asyncio
 
-from wbsync import eventloop
+from wbsync.system import eventloop
 
 
 def test_waits_forever_in_the_loop():

@@ -1,11 +1,12 @@
-"""The example plugin (examples/wbsync-deductions) end to end, as an installed package: migrate,
-the emulator serving its method, a worker syncing it (rows exact, deferred on its own bucket),
-the status page and metrics showing it, and a stock process sharing the database and Redis that
-shows it as not loaded here, with 200s.
+"""The example plugins (examples/wbsync-deductions and examples/wbsync-supplies) end to end, as
+installed packages side by side: migrate, the emulator serving their methods, a worker syncing
+both (rows exact: deductions deferred on its own bucket, supplies paged to the end of WB's list),
+the status page and metrics showing them, and a stock process sharing the database and Redis
+that shows them as not loaded here, with 200s.
 
-`make test` installs the example into the suite's environment (pip); elsewhere the test gives
-its processes the example's sources and a distribution with its entry points on PYTHONPATH, so
-it runs either way. Every process that loads the plugin is a subprocess: this one stays stock.
+`make test` installs the examples into the suite's environment (pip); elsewhere the test gives
+its processes the examples' sources and distributions with their entry points on PYTHONPATH, so
+it runs either way. Every process that loads a plugin is a subprocess: this one stays stock.
 """
 
 from __future__ import annotations
@@ -29,10 +30,14 @@ import pytest
 from tests.support.api import API_KEY, AUTH
 from tests.support.plugins import EMULATOR_GROUP, GROUP, install, plugin_env
 from wbsync.emulator import Emulator, EmulatorConfig
-from wbsync.procs import free_port
+from wbsync.system.procs import free_port
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "wbsync-deductions"
 QUEUE = "wb-deductions-sync"
+DEDUCTIONS_GROUP = "analytics.deductions"
+SUPPLIES = Path(__file__).parents[1] / "examples" / "wbsync-supplies"
+SUPPLIES_QUEUE = "wb-supplies-sync"
+SUPPLIES_PAGE = 7  # the emulator's page of the supplies list: a seller's 50 supplies in 8 pages
 SELLER = "7d2b4a1e-0c9f-4e51-9a30-5c1d8f2e6b47"
 SCALE = 0.01  # WB's minute is 0.6 s; the deferral threshold 50 ms
 SEED = 11
@@ -41,19 +46,19 @@ SECRET = "example-plugin-secret-key"
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """What the processes need on PYTHONPATH to find the plugin (nothing when pip-installed)."""
-    try:
-        distribution("wbsync-deductions")
-        return []
-    except PackageNotFoundError:
-        entries = {
-            GROUP: {"deductions": "wbsync_deductions:register"},
-            EMULATOR_GROUP: {"deductions": "wbsync_deductions:register_emulated"},
-        }
-        return [
-            install(tmp_path_factory.mktemp("site"), "wbsync-deductions", entries),
-            EXAMPLE / "src",
-        ]
+    """What the processes need on PYTHONPATH to find the plugins (nothing when pip-installed)."""
+    found: list[Path] = []
+    for name, example in (("deductions", EXAMPLE), ("supplies", SUPPLIES)):
+        try:
+            distribution(f"wbsync-{name}")
+        except PackageNotFoundError:
+            entries = {
+                GROUP: {name: f"wbsync_{name}:register"},
+                EMULATOR_GROUP: {name: f"wbsync_{name}:register_emulated"},
+            }
+            found += [install(tmp_path_factory.mktemp("site"), f"wbsync-{name}", entries)]
+            found += [example / "src"]
+    return found
 
 
 def _expected_rows(anchor: date) -> list[dict[str, Any]]:
@@ -108,29 +113,41 @@ def _wbsync(env: dict[str, str], *argv: str) -> str:
     return done.stdout
 
 
-def _stored(db: Path) -> list[dict[str, Any]]:
+def _stored(db: Path, table: str = "wb_deductions") -> list[dict[str, Any]]:
     with sqlite3.connect(db) as conn:
-        return [json.loads(data) for (data,) in conn.execute("SELECT data FROM wb_deductions")]
+        query = f"SELECT data FROM {table} WHERE deleted_at IS NULL"
+        return [json.loads(data) for (data,) in conn.execute(query)]
 
 
 def _key(row: dict[str, Any]) -> tuple[int, str, int]:
     return (row["nmId"], row["dtBonus"], row["newShkId"])
 
 
-def run_of(status: dict[str, Any]) -> dict[str, Any]:
-    """The plugin queue's last runs in a one-cabinet status."""
+def _supply(row: dict[str, Any]) -> tuple[int, int]:
+    return (row["preorderID"], row["supplyID"] or 0)
+
+
+def run_of(status: dict[str, Any], queue: str = QUEUE) -> dict[str, Any]:
+    """A plugin queue's last runs in a one-cabinet status."""
     [cabinet] = status["cabinets"]
-    found: list[dict[str, Any]] = [r for r in cabinet["runs"] if r["queue"] == QUEUE]
+    found: list[dict[str, Any]] = [r for r in cabinet["runs"] if r["queue"] == queue]
     assert len(found) == 1
     return found[0]
 
 
-def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
+def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
     tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
 ) -> None:
     anchor = date.today()
     (tmp_path / "emulator.json").write_text(
-        json.dumps({"seed": SEED, "anchor_date": anchor.isoformat(), "time_scale": SCALE})
+        json.dumps(
+            {
+                "seed": SEED,
+                "anchor_date": anchor.isoformat(),
+                "time_scale": SCALE,
+                "page_size": {"supplies.list": SUPPLIES_PAGE},
+            }
+        )
     )
     db = tmp_path / "wbsync.db"
     emulator_port, run_port, stock_port = free_port(), free_port(), free_port()
@@ -143,20 +160,31 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
         "WBSYNC_TIME_SCALE": str(SCALE),
         "WBSYNC_WB_BASE_URL": f"http://127.0.0.1:{emulator_port}",
     }
-    with_plugin = plugin_env(*sites, **common, WBSYNC_PLUGINS='["deductions"]')
+    with_plugin = plugin_env(
+        *sites,
+        **common,
+        WBSYNC_PLUGINS='["deductions", "supplies"]',
+        # A page of deductions every 3 WB minutes (1.8 s), not WB's one a minute (0.6 s):
+        # storing a page of 1000 rows on a busy machine can take longer than 0.6 s, and then
+        # page 2 finds its token back and never defers.
+        WBSYNC_LIMIT_OVERRIDES=json.dumps(
+            {DEDUCTIONS_GROUP: {"period_s": 180, "limit": 1, "burst": 1}}
+        ),
+    )
     stock = plugin_env(*sites, **common, WBSYNC_PLUGINS="[]")
 
     migrated = _wbsync(with_plugin, "migrate")
     assert "tables created for declared datasets: " in migrated
-    assert "wb_deductions" in migrated.rsplit(": ", 1)[1]
+    made = migrated.rsplit(": ", 1)[1]  # wbsync's report tasks' tables come first
+    assert made.strip().endswith("wb_deductions, wb_supplies"), made
     token = Emulator(EmulatorConfig(seed=SEED)).token(SELLER)
     _wbsync(with_plugin, "cabinets", "add", "shop", "--token", token)
 
     emulator = ["emulator", "--port", str(emulator_port), "-c", str(tmp_path / "emulator.json")]
     emulator += ["--sandbox-port", str(free_port())]
-    run = ["run", "--with-api", "--queues", QUEUE, "--port", str(run_port)]
+    run = ["run", "--with-api", "--queues", f"{QUEUE},{SUPPLIES_QUEUE}", "--port", str(run_port)]
     expected = sorted(_expected_rows(anchor), key=_key)
-    assert len(expected) > 2000  # three pages of 1000: waits on the 1-a-minute bucket
+    assert len(expected) > 2000  # three pages of 1000: waits on the plugin's bucket
     with (
         _serving(emulator, with_plugin, f"http://127.0.0.1:{emulator_port}/"),
         _serving(run, with_plugin, f"http://127.0.0.1:{run_port}/healthz"),
@@ -172,26 +200,42 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
             params={"seller": SELLER},
         )
         assert sorted(served.json(), key=_key) == expected
+        # The supplies, paged to the end of the list, are what the emulator says it serves.
+        supplies = httpx.get(
+            f"http://127.0.0.1:{emulator_port}/__emulator/expected/supplies.list",
+            params={"seller": SELLER},
+        ).json()
+        assert len(supplies) > 3 * SUPPLIES_PAGE
+        while len(_stored(db, "wb_supplies")) < len(supplies):
+            assert time.monotonic() < deadline, f"{len(_stored(db, 'wb_supplies'))} supplies"
+            time.sleep(0.1)
+        assert sorted(_stored(db, "wb_supplies"), key=_supply) == sorted(supplies, key=_supply)
 
         base = f"http://127.0.0.1:{run_port}"
         metrics = httpx.get(f"{base}/metrics", headers=AUTH).text
         deferred = (
-            f'wbsync_rate_limit_reschedules_total{{queue="{QUEUE}",scope="analytics.deductions"}}'
+            f'wbsync_rate_limit_reschedules_total{{queue="{QUEUE}",scope="{DEDUCTIONS_GROUP}"}}'
         )
-        [line] = [line for line in metrics.splitlines() if line.startswith(deferred)]
-        assert float(line.split()[-1]) >= 1  # page 2 waits a minute after page 1, at any speed
+        found = [line for line in metrics.splitlines() if line.startswith(deferred)]
+        assert len(found) == 1, [line for line in metrics.splitlines() if "reschedules" in line]
+        [line] = found
+        assert float(line.split()[-1]) >= 1  # page 2 waits 3 minutes after page 1: deferred
         assert f'wbsync_sync_rows_total{{queue="{QUEUE}"}}' in metrics
 
         deadline = time.monotonic() + 30
         while True:  # the status index is rebuilt within its TTL
             status = httpx.get(f"{base}/api/v1/status", headers=AUTH).json()
-            if status["cabinets"] and status["cabinets"][0]["runs"]:
+            runs = status["cabinets"][0]["runs"] if status["cabinets"] else []
+            if {QUEUE, SUPPLIES_QUEUE} <= {r["queue"] for r in runs}:
                 break
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert run_of(status)["loaded"] is True
         assert run_of(status)["success_rows"] == len(expected)
-        assert QUEUE in status["queues"] and status["unloaded_queues"] == []
+        assert run_of(status, SUPPLIES_QUEUE)["loaded"] is True
+        assert run_of(status, SUPPLIES_QUEUE)["success_rows"] == len(supplies)
+        assert QUEUE in status["queues"] and SUPPLIES_QUEUE in status["queues"]
+        assert status["unloaded_queues"] == []
         page = httpx.get(f"{base}/", headers=AUTH)
         assert page.status_code == 200 and f"<td>{QUEUE}</td><td>long</td>" in page.text
         # The plugin's rows are in the change feed like wbsync's own: keyset pages by seq.
@@ -205,6 +249,7 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
     assert sorted((json.loads(line)["data"] for line in exported), key=_key) == expected
 
     # A stock process on the same database and Redis: not loaded here, never a failure.
+    # (tests/cli/test_mixed_fleet.py: a stock worker with settings naming both plugins' queues.)
     assert "is current" in _wbsync(stock, "migrate")
     with _serving(
         ["api", "--port", str(stock_port)], stock, f"http://127.0.0.1:{stock_port}/healthz"
@@ -212,13 +257,15 @@ def test_the_example_plugin_end_to_end_and_a_stock_process_beside_it(
         base = f"http://127.0.0.1:{stock_port}"
         reply = httpx.get(f"{base}/api/v1/status", headers=AUTH)
         assert reply.status_code == 200, reply.text
-        assert run_of(reply.json())["loaded"] is False
-        assert QUEUE not in reply.json()["queues"]
-        assert reply.json()["unloaded_queues"] == [QUEUE]
+        for queue in (QUEUE, SUPPLIES_QUEUE):
+            assert run_of(reply.json(), queue)["loaded"] is False
+            assert queue not in reply.json()["queues"]
+        assert sorted(reply.json()["unloaded_queues"]) == [QUEUE, SUPPLIES_QUEUE]
         page = httpx.get(f"{base}/", headers=AUTH)
         assert page.status_code == 200, page.text
-        assert f"{QUEUE} (not loaded here):" in page.text
-        assert f'<tr class="unloaded"><td>{QUEUE}</td>' in page.text
+        for queue in (QUEUE, SUPPLIES_QUEUE):
+            assert f"{queue} (not loaded here):" in page.text
+            assert f'<tr class="unloaded"><td>{queue}</td>' in page.text
 
 
 def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from wbsync.cabinets.export import export_changes
 from wbsync.cli import app
 from wbsync.config import get_settings
-from wbsync.export import export_changes
 from wbsync.store import Database, Store
 
 

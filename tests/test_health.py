@@ -19,10 +19,10 @@ from sqlalchemy.engine import make_url
 from tests.support.api import API_KEY, SECRET
 from tests.support.databases import POSTGRES_ENV, DatabaseFactory
 from tests.support.relay import Relay
-from wbsync import health
 from wbsync.api import create_app
 from wbsync.config import Settings
-from wbsync.runtime import Runtime
+from wbsync.observability import health
+from wbsync.shared.runtime import Runtime
 
 # What the link adds each way: a database and a Redis in another region.
 SLOW_LINK_S = 0.2

@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 
-from wbsync import heap
+from wbsync.system import heap
 
 _CHILD = """
 import gc, json, weakref
-from wbsync import heap
+from wbsync.system import heap
 
 class Node:
     pass

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from wbsync.penalties import GroupUnknown, check_group, known_groups, remaining_text
+from wbsync.cabinets.penalties import GroupUnknown, check_group, known_groups, remaining_text
 from wbsync.ratelimit import GLOBAL_GROUP
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, GROUPS
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.wb.endpoints import GROUPS
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,16 @@ from sqlalchemy import func, select
 
 from tests.support.limiter import LimiterFactory
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.cabinets.pruning import Pruner
 from wbsync.config import Settings
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.server import Emulator, running_emulator
-from wbsync.pruning import Pruner
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.store.datasets import dataset
 from wbsync.store.schema import dataset_table
 from wbsync.syncs import SYNCS, SyncInput, SyncOptions, run_sync
+from wbsync.system import clock
 from wbsync.wb.client import WbClient
 
 # A calendar day in 0.26 real seconds: the coefficients' 30 days of retention in about 8 s.

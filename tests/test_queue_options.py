@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from wbsync.composition.startup import check, not_loaded_here
+from wbsync.composition.workers import queue_option
 from wbsync.config import QUEUE_OPTIONS, Settings, get_settings
+from wbsync.config.settings_doc import settings_markdown
 from wbsync.errors import ConfigError
-from wbsync.queue_options import QueueOption
-from wbsync.settings_doc import settings_markdown
-from wbsync.startup import check, not_loaded_here
 from wbsync.syncs import SYNCS
-from wbsync.workers import queue_option
+from wbsync.values.queue_options import QueueOption
 
 OPTIONS = list(QUEUE_OPTIONS.values())
 IDS = [o.key for o in OPTIONS]

@@ -17,14 +17,14 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tests.support.relay import Relay
 from tests.support.waiting import wait_for
-from wbsync import keys, redis_bounds
 from wbsync.errors import QueueError
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
-from wbsync.procs import free_port
-from wbsync.redis_server import EmbeddedRedis
-from wbsync.throughput import Throughput
+from wbsync.redis import keys, redis_bounds
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.redis.throughput import Throughput
+from wbsync.system.procs import free_port
 
 # Generous: the bound is what matters, not how close to it a loaded machine gets.
 SLACK_S = 5.0
@@ -300,7 +300,7 @@ async def test_throughput_counts_against_a_refusing_redis_cost_a_bounded_number_
     WARNING) per page."""
     url, accepted = refusing_server
     client = redis_bounds.connect(url)
-    caplog.set_level(logging.WARNING, logger="wbsync.throughput")
+    caplog.set_level(logging.WARNING, logger="wbsync.redis.throughput")
     try:
         throughput = Throughput(client, prefix="bounds:tp")
         began = time.monotonic()

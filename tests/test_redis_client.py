@@ -1,4 +1,4 @@
-"""What counts as a failure of a Redis call (``wbsync.redis_client.redis_failures``)."""
+"""What counts as a failure of a Redis call (``wbsync.redis.redis_client.redis_failures``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from redis.asyncio import Redis
 
 from wbsync.errors import RedisUnavailableError
-from wbsync.redis_client import is_redis_failure, redis_failures
+from wbsync.redis.redis_client import is_redis_failure, redis_failures
 
 
 async def test_an_error_raised_inside_redis_py_is_a_redis_failure(redis: Redis) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wbsync.errors import RedisUnavailableError
-from wbsync.redis_server import (
+from wbsync.redis.redis_server import (
     EmbeddedRedis,
     RedisBinary,
     find_redis,

@@ -19,14 +19,14 @@ from pydantic import SecretStr
 
 from tests.support.runtimes import runtime_starter
 from tests.support.waiting import wait_for
-from wbsync import clock
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import QueueError
 from wbsync.jobs.views import JobView
-from wbsync.redis_server import EmbeddedRedis
-from wbsync.runtime import Runtime
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.shared.runtime import Runtime
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 
 T = TypeVar("T")
 

@@ -13,12 +13,12 @@ from sqlalchemy import text
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_starter
 from tests.support.waiting import wait_for
+from wbsync.composition.service import active_cabinet_ids
 from wbsync.config import Settings
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.runtime import Runtime
-from wbsync.service import active_cabinet_ids
-from wbsync.supervise import supervise
+from wbsync.shared.runtime import Runtime
+from wbsync.system.supervise import supervise
 
 QUEUE = "pricing-bulk"
 
@@ -52,7 +52,7 @@ async def test_a_fanout_crashing_on_a_bad_row_is_logged_and_restarted(
     fanout = FanOut({QUEUE: queue}, lambda: active_cabinet_ids(runtime), {QUEUE: 3600.0})
     leases = FanOutLeases(runtime.redis, prefix=prefix, lease_ms=60_000)
     stop = asyncio.Event()
-    caplog.set_level(logging.ERROR, logger="wbsync.supervise")
+    caplog.set_level(logging.ERROR, logger="wbsync.system.supervise")
     task = asyncio.create_task(
         supervise(
             "the fan-out",

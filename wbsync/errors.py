@@ -48,7 +48,8 @@
 job to ``delayed``; a retry policy or an HTTP error mapping written against ``WbApiError`` never
 sees it. Foreign errors (redis, aiohttp, bullmq, SQLAlchemy) are translated into these at the
 boundary where they happen; every Redis client's, single or cluster, by one function
-(``wbsync.redis_client.redis_failures``). No message here ever contains a WB token or an API key.
+(``wbsync.redis.redis_client.redis_failures``). No message here ever contains a WB token or an
+API key.
 
 Two kinds of failure matter to the job layer: upstream failures (``WbServerError``,
 ``WbTransportError``, ``WbBadResponseError``) spend a job's failure budget; infrastructure
@@ -58,7 +59,7 @@ fault and only delay it.
 
 from __future__ import annotations
 
-from wbsync.scope import BucketScope
+from wbsync.values.scope import BucketScope
 
 __all__ = [
     "CabinetNotFoundError",
@@ -109,9 +110,9 @@ class RedisUnavailableError(WbSyncError):
 class RateLimitDeferred(WbSyncError):
     """A job must wait ``wait_ms`` for ``scope``'s bucket: move it to delayed, do not retry.
 
-    Raised only inside a deferral context (see ``wbsync.context``). Not a ``WbApiError``.
-    ``reason`` labels the deferral (metric, job data): ``"rate_limit"`` here; ``waiting_on``
-    is what the status page says the job waits for (the limit group).
+    Raised only inside a deferral context (``wbsync.observability.context``). Not a
+    ``WbApiError``. ``reason`` labels the deferral (metric, job data): ``"rate_limit"`` here;
+    ``waiting_on`` is what the status page says the job waits for (the limit group).
     """
 
     reason = "rate_limit"
@@ -131,7 +132,7 @@ class ReportPending(RateLimitDeferred):
     """WB is still building the report task ``task_id`` of ``report``: the job gives its slot
     back for ``wait_ms`` (the status method's poll interval; ``scope`` is its bucket), spends no
     attempt, and polls again from its cursor. Raised only inside a deferral context
-    (``wbsync.context.wait_for_upstream``); outside one the caller sleeps instead.
+    (``wbsync.observability.context.wait_for_upstream``); outside one the caller sleeps instead.
     """
 
     reason = "report"

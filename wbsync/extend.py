@@ -15,9 +15,9 @@ key, its :data:`DatasetKind`, snapshot or stream, and its retention), so declari
 declares them all. A WB report served as a task (create, poll the status, download once) is a
 :class:`ReportTask`, whose ``sync()`` is its :class:`Sync` (``Window``, ``date_params`` and
 ``download_rows`` shape it; ``ReportPending`` is its deferral while WB builds the report,
-``WbReportError`` its failure). The built-in syncs are declared with exactly these types and
-the same :class:`Registrar`. Everything not listed in ``__all__`` is private to wbsync and may
-change without notice.
+``WbReportError`` its failure). The built-in syncs are declared with exactly these types, each
+in its own module, and registered through the same :class:`Registrar`. Everything not listed in
+``__all__`` is private to wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
@@ -29,10 +29,9 @@ docs/data.md); a plugin that needs more declares an :class:`AlembicBranch` of it
 
 from __future__ import annotations
 
-from wbsync.context import deferral_threshold_ms, run_with_rate_limit_deferral
+from wbsync.catalog.registry import BUILTIN, Registrar, Table
 from wbsync.errors import RateLimitDeferred, ReportPending, WbApiError, WbReportError
-from wbsync.registry import BUILTIN, Registrar, Table
-from wbsync.scope import Limit
+from wbsync.observability.context import deferral_threshold_ms, run_with_rate_limit_deferral
 from wbsync.store.datasets import (
     DATASETS,
     KEY_STR_MAX,
@@ -57,7 +56,8 @@ from wbsync.syncs.base import (
     optional,
 )
 from wbsync.syncs.reports import ReportTask, Window, date_params, download_rows
-from wbsync.wb.client import WbClient, WbReply
+from wbsync.values.scope import Limit
+from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
     ENDPOINTS,
     GROUPS,
@@ -77,6 +77,7 @@ from wbsync.wb.paging import (
     offset_pages,
     rows_at,
 )
+from wbsync.wb.replies import WbReply
 from wbsync.wb.tokens import Category, TokenType
 
 __all__ = [

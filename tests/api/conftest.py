@@ -16,12 +16,12 @@ from pydantic import SecretStr
 from tests.support.api import API_KEY, SCALE, SECRET, SELLERS
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_starter
-from wbsync import clock
 from wbsync.api import create_app
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.system import clock
 
 
 @pytest.fixture

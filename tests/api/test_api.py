@@ -15,14 +15,14 @@ from fastapi import FastAPI
 
 from tests.support.api import API_KEY, AUTH, SELLERS
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator
 from wbsync.jobs.model import Outcome
-from wbsync.logs import configure_logging
-from wbsync.runtime import Runtime
+from wbsync.observability.logs import configure_logging
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
-from wbsync.workers import build_workers
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.system import clock
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 PROBES = {"/healthz", "/readyz"}

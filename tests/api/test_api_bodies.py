@@ -19,8 +19,8 @@ from starlette.types import Message, Receive, Scope, Send
 from tests.support.api import API_KEY, AUTH
 from wbsync.api import create_app
 from wbsync.api.middleware import MAX_BODY_BYTES
-from wbsync.procs import free_port
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
+from wbsync.system.procs import free_port
 
 CABINETS = "/api/v1/cabinets"
 

@@ -7,7 +7,7 @@ import httpx
 from tests.support.api import AUTH, SELLERS
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 
 FINANCE = "rnp-finance-sync"
 

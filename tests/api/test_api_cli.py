@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.api import API_KEY, AUTH
-from wbsync.procs import free_port
+from wbsync.system.procs import free_port
 
 WBSYNC = [sys.executable, "-m", "wbsync"]
 

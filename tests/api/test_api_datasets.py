@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from tests.support.api import AUTH
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.changes import FEED_PAGE_MAX
 

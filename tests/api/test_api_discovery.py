@@ -10,8 +10,8 @@ import httpx
 from redis.asyncio import Redis
 
 from tests.support.api import AUTH
-from wbsync.change_stream import ChangeStream
-from wbsync.runtime import Runtime
+from wbsync.shared.change_stream import ChangeStream
+from wbsync.shared.runtime import Runtime
 from wbsync.store import DATASETS, Cabinet
 from wbsync.store.data_schema import data_json_schema
 

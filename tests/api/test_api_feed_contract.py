@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 
 from tests.support.api import AUTH
-from wbsync import clock
-from wbsync.export import export_changes
-from wbsync.runtime import Runtime
+from wbsync.cabinets.export import export_changes
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.changes import CURSOR_MAX_CHARS
 from wbsync.store.datasets import TOMBSTONE_GRACE_DAYS
+from wbsync.system import clock
 
 Replica = dict[tuple[int, int], dict[str, Any]]
 PAST_GRACE = timedelta(days=TOMBSTONE_GRACE_DAYS + 1)

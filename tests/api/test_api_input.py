@@ -11,7 +11,7 @@ from tests.support.api import AUTH, SELLERS
 from tests.support.databases import DatabaseFactory
 from wbsync.api import create_app
 from wbsync.emulator import Emulator
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.schema import CABINET_ID_MAX
 

@@ -9,12 +9,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import AUTH
 from tests.support.waiting import wait_for
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, FaultRule
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
-from wbsync.workers import build_workers
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT as FINANCE_EP
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
 FINANCE = "rnp-finance-sync"
 

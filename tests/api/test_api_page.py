@@ -1,7 +1,8 @@
 """The status page, served by uvicorn on loopback and driven in headless Chromium.
 
 The browser is driven by Playwright (``tests/support/browser.py``): it types a search, picks a
-filter, clicks Retry, and reads the page as a person would see it. With UPDATE_SCREENSHOT=1
+filter, clicks Retry, answers the questions before Lift and Resume, and reads the page as a
+person would see it. With UPDATE_SCREENSHOT=1
 the run also writes docs/status-page.png.
 """
 
@@ -13,20 +14,21 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Dialog, Page, expect
 
 from tests.support.api import API_KEY, SELLERS
 from tests.support.browser import BROWSER, browser_page
 from tests.support.paths import ROOT
 from tests.support.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import ALL_CATEGORIES
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, NewCabinet
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
-from wbsync.workers import build_workers
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.sections import STATISTICS_ORDERS
 
 SCREENSHOT = ROOT / "docs" / "status-page.png"
 AddCabinet = Callable[..., Awaitable[Cabinet]]
@@ -180,3 +182,47 @@ async def test_the_page_in_chromium_searches_filters_and_retries(
         await expect(page.locator("#paging")).to_contain_text("0 of 1004 cabinets match")
         assert "state=failed" in page.url
         assert API_KEY not in await page.content()
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium binary (apt-get install chromium)")
+@pytest.mark.parametrize("db_backend", ["sqlite"])
+async def test_the_page_in_chromium_asks_then_lifts_a_penalty_and_resumes_a_suspension(
+    served: str, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    north, south = await add_cabinet(0, "north"), await add_cabinet(1, "south")
+    scope = api_runtime.client(north).scope(FINANCE_DETAILED_REPORT)
+    await api_runtime.limiter.penalize(scope, 600_000)
+    await api_runtime.store.suspended.suspend(
+        south.id, "finance", kind="payment", words="402: no money", probe_at=None
+    )
+    asked: list[str] = []
+    async with browser_page() as page:
+        await page.goto(f"{served}/?key={API_KEY}")
+        await page.evaluate("sessionStorage.setItem('wbsync-pause', '1')")
+        await page.goto(f"{served}/?state=needs-attention")
+        page.on("dialog", lambda dialog: _answer(dialog, asked, accept=len(asked) > 0))
+
+        # The first question is declined: nothing is posted, the penalty stays.
+        await page.click("form.lift button")
+        await wait_for(lambda: len(asked) == 1)
+        assert "Lift WB's penalty on finance" in asked[0]
+        assert await api_runtime.limiter.penalties()
+        async with page.expect_navigation():
+            await page.click("form.lift button")
+        assert "state=needs-attention" in page.url
+        assert not await api_runtime.limiter.penalties()
+        await expect(page.locator("body")).to_contain_text("no penalty from WB is in force")
+
+        async with page.expect_navigation():
+            await page.click("table.suspensions form.resume button")
+        assert "Resume south (#" in asked[2] and "in section finance" in asked[2]
+        assert "state=needs-attention" in page.url
+        assert await api_runtime.store.suspensions() == []
+        await expect(page.locator("table.suspensions")).to_have_count(0)
+        assert "no cabinet needs attention" in await _text(page, "body")
+        assert API_KEY not in await page.content()
+
+
+def _answer(dialog: Dialog, asked: list[str], *, accept: bool) -> Awaitable[None]:
+    asked.append(dialog.message)
+    return dialog.accept() if accept else dialog.dismiss()

@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from tests.support.api import API_KEY, AUTH
 from wbsync.emulator import Emulator, EmulatorConfig
-from wbsync.procs import free_port, stop_child
+from wbsync.system.procs import free_port, stop_child
 
 SELLER = "0000000a-0000-4000-8000-0000000000a0"
 SCALE = "0.01"

@@ -8,7 +8,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from wbsync.api.server import uvicorn_config
 from wbsync.emulator import Emulator
 from wbsync.emulator.server import _uvicorn_config
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 
 
 async def test_the_api_parses_http_with_httptools(api_runtime: Runtime) -> None:

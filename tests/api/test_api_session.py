@@ -10,7 +10,7 @@ import pytest
 from tests.support.api import API_KEY
 from wbsync.api import create_app
 from wbsync.api.auth import COOKIE, SESSION_TTL_S, new_session, session_matches
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 
 SQLITE_ONLY = pytest.mark.parametrize("db_backend", ["sqlite"], indirect=True)
 

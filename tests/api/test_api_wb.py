@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from tests.support.api import AUTH, SELLERS
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import Emulator, FaultRule
-from wbsync.runtime import Runtime
+from wbsync.observability.context import run_with_rate_limit_deferral
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 from wbsync.wb.tokens import Category, TokenType, mint_token
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]

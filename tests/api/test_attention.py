@@ -1,5 +1,6 @@
 """What an operator sees of the cabinets WB refuses: the "needs attention" panel (status JSON
-and HTML), ``GET /api/v1/attention``, the cabinets' state metrics, and all gone after a lift.
+and HTML), ``GET /api/v1/attention``, the cabinets' state metrics, all gone after a lift, and
+the panel's Resume button.
 
 Real Redis, a real database per backend, the emulator's tokens; the app in process.
 Suspensions are written through the store, as the jobs write them.
@@ -13,10 +14,11 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.api import AUTH, SELLERS
+from tests.support.api import API_KEY, AUTH, SELLERS
 from wbsync.api.attention import ATTENTION_SHOWN, EXPIRING_WITHIN_DAYS, Expiry, attention_out
+from wbsync.api.auth import COOKIE, new_session
 from wbsync.emulator import Emulator
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.suspensions import Suspension
 from wbsync.wb.tokens import parse_token
@@ -144,6 +146,36 @@ async def test_metrics_count_cabinets_by_state_and_a_lift_clears_them(
     gauges = await _gauges(api)
     assert gauges[("wbsync_cabinets", "refused")] == 0
     assert gauges[(sections, "content")] == 0 and gauges[(sections, "finance")] == 0
+
+
+async def test_the_panels_resume_button_needs_the_key_and_returns_to_the_same_view(
+    api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
+) -> None:
+    made = await _refused_shop(api_runtime, api_emulator)
+    shop, old = made["shop"].id, made["old"].id
+    await api_runtime.store.suspended.suspend(old, None, kind="expired", words=None, probe_at=None)
+    html = (await api.get("/", params={"state": "needs-attention"}, headers=AUTH)).text
+    view = "state=needs-attention&sort=stuck&page=1&per_page=50"
+    whole, content = f"/resume/{shop}?{view}", f"/resume/{shop}?{view}&section=content"
+    for action in (whole, content, f"/resume/{made['lender'].id}?{view}&section=finance"):
+        assert f'action="{action.replace("&", "&amp;")}"' in html
+    # An expired token's suspension is lifted by a new token only: no button.
+    assert html.count('class="resume"') == 3 and f"/resume/{old}?" not in html
+
+    assert (await api.post(content)).status_code == 401
+    api.cookies.set(COOKIE, new_session(API_KEY))  # what the browser holds after /?key=
+    reply = await api.post(content)
+    assert reply.status_code == 303 and reply.headers["location"] == f"/?{view}"
+    # The page's next read is afresh: the section is gone, the whole cabinet's stays.
+    panel = (await _json(api, "/api/v1/status"))["attention"]
+    rows = {(s["cabinet"], s["section"]) for s in panel["suspensions"]}
+    assert rows == {("shop", None), ("lender", "finance"), ("old", None)}
+    assert (await api.post(whole)).status_code == 303  # every suspension of the cabinet
+    panel = (await _json(api, "/api/v1/status"))["attention"]
+    assert {s["cabinet"] for s in panel["suspensions"]} == {"lender", "old"}
+    assert (await api.post(whole)).status_code == 303  # nothing left to lift: back all the same
+    missing = await api.post(f"/resume/999999?{view}")
+    assert missing.status_code == 404 and "999999" in missing.text
 
 
 async def test_a_new_token_takes_a_cabinet_off_the_panel(

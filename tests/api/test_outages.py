@@ -15,11 +15,11 @@ from pydantic import SecretStr
 
 from tests.support.api import API_KEY, AUTH, SECRET
 from tests.support.databases import DatabaseFactory
-from wbsync import health
 from wbsync.api import create_app
 from wbsync.config import Settings
-from wbsync.redis_server import EmbeddedRedis
-from wbsync.runtime import Runtime
+from wbsync.observability import health
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.shared.runtime import Runtime
 
 # Generous: a loaded machine may be slow; an outage without bounds takes 40-100 s.
 REPLY_BOUND_S = 5.0
@@ -71,7 +71,7 @@ async def test_with_redis_down_every_route_answers_within_seconds(
 
         port = int(server.url.rsplit(":", 1)[1].split("/")[0])
         os.kill(server.pid, signal.SIGKILL)
-        caplog.set_level(logging.INFO, logger="wbsync.health")
+        caplog.set_level(logging.INFO, logger="wbsync.observability.health")
         for route in ("/readyz", "/readyz", *ROUTES):
             began = time.monotonic()
             reply = await api.get(route.format(id=cabinet.id), headers=AUTH)
@@ -94,7 +94,11 @@ async def test_with_redis_down_every_route_answers_within_seconds(
 
         with EmbeddedRedis(port=port):
             assert (await api.get("/readyz")).status_code == 200
-            back = [r for r in caplog.records if r.name == "wbsync.health" and r.levelno == 20]
+            back = [
+                r
+                for r in caplog.records
+                if r.name == "wbsync.observability.health" and r.levelno == 20
+            ]
             assert len(back) == 1 and "Redis is back after" in back[0].getMessage()
             assert _redis_up() == 1
             assert runtime.health.down_now() == []

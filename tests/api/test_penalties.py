@@ -20,11 +20,11 @@ from wbsync.api.auth import COOKIE, new_session
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.errors import RateLimitExceeded
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT as FINANCE_EP
 from wbsync.wb import methods
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
-from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
 AddCabinet = Callable[..., Awaitable[Cabinet]]
 # Under the limiter's cap at the tests' time scale, and far longer than any test runs.
@@ -102,13 +102,13 @@ async def test_lifting_frees_the_bucket_at_once_and_writes_an_audit_line(
     assert not (await api_runtime.limiter.try_acquire(finance)).acquired
 
     path = f"/api/v1/penalties/{shop.id}/{FINANCE_EP.group}"
-    with caplog.at_level(logging.INFO, logger="wbsync.penalties"):
+    with caplog.at_level(logging.INFO, logger="wbsync.cabinets.penalties"):
         reply = await api.delete(path, headers=AUTH)
     assert reply.status_code == 200, reply.text
     lifted = reply.json()
     assert lifted["words"] == FINANCE_WORDS and WAIT_MS / 2 < lifted["remaining_ms"] <= WAIT_MS
     assert (await api_runtime.limiter.try_acquire(finance)).acquired  # no wait is left
-    [audit] = [r for r in caplog.records if r.name == "wbsync.penalties"]
+    [audit] = [r for r in caplog.records if r.name == "wbsync.cabinets.penalties"]
     line = audit.getMessage()
     assert audit.levelno == logging.WARNING and audit.__dict__["cabinet"] == str(shop.id)
     assert "API key #1 of WBSYNC_API_KEYS" in line and "'shop-one'" in line
@@ -233,11 +233,11 @@ async def test_the_pages_lift_button_needs_the_key_and_returns_to_the_same_view(
     assert f'action="{action.replace("&", "&amp;")}"' in html
     assert (await api.post(action)).status_code == 401
     api.cookies.set(COOKIE, new_session(API_KEY))  # what the browser holds after /?key=
-    with caplog.at_level(logging.INFO, logger="wbsync.penalties"):
+    with caplog.at_level(logging.INFO, logger="wbsync.cabinets.penalties"):
         reply = await api.post(action)
     assert reply.status_code == 303 and reply.headers["location"] == f"/?{view}"
     assert (await api_runtime.limiter.try_acquire(finance)).acquired
-    [audit] = [r.getMessage() for r in caplog.records if r.name == "wbsync.penalties"]
+    [audit] = [r.getMessage() for r in caplog.records if r.name == "wbsync.cabinets.penalties"]
     assert "by a status-page session from " in audit
     again = await api.post(action)
     assert again.status_code == 404 and "has no penalty in force" in again.text

@@ -14,10 +14,7 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from typer.testing import CliRunner
-
-from tests.support.databases import DatabaseFactory
-from tests.support.runtimes import runtime_starter
-from wbsync.bench import (
+from wbsync_bench import (
     bare,
     capacity,
     capacity_lag,
@@ -35,13 +32,16 @@ from wbsync.bench import (
     soak_retention,
     status,
 )
-from wbsync.bench.cli import app
-from wbsync.bench.docs.markdown import table as bench_docs_table
+from wbsync_bench.cli import app
+from wbsync_bench.docs.markdown import table as bench_docs_table
+
+from tests.support.databases import DatabaseFactory
+from tests.support.runtimes import runtime_starter
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
 from wbsync.jobs.fanout import offset_ms
-from wbsync.procs import free_port
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.system.procs import free_port
 
 
 @pytest.fixture(scope="module")

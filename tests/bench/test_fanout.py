@@ -13,10 +13,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from typer.testing import CliRunner
+from wbsync_bench import fanout
+from wbsync_bench.cli import app
 
 from tests.support.waiting import wait_for
-from wbsync.bench import fanout
-from wbsync.bench.cli import app
 from wbsync.jobs.queue import ENQUEUE_BATCH
 
 

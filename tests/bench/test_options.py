@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 from typer.testing import CliRunner
-
-from wbsync.bench.options import PostgresOpt, RedisOpt, command, command_line
+from wbsync_bench.options import PostgresOpt, RedisOpt, command, command_line
 
 
 def test_a_urls_password_is_masked_in_the_recorded_command_line() -> None:

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from pydantic import SecretStr
+from wbsync_bench.processes import WorkerProcesses
 
-from wbsync.bench.processes import WorkerProcesses
 from wbsync.config import QUEUE_OPTIONS, Settings
 
 FINANCE = "rnp-finance-sync"

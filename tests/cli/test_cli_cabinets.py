@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from wbsync import cabinet_import
+from wbsync.cabinets import cabinet_import
 from wbsync.cli import app
 from wbsync.config import Settings, get_settings
 from wbsync.store import Database, Store

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from wbsync import clock
-from wbsync.cabinet_check import used_sections
+from wbsync.cabinets.cabinet_check import used_sections
 from wbsync.cli import app
 from wbsync.config import get_settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.store import Database, Store
+from wbsync.system import clock
 
 SECRET = "cli-check-test-secret-0123456789"
 SCALE = 0.1  # WB's /ping: 3 every 3 s, then one a second

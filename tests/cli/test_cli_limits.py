@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from wbsync.cli import app
 from wbsync.config import get_settings
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit, LimiterOptions, RateLimiter
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT as FINANCE_EP
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT as FINANCE_EP
 from wbsync.wb.tokens import Category, mint_token
 
 SELLER = "5b0e2c1d-7a3f-4e6b-9d8c-0f1e2d3c4b5a"

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.api import API_KEY
-from wbsync.procs import free_port
 from wbsync.store import Database, Store
+from wbsync.system.procs import free_port
 
 KEY = "the-secret-key-of-the-stored-cabinet"
 QUEUES_LISTED = "queues: rnp-finance-sync, rnp-sections-sync"

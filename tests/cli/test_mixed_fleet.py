@@ -1,7 +1,7 @@
-"""A mixed fleet: processes that load a plugin and processes that do not share one set of
-settings. A stock process meets the plugin's queue and limit group in the per-queue settings and
-``WBSYNC_LIMIT_OVERRIDES``: one ``warning:`` line naming them (not loaded here), never an exit;
-a bad value is still refused (exit 2) whatever the queue."""
+"""A mixed fleet: processes that load plugins and processes that do not share one set of
+settings. A stock process meets the plugins' queues and limit groups in the per-queue settings
+and ``WBSYNC_LIMIT_OVERRIDES``: one ``warning:`` line naming them all (not loaded here), never an
+exit; a bad value is still refused (exit 2) whatever the queue."""
 
 from __future__ import annotations
 
@@ -17,14 +17,21 @@ import httpx
 import pytest
 
 from tests.support.api import API_KEY
-from wbsync.procs import free_port
+from wbsync.system.procs import free_port
 
-QUEUE = "wb-deductions-sync"  # the example plugin's (examples/wbsync-deductions)
+QUEUE = "wb-deductions-sync"  # the example plugins' (examples/wbsync-deductions)
 GROUP = "analytics.deductions"
+SUPPLIES_QUEUE = "wb-supplies-sync"  # (examples/wbsync-supplies)
+SUPPLIES_GROUP = "supplies.list"
 SHARED = {
-    "WBSYNC_FANOUT_INTERVALS_S": f'{{"{QUEUE}": 600, "rnp-finance-sync": 3600}}',
-    "WBSYNC_QUEUE_CONCURRENCY": f'{{"{QUEUE}": 3}}',
-    "WBSYNC_LIMIT_OVERRIDES": f'{{"{GROUP}": {{"period_s": 60, "burst": 1}}}}',
+    "WBSYNC_FANOUT_INTERVALS_S": (
+        f'{{"{QUEUE}": 600, "{SUPPLIES_QUEUE}": 1800, "rnp-finance-sync": 3600}}'
+    ),
+    "WBSYNC_QUEUE_CONCURRENCY": f'{{"{QUEUE}": 3, "{SUPPLIES_QUEUE}": 2}}',
+    "WBSYNC_LIMIT_OVERRIDES": (
+        f'{{"{GROUP}": {{"period_s": 60, "burst": 1}}, '
+        f'"{SUPPLIES_GROUP}": {{"period_s": 60, "limit": 20, "burst": 5}}}}'
+    ),
 }
 
 
@@ -46,7 +53,8 @@ def _says_not_loaded_once(stderr: str) -> None:
     assert "Traceback" not in stderr
     assert stderr.count("warning:") == 1 and "not loaded here" in stderr, stderr
     (line,) = [line for line in stderr.splitlines() if "warning:" in line]
-    for name in ("WBSYNC_FANOUT_INTERVALS_S", "WBSYNC_QUEUE_CONCURRENCY", QUEUE, GROUP):
+    names = ("WBSYNC_FANOUT_INTERVALS_S", "WBSYNC_QUEUE_CONCURRENCY", "WBSYNC_LIMIT_OVERRIDES")
+    for name in (*names, QUEUE, GROUP, SUPPLIES_QUEUE, SUPPLIES_GROUP):
         assert name in line
     assert "rnp-finance-sync'" not in line  # a known queue is not named
 

@@ -13,14 +13,14 @@ from pydantic import SecretStr
 from sqlalchemy import delete
 from typer.testing import CliRunner
 
-from wbsync import clock
 from wbsync.cli import app
 from wbsync.config import Settings, get_settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.errors import ConfigError
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database, Store
 from wbsync.store.schema import key_checks
+from wbsync.system import clock
 from wbsync.wb import methods
 
 OLD, NEW, WRONG = "the-old-secret-key", "the-new-secret-key", "not-the-right-key"

@@ -10,12 +10,12 @@ import pytest
 
 from tests.support.calendar import reading
 from tests.support.wb import SELLER_A, SELLER_B
-from wbsync import clock
 from wbsync.emulator import EmulatorConfig, expected_rows
 from wbsync.emulator.cli_support import issue_token, load_config
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import Rate
 from wbsync.errors import ConfigError
+from wbsync.system import clock
 from wbsync.wb.tokens import Category, TokenType, verify_token
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from wbsync.emulator import Emulator, EmulatorConfig, running_emulator
-from wbsync.emulator.wbdocs import PING_HOSTS
+from wbsync.emulator.wbdocs import ping_hosts
 
 SELLER = "0000000a-0000-4000-8000-0000000000e0"
 
@@ -18,11 +18,13 @@ async def test_ping_answers_on_every_emulated_host_and_judges_the_category(
     emulator: Emulator, emu_http: httpx.AsyncClient
 ) -> None:
     full = emulator.token(SELLER)
-    for host, (name, _) in PING_HOSTS.items():
+    hosts = ping_hosts()
+    assert len(hosts) == 7 and hosts["common-api"] == "tariffs.ping"
+    for host, name in hosts.items():
         reply = await emu_http.get("/ping", headers=_on(host, full))
         assert reply.status_code == 200, (host, reply.text)
         assert reply.json()["Status"] == "OK" and "TS" in reply.json()
-        assert emulator.counters.snapshot()["sellers"][SELLER][f"{name}.ping"]["requests"] == 1
+        assert emulator.counters.snapshot()["sellers"][SELLER][name]["requests"] == 1
     content_only = emulator.token(SELLER, categories=["content"])
     refused = await emu_http.get("/ping", headers=_on("finance-api", content_only))
     assert refused.status_code == 401 and "needs finance" in refused.json()["detail"]

@@ -119,3 +119,12 @@ def test_a_method_on_a_built_in_route_is_refused_naming_both() -> None:
         "as 'content.cards_list', so 'test.cards' cannot take it"
     )
     assert "test.cards" not in METHODS and ROUTES[route] == "content.cards_list"
+
+
+def test_a_method_whose_token_category_does_not_exist_is_refused_where_it_is_written() -> None:
+    # No token could carry it: every request would fail, so it never gets as far as a route.
+    with pytest.raises(ValueError, match="unknown token category") as caught:
+        Method("test.typo", "GET", "/test/typo", "supplies-api", "suplies", _RATES)
+    assert str(caught.value).startswith("emulated method 'test.typo': unknown token category")
+    assert "supplies" in str(caught.value).split("known:")[1]  # what it may have meant
+    assert Method("test.any", "GET", "/test/any", "supplies-api", None, _RATES).category is None

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from tests.support.waiting import wait_for
-from wbsync import clock, keys, redis_bounds
 from wbsync.errors import JobLockLostError
 from wbsync.jobs.bullmq_worker import GIVEN_UP_KEPT, BullmqWorker
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
+from wbsync.redis import keys, redis_bounds
+from wbsync.system import clock
 
 Make = Callable[[int], BullmqWorker]
 

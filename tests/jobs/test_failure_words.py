@@ -17,13 +17,13 @@ from tests.support.api import API_KEY, AUTH
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
 from wbsync.api import create_app
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
-from wbsync.workers import build_workers
+from wbsync.shared.runtime import Runtime
+from wbsync.system import clock
 
 SCALE = 0.005  # WB's minute is 300 ms
 SELLER = "0000000e-0000-4000-8000-0000000000aa"

@@ -22,7 +22,7 @@ from tests.support.databases import POSTGRES_ENV, TEST_SECRET_KEY, DatabaseFacto
 from tests.support.relay import Relay
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.workers import build_workers
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
@@ -41,19 +41,19 @@ from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.views import JobView
 from wbsync.jobs.worker import SyncWorker
-from wbsync.keys import bullmq_queue_name
-from wbsync.metrics import sample
-from wbsync.redis_server import EmbeddedRedis
-from wbsync.runtime import Runtime
+from wbsync.observability.metrics import sample
+from wbsync.redis.keys import bullmq_queue_name
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.shared.runtime import Runtime
 from wbsync.store import ChangeEvent
 from wbsync.store.datasets import DATASETS
 from wbsync.store.db import Database
 from wbsync.store.ledger import PriceTarget
 from wbsync.store.schema import sync_cursors
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, SyncPage, run_sync
-from wbsync.wb import methods
+from wbsync.syncs.pricing import upload_prices
+from wbsync.system import clock
 from wbsync.wb.client import WbClient
-from wbsync.workers import build_workers
 
 SCALE = 0.005  # WB's minute is 300 ms
 # The session's migrated databases are shared: every test that uses them uses one key.
@@ -309,7 +309,7 @@ async def test_a_price_upload_sent_before_a_crash_is_not_uploaded_again(
     # What the sync does up to the crash: intent recorded, upload sent and taken by WB.
     await ledger.begin_price_upload(cabinet.id, {"data": items})
     async with runtime.client(cabinet) as client:
-        task_id = await methods.upload_prices(client, items)
+        task_id = await upload_prices(client, items)
 
     assert await _run_until_gone(runtime, "pricing-bulk", cabinet.id) == ["completed"]
 

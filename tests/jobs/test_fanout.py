@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from wbsync import clock, keys
 from wbsync.errors import QueueError
 from wbsync.jobs.fanout import SPREAD_STEPS, FanOut, Schedule, offset_ms
 from wbsync.jobs.lag import (
@@ -29,6 +28,8 @@ from wbsync.jobs.lag import (
 )
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import ENQUEUE_BATCH, SyncQueue
+from wbsync.redis import keys
+from wbsync.system import clock
 
 QUEUE = "qspread"
 CABINETS = [str(i) for i in range(1, 121)]
@@ -186,6 +187,28 @@ async def test_a_pass_over_more_cabinets_than_a_batch_enqueues_each_once_with_it
     assert {r.state for r in again} == {"waiting"}
     await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
     assert await _waiting(queue) == seen  # nothing replaced, nothing added twice
+
+
+async def test_a_schedule_ahead_of_the_clock_holds_and_is_not_moved_back(
+    redis: Redis, prefix: str, queue: SyncQueue
+) -> None:
+    """A schedule recorded ahead of the leader's clock (another clock, or set ahead on
+    purpose): a pass enqueues nothing, leaves the schedule where it was, and waits for the
+    next cabinet due after it; once the clock passes it, the pass enqueues what came due."""
+    fanout = FanOut({QUEUE: queue}, _cabinets, {QUEUE: INTERVAL_S})
+    lease = FanOutLeases(redis, prefix=prefix, lease_ms=60_000, owner="a")
+    now = 1_800_000_000_000
+    ahead = now + INTERVAL_MS // 2
+    await lease.set_through_ms({QUEUE: ahead})
+    wait_s = await fanout.fan_out_due(Held(now_ms=now, queues=(QUEUE,)), lease)
+    assert await _waiting(queue) == {}
+    assert await lease.through_ms([QUEUE]) == {QUEUE: ahead}
+    assert wait_s * 1000 > ahead - now
+    later = ahead + INTERVAL_MS // 4
+    await fanout.fan_out_due(Held(now_ms=later, queues=(QUEUE,)), lease)
+    expected = Schedule(QUEUE, INTERVAL_MS, CABINETS).due(ahead, later)
+    assert expected and await _waiting(queue) == expected
+    assert await lease.through_ms([QUEUE]) == {QUEUE: later}
 
 
 async def test_a_pass_enqueues_its_queues_at_once(

@@ -20,7 +20,7 @@ from rich.console import Console
 from tests.support.databases import TEST_SECRET_KEY, DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock, keys
+from wbsync.composition.workers import build_workers
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.demo.progress import Progress, Tally
@@ -29,12 +29,13 @@ from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emula
 from wbsync.errors import WbSyncError
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.model import Outcome
-from wbsync.metrics import SLOT_SLEEP, queue_value, sample
-from wbsync.runtime import Runtime
+from wbsync.observability.metrics import SLOT_SLEEP, queue_value, sample
+from wbsync.redis import keys
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Database, Store
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
-from wbsync.workers import build_workers
+from wbsync.system import clock
 
 SCALE = 0.005  # WB's minute is 300 ms
 # The session's migrated databases are shared: every test that uses them uses one key.
@@ -155,7 +156,7 @@ async def test_long_sync_on_an_empty_bucket_defers_and_frees_its_slot(
         ids.append(cabinet.id)
     # The first cabinet's finance bucket is empty for a while (another client used it up).
     client = runtime.client(await runtime.store.cabinets.get(ids[0]))
-    from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
+    from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 
     await runtime.limiter.penalize(client.scope(FINANCE_DETAILED_REPORT), 2000)
     sleep_before = queue_value(SLOT_SLEEP, "rnp-finance-sync")
@@ -199,7 +200,7 @@ async def test_short_queue_over_its_ceiling_waits_its_retry_after_without_spendi
     runtime: Runtime = await runtime_factory(job_attempts=1)
     cabinet = await runtime.store.cabinets.add("slots", emulator.token(SELLERS[0]), SELLERS[0])
     client = runtime.client(cabinet)
-    from wbsync.wb.endpoints import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
+    from wbsync.wb.methods import TARIFFS_ACCEPTANCE_COEFFICIENTS as COEFFICIENTS
 
     scope = client.scope(COEFFICIENTS)
     retries = sample("wbsync_job_retries_total", queue="booking-slot-monitor", reason="rate_limit")
@@ -368,10 +369,10 @@ async def test_the_demos_live_table_stops_while_a_refresh_is_under_way(tmp_path:
 async def test_a_scheduled_job_tells_each_page_on_the_change_stream_and_its_lag_once(
     runtime_factory: Callable[..., Any], emulator: Emulator, redis: Any, prefix: str
 ) -> None:
-    """The events and the lag go with the cursor saves (``wbsync.workers``): one stream entry
-    per page that changed rows, naming the cabinet and the page's last sequence number, and one
-    lag sample for the run, however many pages and deferrals it took. A run that saves nothing
-    (its cabinet is inactive) stores its lag on its own."""
+    """The events and the lag go with the cursor saves (``wbsync.composition.workers``): one
+    stream entry per page that changed rows, naming the cabinet and the page's last sequence
+    number, and one lag sample for the run, however many pages and deferrals it took. A run that
+    saves nothing (its cabinet is inactive) stores its lag on its own."""
     runtime: Runtime = await runtime_factory()
     seller = SELLERS[0]
     cabinet = await runtime.store.cabinets.add("stream", emulator.token(seller), seller)

@@ -12,13 +12,13 @@ from redis.asyncio import Redis
 from tests.support.jobs import DEFER, ONE_PER_20S, ONE_PER_HOUR, SCALE, Harness, paging_processor
 from tests.support.limiter import LimiterFactory
 from tests.support.waiting import wait_for
-from wbsync import clock
-from wbsync.context import correlation_id, current_job
 from wbsync.jobs.fanout import FanOut, FanOutReport
 from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
+from wbsync.observability.context import correlation_id, current_job
 from wbsync.ratelimit import BucketScope, Limit
+from wbsync.system import clock
 
 
 def reschedules(queue: str, scope: str) -> float:

@@ -12,11 +12,11 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.support.waiting import wait_for
-from wbsync import keys
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.model import job_id
 from wbsync.jobs.queue import SyncQueue
 from wbsync.jobs.worker import SyncWorker
+from wbsync.redis import keys
 
 QUEUE = "qpoison"
 POISON = "{not json"

@@ -11,15 +11,15 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.support.waiting import wait_for
-from wbsync import keys
 from wbsync.errors import JobLockLostError
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.job_data import JobDataWriter, StreamEntry
 from wbsync.jobs.lag import LagHistory
 from wbsync.jobs.queue import ENQUEUE_BATCH, SyncQueue
 from wbsync.jobs.worker import SyncWorker
-from wbsync.redis_server import EmbeddedRedis
-from wbsync.throughput import KEEP_S, Count, Throughput
+from wbsync.redis import keys
+from wbsync.redis.redis_server import EmbeddedRedis
+from wbsync.redis.throughput import KEEP_S, Count, Throughput
 
 
 async def test_a_cursor_save_counts_its_page_and_a_lost_lock_writes_neither(

@@ -18,19 +18,20 @@ from redis.asyncio import Redis
 
 from tests.support.databases import DatabaseFactory
 from tests.support.waiting import wait_for
-from wbsync import clock, keys
+from wbsync.composition.startup import check, not_loaded_here
+from wbsync.composition.workers import queue_option
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.fanout import FanOut, offset_ms
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
-from wbsync.metrics import sample
-from wbsync.runtime import Runtime
-from wbsync.startup import check, not_loaded_here
+from wbsync.observability.metrics import sample
+from wbsync.redis import keys
+from wbsync.shared.runtime import Runtime
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncOptions
-from wbsync.workers import queue_option
+from wbsync.system import clock
 
 FINANCE = "rnp-finance-sync"
 

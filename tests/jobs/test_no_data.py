@@ -13,14 +13,14 @@ import pytest
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.workers import build_workers
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SyncOptions
-from wbsync.workers import build_workers
+from wbsync.system import clock
 
 SCALE = 0.002  # fullstats' 20 s between requests is 40 ms
 QUEUE = "rnp-ads-sync"

@@ -19,9 +19,9 @@ import pytest
 
 from tests.support.jobs import Harness
 from tests.support.waiting import wait_for
-from wbsync import keys
 from wbsync.jobs.handle import JobHandle
 from wbsync.jobs.model import job_id
+from wbsync.redis import keys
 
 # The Node releases this test was written against; npm installs them once per machine.
 NODE_PACKAGES = ("bullmq@6.7.0", "ioredis@6.0.0")

@@ -19,18 +19,18 @@ from tests.support.api import API_KEY, AUTH
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
 from wbsync.api import create_app
+from wbsync.composition.service import TokenGaps
+from wbsync.composition.workers import build_workers
 from wbsync.config import get_settings
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
-from wbsync.service import TokenGaps
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.schema import utcnow
-from wbsync.workers import build_workers
+from wbsync.system import clock
 
 SCALE = 0.005  # WB's hour is 18 s
 PROBE_S = 21600.0  # the default: scaled, a probe every 108 s (none within a test)

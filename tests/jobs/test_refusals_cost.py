@@ -16,15 +16,15 @@ from tests.support.api import API_KEY
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.service import TokenGaps
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
-from wbsync.runtime import Runtime
-from wbsync.service import TokenGaps
+from wbsync.shared.runtime import Runtime
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync.wb.tokens import token_expiry
-from wbsync.workers import build_workers
 
 SCALE = 0.005
 PROBE_S = 600.0  # scaled: 3 s

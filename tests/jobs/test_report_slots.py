@@ -28,14 +28,14 @@ from prometheus_client import REGISTRY
 from tests.support.databases import POSTGRES_ENV, DatabaseFactory
 from tests.support.runtimes import MakeRuntime, runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes
 from wbsync.emulator.report_tasks import BUILD_S
 from wbsync.jobs.model import Outcome
-from wbsync.procs import dies_with_parent, free_port, stop_child
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store.datasets import DATASETS
-from wbsync.workers import build_workers
+from wbsync.system import clock
+from wbsync.system.procs import dies_with_parent, free_port, stop_child
 
 QUEUE = "paid-storage-sync"
 DOWNLOAD_PERIOD_S = 60.0  # WB: the download, 1 a minute, burst 1

@@ -13,11 +13,11 @@ import pytest
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime
-from wbsync.workers import build_workers
+from wbsync.shared.runtime import Runtime
+from wbsync.system import clock
 
 SCALE = 0.005  # WB's minute (finance: one request a minute) is 0.3 s: every page defers
 SELLER = "0000000e-0000-4000-8000-0000000000cc"

@@ -23,7 +23,7 @@ from tests.support.waiting import wait_for
 from wbsync.api.server import ApiServer, uvicorn_config
 from wbsync.config import Settings
 from wbsync.emulator import Emulator
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from tests.support.api import API_KEY, AUTH
-from wbsync import clock
 from wbsync.extend import TOMBSTONE_GRACE_DAYS
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet, Store
+from wbsync.system import clock
 
 dlt = pytest.importorskip("dlt")
 requests = pytest.importorskip("requests")

@@ -13,10 +13,10 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from tests.support.limiter import LimiterFactory
-from wbsync import keys
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, WbApiError
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import BucketScope, Limit
+from wbsync.redis import keys
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 HOURLY = Limit(period_s=3600, limit=1, burst=1)  # 36 s at scale 0.01: no test waits it out

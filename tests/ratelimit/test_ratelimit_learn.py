@@ -12,15 +12,15 @@ from redis.asyncio import Redis
 from tests.support.limiter import LimiterFactory
 from tests.support.waiting import wait_for
 from tests.support.wb import ANCHOR, SELLER_A
-from wbsync import keys
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, running_emulator
 from wbsync.errors import RateLimitExceeded
-from wbsync.metrics import sample
+from wbsync.observability.metrics import sample
 from wbsync.ratelimit import BucketScope, Limit, RateLimiter
-from wbsync.runtime import client_options, limiter_options
+from wbsync.redis import keys
+from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
 

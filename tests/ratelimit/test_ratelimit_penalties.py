@@ -13,12 +13,10 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from tests.support.limiter import LimiterFactory
-from wbsync import keys
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import (
     GLOBAL_GROUP,
-    MAX_WORDS_CHARS,
     BucketScope,
     Limit,
     LimiterOptions,
@@ -26,7 +24,9 @@ from wbsync.ratelimit import (
 )
 from wbsync.ratelimit import limiter as limiter_module
 from wbsync.ratelimit.limiter import MAX_BUCKETS_A_PASS
-from wbsync.redis_server import EmbeddedRedis
+from wbsync.ratelimit.words import WORDS_MAX_CHARS
+from wbsync.redis import keys
+from wbsync.redis.redis_server import EmbeddedRedis
 from wbsync.wb import endpoints as eps
 
 FINANCE = Limit(period_s=60, limit=1, burst=1)
@@ -118,7 +118,7 @@ async def test_words_are_bounded(limiter_factory: LimiterFactory) -> None:
     limiter = limiter_factory()
     await limiter.penalize(scope(FINANCE, group="long"), 5000, words="x" * 10_000)
     [penalty] = await limiter.penalties()
-    assert penalty.words is not None and len(penalty.words) == MAX_WORDS_CHARS
+    assert penalty.words is not None and len(penalty.words) == WORDS_MAX_CHARS
 
 
 async def test_a_lapsed_penalty_leaves_the_list(limiter_factory: LimiterFactory) -> None:

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, inspect, select, text
 
-from tests.support.databases import SCHEMA_HEAD, plugin_tables
+from tests.support.databases import SCHEMA_HEAD, builtin_datasets
+from wbsync.catalog.registry import Registrar
 from wbsync.errors import StoreError
-from wbsync.registry import Registrar
 from wbsync.store import Database, Dataset, KeyField, Store
 from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import IDENTIFIER_MAX, NAME_MAX
 from wbsync.store.declared import AlembicBranch
-from wbsync.store.schema import dataset_table, declared_datasets, metadata, utcnow
+from wbsync.store.schema import dataset_table, declared_datasets, model, utcnow
 
 DATASET = Dataset("plugin_rows", "GET /api/v1/plugin", (KeyField("row_id", "id"),))
 OWNER = "test-plugin"
@@ -57,7 +57,7 @@ def _tables(conn: Connection) -> set[str]:
 
 
 def _recorded(conn: Connection) -> list[tuple[str, str, str]]:
-    rows = conn.execute(select(declared_datasets).where(declared_datasets.c.owner != "wbsync"))
+    rows = conn.execute(select(declared_datasets)).all()
     return [(r.dataset, r.table_name, r.owner) for r in rows]
 
 
@@ -68,7 +68,7 @@ async def test_a_declared_dataset_gets_its_table_recorded_usable_and_dropped_wit
     declare.commit()
     db = empty_database
     done = await db.migrate()
-    assert plugin_tables(done.tables) == ("wb_plugin_rows",)
+    assert done.tables == ("wb_plugin_rows",)
     assert "wb_plugin_rows" in await db.run_sync(_tables)
     assert await db.run_sync(_recorded) == [("plugin_rows", "wb_plugin_rows", OWNER)]
     assert (await db.migrate()).action == "current"
@@ -160,7 +160,7 @@ async def test_a_plugin_datasets_rows_are_change_fed_tombstoned_and_pruned(
     declare.declare(FED)
     declare.commit()
     db = empty_database
-    assert plugin_tables((await db.migrate()).tables) == ("wb_plugin_slots",)
+    assert (await db.migrate()).tables == ("wb_plugin_slots",)
     columns = {c["name"]: c for c in await db.run_sync(lambda c: _columns(c, "wb_plugin_slots"))}
     assert {"changed_at", "seq", "deleted_at"} <= set(columns)
     if db.dialect == "postgresql":
@@ -262,7 +262,7 @@ async def test_a_plugin_table_made_before_the_change_feed_is_converted_by_its_mi
     declare.declare(DATASET)
     declare.commit()
     done = await db.migrate()
-    assert (done.after, plugin_tables(done.tables)) == (SCHEMA_HEAD, ())
+    assert (done.after, done.tables) == (SCHEMA_HEAD, ())
 
     store = Store(db, secret_key=None)
     page = await store.changes("plugin_rows")
@@ -297,7 +297,7 @@ async def test_names_at_postgresqls_limit_are_kept_whole_and_longer_ones_refused
     at the limits (a name of NAME_MAX characters, a key column of IDENTIFIER_MAX) gets its
     table with every name whole, on both databases; one character more is refused when the
     dataset is declared, never cut short by PostgreSQL."""
-    for table in metadata.tables.values():
+    for table in model(builtin_datasets()).tables.values():
         names = [table.name, *(c.name for c in table.columns)]
         names += [str(c.name) for c in table.constraints]
         names += [str(ix.name) for ix in table.indexes]

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from wbsync import clock
 from wbsync.errors import CabinetNotFoundError, FeedCursorError, FeedCursorGoneError, StoreError
 from wbsync.store import Store
-from wbsync.store.changes import Change, ChangeEvent, advance_sequence, lock_sequence
+from wbsync.store.changes import Change, ChangeEvent
 from wbsync.store.datasets import TOMBSTONE_GRACE_DAYS
 from wbsync.store.rows import BATCH_ROWS
+from wbsync.store.sequences import advance_sequence, lock_sequence
+from wbsync.system import clock
 
 PAST_GRACE = timedelta(days=TOMBSTONE_GRACE_DAYS + 1)
 

@@ -14,14 +14,14 @@ from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from tests.support.databases import SCHEMA_HEAD, DatabaseFactory
+from tests.support.databases import SCHEMA_HEAD, DatabaseFactory, builtin_datasets
 from tests.support.paths import ROOT
 from wbsync.cli import app
 from wbsync.config import get_settings
 from wbsync.errors import StoreError
 from wbsync.store import Database
 from wbsync.store.migrator import PG_MIGRATION_LOCK_KEY
-from wbsync.store.schema import metadata
+from wbsync.store.schema import model
 
 PROCESSES = 4
 
@@ -66,7 +66,7 @@ async def test_processes_migrating_at_once_migrate_a_fresh_database_once(
     async with Database(url) as db:
         versions, tables = await db.run_sync(_schema)
     assert versions == [SCHEMA_HEAD]
-    assert tables == set(metadata.tables) | {"alembic_version"}
+    assert tables == set(model(builtin_datasets()).tables) | {"alembic_version"}
     # `wbsync migrate` says what it found.
     invoke = CliRunner().invoke
     get_settings.cache_clear()  # the command reads the environment once per process

@@ -1,4 +1,5 @@
-"""Migrations reproduce the model exactly; Database's lifecycle and error translation."""
+"""Migrations and the built-in datasets' declarations reproduce the model exactly; Database's
+lifecycle and error translation."""
 
 from __future__ import annotations
 
@@ -10,21 +11,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
-from tests.support.databases import BUILTIN_DECLARED, SCHEMA_HEAD
+from tests.support.databases import SCHEMA_HEAD, builtin_datasets
 from wbsync.errors import ConfigError, StoreError
 from wbsync.store import Database
-from wbsync.store.schema import metadata
-
-
-def _migrated(name: str | None, type_: str, parents: Any) -> bool:
-    """Only what wbsync's migrations make: not the tables of declared datasets."""
-    return not (type_ == "table" and name in BUILTIN_DECLARED)
+from wbsync.store.schema import model
 
 
 def _schema_diff(conn: Connection) -> list[Any]:
-    opts = {"compare_type": True, "include_name": _migrated}
-    context = MigrationContext.configure(conn, opts=opts)
-    return list(compare_metadata(context, metadata))
+    context = MigrationContext.configure(conn, opts={"compare_type": True})
+    return list(compare_metadata(context, model(builtin_datasets())))
 
 
 def _tables(conn: Connection) -> set[str]:
@@ -40,9 +35,7 @@ async def test_migrate_from_empty_to_head_matches_the_model(empty_database: Data
 
     assert await db.current_revision() == SCHEMA_HEAD
     assert await db.run_sync(_schema_diff) == []
-    assert await db.run_sync(_tables) == set(metadata.tables) | {"alembic_version"} | set(
-        BUILTIN_DECLARED
-    )
+    assert await db.run_sync(_tables) == set(model(builtin_datasets()).tables) | {"alembic_version"}
 
 
 async def test_migrate_twice_is_a_no_op_and_downgrade_drops_everything(

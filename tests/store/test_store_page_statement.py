@@ -15,10 +15,11 @@ from sqlalchemy import text
 
 from tests.support.statements import sent_statements
 from tests.support.waiting import wait_for
-from wbsync import clock
 from wbsync.store import Database, Store
-from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
+from wbsync.store.changes import ChangeEvent
 from wbsync.store.rows import BATCH_ROWS
+from wbsync.store.sequences import advance_sequence, lock_sequence
+from wbsync.system import clock
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.support.databases import DROP_CONNECTIONS, POSTGRES_ENV, DatabaseFactory
-from wbsync import clock
 from wbsync.errors import ConfigError
 from wbsync.store import Database
 from wbsync.store.db import _OVERFLOW
+from wbsync.system import clock
 
 
 async def test_a_burst_past_the_pool_and_its_overflow_waits(

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import text
 
 from tests.support.waiting import wait_for
+from wbsync.cabinets.pruning import Pruner
 from wbsync.errors import StoreError
-from wbsync.pruning import Pruner
 from wbsync.store import DATASETS, Database, Dataset, KeyField, Store
 from wbsync.store.schema import dataset_table, utcnow
 

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from wbsync.errors import StoreError
-from wbsync.store import DATASETS, Store, advert_stats_rows, funnel_history_rows
+from wbsync.store import DATASETS, Store
 from wbsync.store.rows import BATCH_ROWS
+from wbsync.syncs.ads import advert_stats_rows
+from wbsync.syncs.digitization import funnel_history_rows
 
 # One WB-shaped row per dataset, with the key fields as WB spells them.
 SAMPLE_ROWS: dict[str, dict[str, Any]] = {

@@ -10,14 +10,14 @@ import pytest
 from sqlalchemy import text
 
 from tests.support.statements import sent_statements
+from wbsync.catalog.registry import BUILTIN
 from wbsync.errors import RateLimitDeferred
-from wbsync.registry import BUILTIN
-from wbsync.scope import BucketScope, Limit
 from wbsync.store import DATASETS, Store
 from wbsync.store.datasets import dataset
 from wbsync.store.seen import SLOT_DIGESTS
 from wbsync.syncs import Sync, SyncInput, SyncPage, run_sync
 from wbsync.syncs.base import Count, CursorShape
+from wbsync.values.scope import BucketScope, Limit
 from wbsync.wb.client import WbClient
 
 PAGE = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from wbsync import clock
+from wbsync.system import clock
 
 #: A calendar this slow stands still for the length of a test (a calendar second per ~11 days).
 STILL = 1e6

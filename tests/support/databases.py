@@ -19,12 +19,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-import wbsync.syncs  # noqa: F401  (every built-in dataset declared)
 from tests.support.paths import ROOT
-from wbsync.registry import BUILTIN
-from wbsync.store import Database
-from wbsync.store.datasets import DATASETS
-from wbsync.store.schema import MIGRATED_DATASETS
+from wbsync.catalog.registry import BUILTIN
+from wbsync.store import DATASETS, Database
 
 POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
 TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
@@ -35,18 +32,11 @@ DROP_CONNECTIONS = 4
 _VERSIONS = ROOT / "wbsync" / "store" / "migrations" / "versions"
 SCHEMA_HEAD = max(p.name.split("_", 1)[0] for p in _VERSIONS.glob("[0-9]*_*.py"))
 
-#: The tables of wbsync's own datasets that come from their declarations (the report tasks'),
-#: not from its migrations: ``migrate`` creates them as it does a plugin's.
-BUILTIN_DECLARED = frozenset(
-    f"wb_{name}"
-    for name in DATASETS
-    if DATASETS.owner(name) == BUILTIN and name not in MIGRATED_DATASETS
-)
 
-
-def plugin_tables(tables: tuple[str, ...]) -> tuple[str, ...]:
-    """Of the declared tables a migration created, the plugins' (not wbsync's own)."""
-    return tuple(t for t in tables if t not in BUILTIN_DECLARED)
+def builtin_datasets() -> list[str]:
+    """The built-in datasets (registered by ``wbsync.syncs``): their tables are in every
+    migrated database."""
+    return [name for name in DATASETS if DATASETS.owner(name) == BUILTIN]
 
 
 class DatabaseFactory:

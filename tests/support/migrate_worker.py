@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from wbsync import eventloop
 from wbsync.store import Database
+from wbsync.system import eventloop
 
 
 async def main(url: str) -> None:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from wbsync.plugins import EMULATOR_GROUP, GROUP
+from wbsync.catalog.plugins import EMULATOR_GROUP, GROUP
 
 __all__ = ["EMULATOR_GROUP", "GROUP", "install", "plugin_env"]
 

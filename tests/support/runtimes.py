@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from tests.support.databases import TEST_SECRET_KEY
 from wbsync.config import Settings
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 
 StartRuntime = Callable[[Settings], Awaitable[Runtime]]
 MakeRuntime = Callable[..., Awaitable[Runtime]]

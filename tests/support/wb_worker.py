@@ -17,11 +17,11 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from wbsync import eventloop
 from wbsync.config import Settings
-from wbsync.context import run_with_rate_limit_deferral
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options, limiter_options
+from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.system import eventloop
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import ENDPOINTS
 from wbsync.wb.http import HttpPool
@@ -40,7 +40,7 @@ async def main(args: dict[str, Any]) -> None:
     settings = Settings(
         wb_base_url=args["base_url"], time_scale=args["time_scale"], redis_prefix=args["prefix"]
     )
-    # As in production (wbsync.runtime): the refill margin absorbs request-arrival jitter.
+    # As in production (wbsync.shared.runtime): the refill margin absorbs request-arrival jitter.
     limiter = RateLimiter(redis, limiter_options(settings))
     if args["mode"] == "pairs":
         await pairs(args, limiter, settings)

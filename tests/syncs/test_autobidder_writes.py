@@ -13,8 +13,8 @@ from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.emulator.tokens import Kind
-from wbsync.metrics import sample
-from wbsync.runtime import client_options
+from wbsync.observability.metrics import sample
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
 from wbsync.syncs.autobidder import ACTIVE, WRITE_ERROR_MAX_CHARS, biddable, write_error_note

@@ -15,12 +15,12 @@ import pytest
 
 from tests.support.limiter import LimiterFactory
 from wbsync.config import Settings
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.report_tasks import plan_tasks
 from wbsync.emulator.server import Emulator, running_emulator
 from wbsync.errors import RateLimitDeferred, ReportPending, WbReportError
-from wbsync.runtime import client_options
+from wbsync.observability.context import run_with_rate_limit_deferral
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, SyncInput, SyncOptions, SyncPage, run_sync
 from wbsync.syncs.reports.task import ReportTask

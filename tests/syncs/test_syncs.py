@@ -14,7 +14,7 @@ from wbsync.demo.expected import expected_datasets
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
 from wbsync.emulator.server import Emulator, running_emulator
 from wbsync.errors import MalformedJobError
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.store import ChangeEvent, Store
 from wbsync.store.datasets import DATASETS
 from wbsync.store.ledger import PriceTarget

@@ -12,7 +12,7 @@ from tests.support.wb import ANCHOR, SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
 from wbsync.errors import MalformedJobError
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, SyncInput, SyncOptions
 from wbsync.syncs.ads import campaign_window, plan

@@ -10,17 +10,17 @@ import pytest
 
 from tests.support.calendar import reading
 from tests.support.limiter import LimiterFactory
-from wbsync import clock
 from wbsync.config import Settings
 from wbsync.demo.expected import expected_datasets
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.errors import WbRequestError
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.store.datasets import DATASETS
 from wbsync.syncs import SYNCS, SyncInput, SyncOptions, run_sync
-from wbsync.wb import methods
+from wbsync.syncs.digitization import funnel_history
+from wbsync.system import clock
 from wbsync.wb.client import WbClient
 
 SCALE = 0.001  # WB's limits: a minute is 60 ms
@@ -93,7 +93,7 @@ async def test_a_funnel_window_from_the_utc_date_is_refused_at_2130(
     ) as client:
         utc_today = clock.calendar_now().date()  # the old computation
         with pytest.raises(WbRequestError, match="invalid start day") as refused:
-            async for _ in methods.funnel_history(
+            async for _ in funnel_history(
                 client, nm_ids=nm_ids, start=utc_today - week, end=utc_today
             ):
                 pass
@@ -101,7 +101,7 @@ async def test_a_funnel_window_from_the_utc_date_is_refused_at_2130(
         wb_today = clock.wb_today()
         pages = [
             page
-            async for page in methods.funnel_history(
+            async for page in funnel_history(
                 client, nm_ids=nm_ids, start=wb_today - week, end=wb_today
             )
         ]

@@ -14,7 +14,7 @@ from tests.support.limiter import LimiterFactory
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.store import Store
 from wbsync.syncs import SYNCS, BidRule, SyncInput, SyncOptions, run_sync
 from wbsync.syncs.autobidder import ACTIVE

@@ -13,7 +13,7 @@ from tests.support.wb import SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.wb.client import WbClient
 from wbsync.wb.retry import RetryPolicy
 

@@ -19,15 +19,15 @@ import pytest
 from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_maker
 from tests.support.waiting import wait_for
-from wbsync import clock
+from wbsync.composition.workers import build_workers
 from wbsync.config import Settings
 from wbsync.emulator import Emulator, EmulatorConfig, running_emulator
 from wbsync.errors import WbMethodDisabledError
 from wbsync.jobs.model import Outcome
-from wbsync.runtime import Runtime, client_options
+from wbsync.shared.runtime import Runtime, client_options
+from wbsync.system import clock
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
-from wbsync.workers import build_workers
 
 SCALE = 0.005
 # The session's migrated databases are shared: every test that uses them uses one key.

@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import ANCHOR, FAST, SELLER_A
-from wbsync import keys
 from wbsync.config import Settings
 from wbsync.emulator import EmulatorConfig, SellerSizes, running_emulator
 from wbsync.emulator.config import FaultRule
@@ -28,10 +27,13 @@ from wbsync.errors import (
     WbBodyTooLargeError,
     WbTransportError,
 )
-from wbsync.runtime import client_options
-from wbsync.wb import endpoints as eps
+from wbsync.redis import keys
+from wbsync.shared.runtime import client_options
+from wbsync.syncs.finance import finance_detailed_report
+from wbsync.syncs.pricing import upload_prices
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.wb.methods import PRICES_GOODS_LIST, TARIFFS_ACCEPTANCE_COEFFICIENTS
 from wbsync.wb.retry import RetryPolicy
 from wbsync.wb.tokens import Category, mint_token
 
@@ -69,7 +71,7 @@ async def test_a_reply_trickling_past_the_deadline_is_a_transport_failure(
     emulator.set_faults([FaultRule(kind="trickle", method="prices.goods_list", delay_ms=20)])
     async with make_client(attempts=2, wb_request_deadline_s=0.3) as client:
         with pytest.raises(WbTransportError, match="WBSYNC_WB_REQUEST_DEADLINE_S") as caught:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert "within 0.3 s" in str(caught.value) and caught.value.method == "prices.goods_list"
     # Retried within the call's budget like any lost answer, then given up.
     assert emulator.counters.total("requests") == 2
@@ -94,9 +96,9 @@ async def test_an_unusable_rate_limit_header_is_read_as_absent(
     rule = FaultRule(kind="rate_limit", method="prices.goods_list", count=1)
     emulator.set_faults([rule.model_copy(update={"headers": waits | {header: value}})])
     async with make_client() as client:
-        scope = client.scope(eps.PRICES_GOODS_LIST)
+        scope = client.scope(PRICES_GOODS_LIST)
         with caplog.at_level(logging.WARNING, logger="wbsync.wb.feedback"):
-            reply = await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            reply = await client.call(PRICES_GOODS_LIST, **GOODS)
     # No wait header was usable: the bucket waited its own period (6 ms here); no OverflowError.
     assert reply.status == 200
     assert [e["status"] for e in emulator.counters.journal] == [429, 200]
@@ -124,7 +126,7 @@ async def test_a_wait_past_the_cap_is_clamped_to_it_not_shortened(
     async with make_client() as client:
         with caplog.at_level(logging.WARNING, logger="wbsync.wb.feedback"):
             with pytest.raises(RateLimitExceeded) as caught:
-                await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+                await client.call(PRICES_GOODS_LIST, **GOODS)
     cap_s = 21_600 * emulator.config.time_scale
     assert cap_s - 1.0 <= caught.value.retry_after <= cap_s
     assert [e["status"] for e in emulator.counters.journal] == [429]
@@ -141,7 +143,7 @@ async def test_retry_after_as_an_http_date_is_followed(
     emulator.set_faults([FaultRule(kind="rate_limit", count=1, headers=waits)])
     async with make_client() as client:
         with pytest.raises(RateLimitExceeded) as caught:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert 1.0 < caught.value.retry_after <= 3.0
 
 
@@ -153,7 +155,7 @@ async def test_retry_after_as_a_date_past_the_cap_is_clamped_to_it(
     emulator.set_faults([FaultRule(kind="rate_limit", count=1, headers=waits)])
     async with make_client() as client:
         with pytest.raises(RateLimitExceeded) as caught:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert caught.value.retry_after > 21_600 * emulator.config.time_scale - 1.0
     assert "Retry-After" in caplog.text
 
@@ -166,9 +168,9 @@ async def test_a_redirect_is_an_unusable_reply_on_a_read_and_a_write(
     async with make_client() as client:
         with pytest.raises(WbBadResponseError, match="answered 307") as caught:
             if method == "prices.goods_list":
-                await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+                await client.call(PRICES_GOODS_LIST, **GOODS)
             else:
-                await methods.upload_prices(client, [{"nmID": 1, "price": 100, "discount": 0}])
+                await upload_prices(client, [{"nmID": 1, "price": 100, "discount": 0}])
     assert caught.value.status == 307
     # Not followed, not retried: one request, and WB's own state unchanged.
     assert emulator.counters.total("requests") == 1
@@ -188,9 +190,7 @@ async def big_pages() -> AsyncIterator[Emulator]:
 
 
 def _finance(client: WbClient) -> AsyncIterator[methods.Page]:
-    return methods.finance_detailed_report(
-        client, date_from=ANCHOR - timedelta(days=30), date_to=ANCHOR
-    )
+    return finance_detailed_report(client, date_from=ANCHOR - timedelta(days=30), date_to=ANCHOR)
 
 
 async def test_a_page_past_the_body_maximum_is_refused_unread(
@@ -264,7 +264,7 @@ async def test_a_body_without_a_length_is_read_no_further_than_the_maximum(
         token = mint_token(key="k" * 32, seller_id=SELLER_A, categories=list(Category))
         async with WbClient("c", token, limiter, options=client_options(settings)) as client:
             with pytest.raises(WbBodyTooLargeError) as caught:
-                await client.call(eps.TARIFFS_ACCEPTANCE_COEFFICIENTS)
+                await client.call(TARIFFS_ACCEPTANCE_COEFFICIENTS)
     finally:
         server.close()
         await server.wait_closed()

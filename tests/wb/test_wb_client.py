@@ -13,7 +13,6 @@ from prometheus_client import REGISTRY
 
 from tests.support.limiter import LimiterFactory
 from tests.support.wb import SELLER_A
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import FaultRule
 from wbsync.emulator.server import Emulator
 from wbsync.errors import (
@@ -27,8 +26,11 @@ from wbsync.errors import (
     WbServerError,
     WbTransportError,
 )
-from wbsync.wb import endpoints as eps
+from wbsync.observability.context import run_with_rate_limit_deferral
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.inventory import ANALYTICS_STOCKS_WB_WAREHOUSES
 from wbsync.wb.client import WbClient
+from wbsync.wb.methods import PRICES_GOODS_LIST
 from wbsync.wb.retry import RetryPolicy
 from wbsync.wb.tokens import Category, mint_token
 
@@ -67,7 +69,7 @@ async def test_missing_category_names_cabinet_and_category(
     client = client_factory(token=emulator.token(SELLER_A, categories=[Category.CONTENT]))
     async with client:
         with pytest.raises(TokenError) as info:
-            await client.call(eps.FINANCE_DETAILED_REPORT, **FIN)
+            await client.call(FINANCE_DETAILED_REPORT, **FIN)
     message = str(info.value)
     assert "cabinet-a" in message and "'finance'" in message
     assert _sent(emulator) == 0
@@ -86,8 +88,8 @@ async def test_no_log_line_exception_or_repr_shows_the_token(
     )
     errors: list[str] = []
     async with client_factory(token=raw, retry=RetryPolicy(attempts=2)) as client:
-        await client.call(eps.PRICES_GOODS_LIST, **GOODS)
-        await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+        await client.call(PRICES_GOODS_LIST, **GOODS)
+        await client.call(PRICES_GOODS_LIST, **GOODS)
         errors.append(repr(client))
         foreign = mint_token(
             key="someone-else-entirely-0123456789abcdef",
@@ -96,7 +98,7 @@ async def test_no_log_line_exception_or_repr_shows_the_token(
         )
         async with client_factory(token=foreign) as other:
             with pytest.raises(WbAuthError) as info:
-                await other.call(eps.PRICES_GOODS_LIST, **GOODS)
+                await other.call(PRICES_GOODS_LIST, **GOODS)
             errors += [str(info.value), repr(info.value)]
     assert caplog.records, "expected the client to log its retries"
     signature = raw.split(".")[2]
@@ -115,12 +117,12 @@ async def test_4xx_is_not_retried_and_carries_request_id(
     )
     async with client_factory(token=foreign) as client:
         with pytest.raises(WbAuthError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert info.value.status == 401 and HEX_ID.match(info.value.request_id or "")
     assert _sent(emulator) == 1
     async with client_factory() as client:
         with pytest.raises(WbRequestError) as bad:
-            await client.call(eps.ANALYTICS_STOCKS_WB_WAREHOUSES, json={"limit": 0})
+            await client.call(ANALYTICS_STOCKS_WB_WAREHOUSES, json={"limit": 0})
     assert bad.value.status == 400 and _sent(emulator) == 2
 
 
@@ -129,12 +131,12 @@ async def test_5xx_is_retried_within_the_budget(
 ) -> None:
     emulator.set_faults([FaultRule(kind="error", count=2, status=502)])
     async with client_factory(retry=RetryPolicy(attempts=3)) as client:
-        reply = await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+        reply = await client.call(PRICES_GOODS_LIST, **GOODS)
     assert reply.status == 200 and _sent(emulator) == 3
     emulator.set_faults([FaultRule(kind="error", count=10, status=503)])
     async with client_factory(retry=RetryPolicy(attempts=3)) as client:
         with pytest.raises(WbServerError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert info.value.status == 503 and HEX_ID.match(info.value.request_id or "")
     assert _sent(emulator) == 6
 
@@ -145,13 +147,13 @@ async def test_dropped_and_slow_replies_become_transport_errors(
     emulator.set_faults([FaultRule(kind="drop", count=10)])
     async with client_factory(retry=RetryPolicy(attempts=3)) as client:
         with pytest.raises(WbTransportError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert info.value.method == "prices.goods_list" and _sent(emulator) == 3
     emulator.reset()
     emulator.set_faults([FaultRule(kind="slow", count=10, delay_ms=300)])
     async with client_factory(retry=RetryPolicy(attempts=2), timeout_s=0.05) as client:
         with pytest.raises(WbTransportError, match="Timeout"):
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
 
 
 async def test_malformed_body_is_a_bad_response_not_retried(
@@ -160,7 +162,7 @@ async def test_malformed_body_is_a_bad_response_not_retried(
     emulator.set_faults([FaultRule(kind="malformed", count=1)])
     async with client_factory() as client:
         with pytest.raises(WbBadResponseError):
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert _sent(emulator) == 1
 
 
@@ -175,13 +177,13 @@ async def test_429_penalizes_and_retries_then_gives_up_past_its_budget(
     before_429, before_200 = _upstream("prices", "429"), _upstream("prices", "200")
     emulator.set_faults([FaultRule(kind="rate_limit", count=2, retry_s=5)])
     async with client_factory() as client:
-        assert (await client.call(eps.PRICES_GOODS_LIST, **GOODS)).status == 200
+        assert (await client.call(PRICES_GOODS_LIST, **GOODS)).status == 200
     assert _upstream("prices", "429") - before_429 == 2
     assert _upstream("prices", "200") - before_200 == 1
     emulator.set_faults([FaultRule(kind="rate_limit", count=10, retry_s=1)])
     async with client_factory(retry=RetryPolicy(rate_limit_attempts=2)) as client:
         with pytest.raises(WbRateLimitedError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert info.value.status == 429 and info.value.retry_after == pytest.approx(0.001)
     assert emulator.counters.total("rate_limited") == 2 + 3
 
@@ -190,15 +192,15 @@ async def test_rate_limit_deferred_passes_through_unchanged(
     emulator: Emulator, client_factory: ClientFactory, limiter_factory: LimiterFactory
 ) -> None:
     async with client_factory() as client:
-        await client.call(eps.FINANCE_DETAILED_REPORT, **FIN)
+        await client.call(FINANCE_DETAILED_REPORT, **FIN)
         # The window stays closed a minute, however long the machine takes to the next call.
-        await limiter_factory().penalize(client.scope(eps.FINANCE_DETAILED_REPORT), 60_000)
+        await limiter_factory().penalize(client.scope(FINANCE_DETAILED_REPORT), 60_000)
         with pytest.raises(RateLimitDeferred) as info:
             await run_with_rate_limit_deferral(
-                0, lambda: client.call(eps.FINANCE_DETAILED_REPORT, **FIN)
+                0, lambda: client.call(FINANCE_DETAILED_REPORT, **FIN)
             )
     assert type(info.value) is RateLimitDeferred
-    assert info.value.scope == client.scope(eps.FINANCE_DETAILED_REPORT)
+    assert info.value.scope == client.scope(FINANCE_DETAILED_REPORT)
     assert _sent(emulator) == 1
 
 
@@ -211,13 +213,11 @@ async def test_deferral_after_an_upstream_429(
     async with client_factory() as client:
         started = time.monotonic()
         with pytest.raises(RateLimitDeferred) as info:
-            await run_with_rate_limit_deferral(
-                10, lambda: client.call(eps.PRICES_GOODS_LIST, **GOODS)
-            )
+            await run_with_rate_limit_deferral(10, lambda: client.call(PRICES_GOODS_LIST, **GOODS))
         elapsed_ms = (time.monotonic() - started) * 1000
         # Outside a job the same window is past the limiter's ceiling: RateLimitExceeded.
         with pytest.raises(RateLimitExceeded):
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     # The deferral waits for the window WB asked for, counted from the 429.
     assert 3000 - elapsed_ms <= info.value.wait_ms <= 3000
     assert _sent(emulator) == 1
@@ -227,4 +227,4 @@ async def test_closed_client_refuses_calls(client_factory: ClientFactory) -> Non
     client = client_factory()
     await client.aclose()
     with pytest.raises(RuntimeError, match="closed"):
-        await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+        await client.call(PRICES_GOODS_LIST, **GOODS)

@@ -13,7 +13,14 @@ from wbsync.config import Settings
 from wbsync.emulator import SellerSizes, running_emulator
 from wbsync.emulator.server import Emulator
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
+from wbsync.syncs.ads import fullstats
+from wbsync.syncs.bids import get_bids, set_bids
+from wbsync.syncs.digitization import funnel_history
+from wbsync.syncs.finance import finance_detailed_report
+from wbsync.syncs.inventory import stocks
+from wbsync.syncs.pricing import upload_prices
+from wbsync.syncs.sections import orders, sales
 from wbsync.wb import methods
 from wbsync.wb.client import WbClient
 
@@ -48,7 +55,7 @@ def _assert_exact(got: list[Row], expected: list[Row], key: str) -> None:
 
 async def test_finance_detailed_report(emulator: Emulator, client_factory: ClientFactory) -> None:
     async with client_factory() as client:
-        pages = methods.finance_detailed_report(
+        pages = finance_detailed_report(
             client, date_from=date(2026, 7, 1), date_to=date(2026, 8, 17), limit=7
         )
         rows, n = await _pull(pages)
@@ -65,15 +72,15 @@ async def test_statistics_orders_and_sales(
     emulator: Emulator, client_factory: ClientFactory
 ) -> None:
     async with client_factory() as client:
-        orders, n_orders = await _pull(methods.orders(client, date_from="2026-07-01"))
-        sales, n_sales = await _pull(methods.sales(client, date_from="2026-07-01"))
+        got_orders, n_orders = await _pull(orders(client, date_from="2026-07-01"))
+        got_sales, n_sales = await _pull(sales(client, date_from="2026-07-01"))
     # Pages of 7 and 6 rows; the boundary batch (3 rows share a lastChangeDate) comes again.
     assert n_orders >= 30 // 7 and n_sales >= 20 // 6
     _assert_exact(
-        orders, emulator.expected(SELLER_A, "statistics.orders", date_from="2026-07-01"), "srid"
+        got_orders, emulator.expected(SELLER_A, "statistics.orders", date_from="2026-07-01"), "srid"
     )
     _assert_exact(
-        sales, emulator.expected(SELLER_A, "statistics.sales", date_from="2026-07-01"), "srid"
+        got_sales, emulator.expected(SELLER_A, "statistics.sales", date_from="2026-07-01"), "srid"
     )
     # Every page plus the one that brought nothing new.
     assert _answered(emulator) == n_orders + n_sales + 2
@@ -106,14 +113,12 @@ async def test_statistics_pager_under_both_readings_of_date_from(
             # Pull two pages, then resume from the saved cursor as a sync does.
             rows: list[Row] = []
             cursor: dict[str, Any] = {"from": "2026-07-01", "seen": []}
-            async for first in methods.orders(client, date_from=cursor["from"]):
+            async for first in orders(client, date_from=cursor["from"]):
                 rows += first.rows
                 cursor = first.cursor
                 if len(rows) >= page:
                     break
-            rest, _ = await _pull(
-                methods.orders(client, date_from=cursor["from"], seen=cursor["seen"])
-            )
+            rest, _ = await _pull(orders(client, date_from=cursor["from"], seen=cursor["seen"]))
         _assert_exact(rows + rest, expected, "srid")
 
 
@@ -125,17 +130,17 @@ async def test_adverts_fullstats_and_bids(
         assert campaigns == emulator.expected(SELLER_A, "promotion.adverts")
         ids = [c["id"] for c in campaigns]
         stats, _ = await _pull(
-            methods.fullstats(client, ids=ids, begin=date(2026, 8, 11), end=date(2026, 8, 17))
+            fullstats(client, ids=ids, begin=date(2026, 8, 11), end=date(2026, 8, 17))
         )
         assert stats == emulator.expected(
             SELLER_A, "promotion.fullstats", begin="2026-08-11", end="2026-08-17"
         )
         pairs = [(c["id"], nm["nm_id"]) for c in campaigns for nm in c["nm_settings"] or []]
-        bids, _ = await _pull(methods.get_bids(client, pairs))
+        bids, _ = await _pull(get_bids(client, pairs))
         expected = emulator.expected(SELLER_A, "promotion.get_bids")
         assert sorted(bids, key=repr) == sorted(expected, key=repr) and len(bids) == len(expected)
         first = bids[0]
-        await methods.set_bids(
+        await set_bids(
             client,
             [
                 {
@@ -146,7 +151,7 @@ async def test_adverts_fullstats_and_bids(
                 }
             ],
         )
-        again, _ = await _pull(methods.get_bids(client, [(first["advert_id"], first["nm_id"])]))
+        again, _ = await _pull(get_bids(client, [(first["advert_id"], first["nm_id"])]))
     changed = next(b for b in again if b["norm_query"] == first["norm_query"])
     assert changed["bid"] == 999
 
@@ -156,7 +161,7 @@ async def test_funnel_history_in_batches_of_20(
 ) -> None:
     nm_ids = [c["nmID"] for c in emulator.expected(SELLER_A, "content.cards_list")]
     async with client_factory() as client:
-        pages = methods.funnel_history(
+        pages = funnel_history(
             client, nm_ids=nm_ids, start=date(2026, 8, 11), end=date(2026, 8, 17)
         )
         rows, n = await _pull(pages)
@@ -169,7 +174,7 @@ async def test_funnel_history_in_batches_of_20(
 
 async def test_stocks_offset_paging(emulator: Emulator, client_factory: ClientFactory) -> None:
     async with client_factory() as client:
-        rows, n = await _pull(methods.stocks(client, limit=10))
+        rows, n = await _pull(stocks(client, limit=10))
     expected = emulator.expected(SELLER_A, "analytics.stocks_wb_warehouses")
     assert n == -(-len(expected) // 10)
     _assert_exact(rows, expected, "chrtId")
@@ -197,7 +202,7 @@ async def test_goods_upload_then_list(emulator: Emulator, client_factory: Client
         rows, n = await _pull(methods.goods(client, limit=10))
         assert n == 3
         _assert_exact(rows, emulator.expected(SELLER_A, "prices.goods_list"), "nmID")
-        task = await methods.upload_prices(client, [{"nmID": rows[0]["nmID"], "price": 4321}])
+        task = await upload_prices(client, [{"nmID": rows[0]["nmID"], "price": 4321}])
         after, _ = await _pull(methods.goods(client, limit=1000))
     assert isinstance(task, int)
     assert emulator.expected(SELLER_A, "prices.upload_task")[0]["id"] == task

@@ -15,13 +15,14 @@ from tests.support.wb_processes import kill as _kill
 from tests.support.wb_processes import result as _result
 from tests.support.wb_processes import spawn as _spawn
 from wbsync.config import Settings
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import EmulatorConfig, FaultRule, running_emulator
 from wbsync.emulator.server import Emulator
+from wbsync.observability.context import run_with_rate_limit_deferral
 from wbsync.ratelimit import BucketScope, RateLimiter
-from wbsync.runtime import client_options, limiter_options
+from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, PRICES_GOODS_LIST
+from wbsync.wb.methods import PRICES_GOODS_LIST
 
 
 def _args(

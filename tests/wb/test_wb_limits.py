@@ -20,22 +20,20 @@ from tests.support.wb import ANCHOR, SELLER_A, SELLER_B
 from tests.support.wb_processes import kill as _kill
 from tests.support.wb_processes import result as _result
 from tests.support.wb_processes import spawn as _spawn
-from wbsync import keys
 from wbsync.config import Settings
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.emulator import EmulatorConfig, LimitSpec, running_emulator
 from wbsync.emulator.server import Emulator
-from wbsync.metrics import sample
+from wbsync.observability.context import run_with_rate_limit_deferral
+from wbsync.observability.metrics import sample
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options, limiter_options
+from wbsync.redis import keys
+from wbsync.shared.runtime import client_options, limiter_options
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.sections import STATISTICS_SALES
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import (
-    FINANCE_DETAILED_REPORT,
-    PRICES_GOODS_LIST,
-    STATISTICS_SALES,
-    Endpoint,
-)
+from wbsync.wb.endpoints import Endpoint
 from wbsync.wb.http import HttpPool
+from wbsync.wb.methods import PRICES_GOODS_LIST
 
 SELLER_C = "5d4c3b2a-1f0e-4d9c-8b7a-0123456789ab"
 CALLS: dict[str, dict[str, Any]] = {

@@ -13,18 +13,21 @@ import httpx
 import pytest
 
 from tests.support.wb import SELLER_A
+from wbsync.composition.startup import check
 from wbsync.config import Settings
 from wbsync.emulator import FaultRule
 from wbsync.emulator.server import Emulator
 from wbsync.errors import WbMethodDisabledError, WbPathNotFoundError
 from wbsync.ratelimit import RateLimiter
-from wbsync.runtime import client_options
-from wbsync.scope import Limit
-from wbsync.startup import check
+from wbsync.shared.runtime import client_options
+from wbsync.syncs.sections import STATISTICS_ORDERS, STATISTICS_SALES
+from wbsync.values.scope import Limit
 from wbsync.wb import endpoints as eps
 from wbsync.wb.client import WbClient
 from wbsync.wb.hosts import base_url_problems, wb_host_prefix
+from wbsync.wb.methods import PRICES_GOODS_LIST
 from wbsync.wb.options import Hosts
+from wbsync.wb.sections import STATISTICS
 from wbsync.wb.stops import SectionStops, is_path_not_found
 from wbsync.wb.tokens import Category
 
@@ -32,7 +35,7 @@ OLD_FINANCE_PATH = "/api/v5/supplier/reportDetailByPeriod"
 # WB's old finance report, as a caller that never moved to the new one declares it.
 OLD_FINANCE = eps.Endpoint(
     "statistics.report_detail_by_period",
-    eps.STATISTICS,
+    STATISTICS,
     "GET",
     OLD_FINANCE_PATH,
     "statistics.report_detail_by_period",
@@ -76,7 +79,7 @@ async def test_the_old_finance_path_is_deprecated_and_says_so(
     assert emulator.counters.unserved == {OLD_FINANCE_PATH: 1}
     # Switched off, not misrouted: the section goes on.
     async with make_client() as client:
-        assert (await client.call(eps.STATISTICS_ORDERS, **ORDERS)).status == 200
+        assert (await client.call(STATISTICS_ORDERS, **ORDERS)).status == 200
 
 
 async def test_a_method_wb_disabled_is_off_with_wbs_words(
@@ -85,12 +88,12 @@ async def test_a_method_wb_disabled_is_off_with_wbs_words(
     emulator.disable("statistics.orders")
     async with make_client() as client:
         with pytest.raises(WbMethodDisabledError) as info:
-            await client.call(eps.STATISTICS_ORDERS, **ORDERS)
+            await client.call(STATISTICS_ORDERS, **ORDERS)
     assert (info.value.words or "").startswith("method is disabled: ")
     assert "temporarily disabled" in str(info.value)
     emulator.enable("statistics.orders")
     async with make_client() as client:
-        assert (await client.call(eps.STATISTICS_ORDERS, **ORDERS)).status == 200
+        assert (await client.call(STATISTICS_ORDERS, **ORDERS)).status == 200
 
 
 async def test_path_not_found_stops_the_section_for_the_process_after_one_request(
@@ -101,26 +104,26 @@ async def test_path_not_found_stops_the_section_for_the_process_after_one_reques
     urls = {"statistics": wrong}
     async with make_client(stops=stops, wb_base_urls=urls) as client:
         with pytest.raises(WbPathNotFoundError) as info:
-            await client.call(eps.STATISTICS_ORDERS, **ORDERS)
+            await client.call(STATISTICS_ORDERS, **ORDERS)
         first = info.value
         assert not isinstance(first, WbMethodDisabledError)
-        assert (first.url, first.section) == (wrong + eps.STATISTICS_ORDERS.path, "statistics")
+        assert (first.url, first.section) == (wrong + STATISTICS_ORDERS.path, "statistics")
         line = str(first)
         assert "\n" not in line and first.url in line and "statistics section" in line
         assert 'WBSYNC_WB_BASE_URLS["statistics"]' in line and first.words == (
             "path not found: Please consult the https://dev.wildberries.ru/openapi/api-information"
         )
         # Later calls of the section, any method, fail at once without sending.
-        for ep in (eps.STATISTICS_ORDERS, eps.STATISTICS_SALES):
+        for ep in (STATISTICS_ORDERS, STATISTICS_SALES):
             with pytest.raises(WbPathNotFoundError, match="nothing sent"):
                 await client.call(ep, **ORDERS)
         # Another section goes on.
-        assert (await client.call(eps.PRICES_GOODS_LIST, **GOODS)).status == 200
+        assert (await client.call(PRICES_GOODS_LIST, **GOODS)).status == 200
     async with make_client(
         "0000000a-0000-4000-8000-00000000000b", stops, wb_base_urls=urls
     ) as other:
         with pytest.raises(WbPathNotFoundError, match="nothing sent") as again:
-            await other.call(eps.STATISTICS_ORDERS, **ORDERS)
+            await other.call(STATISTICS_ORDERS, **ORDERS)
     assert again.value.setting == first.setting and again.value.url == first.url
     assert _unserved(emulator) == 1
     assert stops.stopped() == [f"statistics at {wrong}"]
@@ -131,7 +134,7 @@ async def test_path_not_found_names_the_shared_base_url_setting(
 ) -> None:
     async with make_client(wb_base_url=f"{emulator.base_url}/gateway") as client:
         with pytest.raises(WbPathNotFoundError, match="fix WBSYNC_WB_BASE_URL ") as info:
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert info.value.section == "prices" and _unserved(emulator) == 1
 
 
@@ -151,7 +154,7 @@ async def test_a_404_is_misrouted_only_when_its_words_say_the_path_is_not_there(
     emulator.set_faults([fault])
     async with make_client() as client:
         with pytest.raises(WbPathNotFoundError if misrouted else WbMethodDisabledError):
-            await client.call(eps.PRICES_GOODS_LIST, **GOODS)
+            await client.call(PRICES_GOODS_LIST, **GOODS)
     assert is_path_not_found("path not found: see the docs") and not is_path_not_found(None)
 
 

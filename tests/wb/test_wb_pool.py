@@ -13,7 +13,7 @@ import pytest
 
 from wbsync.config import Settings
 from wbsync.errors import WbBadResponseError, WbTransportError
-from wbsync.runtime import client_options
+from wbsync.shared.runtime import client_options
 from wbsync.wb.http import HttpPool, HttpReply, query
 from wbsync.wb.options import Hosts
 

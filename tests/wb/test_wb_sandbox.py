@@ -12,10 +12,10 @@ from tests.support.wb import SELLER_A
 from wbsync.config import Settings
 from wbsync.emulator.server import Emulator
 from wbsync.errors import TokenError
-from wbsync.runtime import client_options, wb_hosts
-from wbsync.wb import methods
+from wbsync.shared.runtime import client_options, wb_hosts
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT, finance_detailed_report
+from wbsync.syncs.sections import STATISTICS_ORDERS, orders
 from wbsync.wb.client import WbClient
-from wbsync.wb.endpoints import FINANCE_DETAILED_REPORT, STATISTICS_ORDERS
 from wbsync.wb.tokens import TokenType
 
 ORDERS = "/api/v1/supplier/orders"
@@ -64,13 +64,11 @@ async def test_a_test_token_is_sent_to_the_sandbox_or_refused_before_sending(
     async with WbClient(
         "t", token, limiter_factory(time_scale=scale), options=client_options(settings)
     ) as client:
-        rows = [
-            r async for page in methods.orders(client, date_from="2026-07-01") for r in page.rows
-        ]
+        rows = [r async for page in orders(client, date_from="2026-07-01") for r in page.rows]
         assert rows == emulator.expected(SELLER_A, "statistics.orders", date_from="2026-07-01")
         sent = emulator.counters.total(seller=SELLER_A)
         with pytest.raises(TokenError, match="Test token works only on WB's sandbox hosts"):
-            async for _ in methods.finance_detailed_report(
+            async for _ in finance_detailed_report(
                 client, date_from=emulator.config.anchor_date, date_to=emulator.config.anchor_date
             ):
                 pass

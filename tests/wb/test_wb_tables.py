@@ -1,9 +1,9 @@
 """The client's table of WB methods, the emulator's own table and WB's documents agree.
 
 ``WB_DOCS`` is transcribed from WB's OpenAPI documents (dev.wildberries.ru, fetched 2026-08-19:
-each operation's path, verb, server, ``x-category`` and ``x-wb-rate-limits`` rows). The client
-(``wbsync.wb.endpoints``) and the emulator (``wbsync.emulator.wbdocs``) are written separately;
-a wrong number on either side fails here.
+each operation's path, verb, server, ``x-category`` and ``x-wb-rate-limits`` rows). The client's
+methods (``ENDPOINTS``, each declared with its sync) and the emulator's (``wbsync.emulator.wbdocs``)
+are written separately; a wrong number on either side fails here.
 """
 
 from __future__ import annotations

@@ -11,9 +11,14 @@ import pytest
 
 from wbsync.config import Settings
 from wbsync.errors import TokenError
-from wbsync.runtime import wb_hosts
-from wbsync.scope import Limit
+from wbsync.shared.runtime import wb_hosts
+from wbsync.syncs.finance import FINANCE_DETAILED_REPORT
+from wbsync.syncs.inventory import ANALYTICS_STOCKS_WB_WAREHOUSES
+from wbsync.syncs.pricing import PRICES_UPLOAD_TASK
+from wbsync.syncs.sections import STATISTICS_SALES
+from wbsync.values.scope import Limit
 from wbsync.wb import endpoints as eps
+from wbsync.wb.methods import CONTENT_CARDS_LIST, PRICES_GOODS_LIST, TARIFFS_ACCEPTANCE_COEFFICIENTS
 from wbsync.wb.tokens import (
     PARSED_MAX,
     Category,
@@ -118,26 +123,26 @@ def test_verify_rejects_a_foreign_key() -> None:
 def test_check_token_names_missing_category_and_cabinet() -> None:
     token = parse_token(mint_token(key=KEY, seller_id=SELLER, categories=[Category.CONTENT]))
     with pytest.raises(TokenError) as info:
-        eps.check_token(token, eps.FINANCE_DETAILED_REPORT, cabinet="shop-2")
+        eps.check_token(token, FINANCE_DETAILED_REPORT, cabinet="shop-2")
     assert "finance" in str(info.value) and "shop-2" in str(info.value)
-    eps.check_token(token, eps.CONTENT_CARDS_LIST, cabinet="shop-2")
-    eps.check_token(token, eps.TARIFFS_ACCEPTANCE_COEFFICIENTS)  # any category
+    eps.check_token(token, CONTENT_CARDS_LIST, cabinet="shop-2")
+    eps.check_token(token, TARIFFS_ACCEPTANCE_COEFFICIENTS)  # any category
 
 
 def test_read_only_tokens_cannot_write() -> None:
     raw = mint_token(key=KEY, seller_id=SELLER, categories=[Category.PRICES, Category.READ_ONLY])
     token = parse_token(raw)
-    eps.check_token(token, eps.PRICES_GOODS_LIST)
+    eps.check_token(token, PRICES_GOODS_LIST)
     with pytest.raises(TokenError, match="read-only"):
-        eps.check_token(token, eps.PRICES_UPLOAD_TASK)
+        eps.check_token(token, PRICES_UPLOAD_TASK)
 
 
 def test_base_tokens_get_small_limits_or_none() -> None:
-    fin = eps.FINANCE_DETAILED_REPORT
+    fin = FINANCE_DETAILED_REPORT
     assert fin.limit_for(TokenType.PERSONAL) == Limit(60.0, 1, 1)
     assert fin.limit_for(TokenType.TEST) == Limit(60.0, 1, 1)
     assert fin.limit_for(TokenType.BASE) == Limit(86400.0, 2, 1)
-    stocks = eps.ANALYTICS_STOCKS_WB_WAREHOUSES
+    stocks = ANALYTICS_STOCKS_WB_WAREHOUSES
     assert not stocks.allows(TokenType.BASE)
     with pytest.raises(ValueError):
         stocks.limit_for(TokenType.BASE)
@@ -152,7 +157,7 @@ def test_base_tokens_get_small_limits_or_none() -> None:
 
 def test_prices_methods_share_one_group_others_do_not() -> None:
     groups = [e.group for e in eps.ENDPOINTS.values()]
-    assert eps.PRICES_GOODS_LIST.group == eps.PRICES_UPLOAD_TASK.group == "prices"
+    assert PRICES_GOODS_LIST.group == PRICES_UPLOAD_TASK.group == "prices"
     others = [g for g in groups if g != "prices"]
     assert len(others) == len(set(others)) == len(eps.ENDPOINTS) - 2
     # /ping is counted on each host: one group a section.
@@ -161,13 +166,13 @@ def test_prices_methods_share_one_group_others_do_not() -> None:
 
 
 def test_base_url_resolution() -> None:
-    ep = eps.FINANCE_DETAILED_REPORT
+    ep = FINANCE_DETAILED_REPORT
     assert ep.url() == "https://finance-api.wildberries.ru/api/finance/v1/sales-reports/detailed"
     one = Settings(wb_base_url="http://127.0.0.1:9/")
     assert ep.url(wb_hosts(one)) == "http://127.0.0.1:9/api/finance/v1/sales-reports/detailed"
     per = Settings(wb_base_url="http://a", wb_base_urls={"finance": "http://f"})
     assert ep.url(wb_hosts(per)).startswith("http://f/")
-    assert eps.STATISTICS_SALES.url(wb_hosts(per)).startswith("http://a/")
+    assert STATISTICS_SALES.url(wb_hosts(per)).startswith("http://a/")
 
 
 def test_expiry_checked_against_now() -> None:

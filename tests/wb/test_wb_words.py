@@ -1,5 +1,6 @@
-"""WB's words: read from every shape WB writes errors in, cleaned and bounded, carried by the
-client's errors; the emulator answers each shape on demand."""
+"""WB's words: read from every shape WB writes errors in, cleaned (tests/ratelimit/
+test_ratelimit_words.py), carried by the client's errors; the emulator answers each shape on
+demand."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from wbsync.errors import (
     WbRequestError,
     WbServerError,
 )
+from wbsync.ratelimit.words import MASK
+from wbsync.syncs.pricing import upload_prices
 from wbsync.wb import endpoints as eps
-from wbsync.wb import methods
 from wbsync.wb.client import WbClient
+from wbsync.wb.methods import PRICES_GOODS_LIST
 from wbsync.wb.retry import RetryPolicy
-from wbsync.wb.words import MASK, WORDS_MAX_CHARS, clean_words, wb_words
+from wbsync.wb.words import wb_words
 
 ClientFactory = Callable[..., WbClient]
 JSON = {"Content-Type": "application/json"}
@@ -93,24 +96,6 @@ def test_tokens_are_masked_wherever_they_stand() -> None:
         assert words is not None
         assert JWT not in words and "secret-value" not in words
         assert "c2lnbmF0dXJl" not in words and MASK in words
-    # Host names and WB's ids are not tokens.
-    kept = "see https://dev.wildberries.ru/openapi limited by 3f2a9e0c-0b1d-4c5e-9f00-1a2b3c4d5e6f"
-    assert clean_words(kept) == kept
-
-
-def test_control_characters_go_and_whitespace_collapses() -> None:
-    raw = "bad\x00 request\x1b[31m\u200b here\r\n\r\nnow\u202e"
-    assert clean_words(raw) == "bad request[31m here now"
-
-
-def test_words_past_the_maximum_are_cut_with_an_ellipsis() -> None:
-    fits = "x" * WORDS_MAX_CHARS
-    assert clean_words(fits) == fits
-    cut = clean_words("y" * (WORDS_MAX_CHARS + 1))
-    assert cut is not None and len(cut) == WORDS_MAX_CHARS and cut.endswith("…")
-    # A token at the edge is masked before the cut: no part of it survives.
-    edge = clean_words("z " * (WORDS_MAX_CHARS // 2 - 10) + JWT)
-    assert edge is not None and len(edge) <= WORDS_MAX_CHARS and "eyJzaWQi" not in edge
 
 
 def test_an_error_says_wbs_words_in_its_message_and_carries_them() -> None:
@@ -165,7 +150,7 @@ async def test_a_5xx_keeps_wbs_words_when_the_retries_give_up(
     emulator.set_faults([FaultRule(kind="error", status=503, shape=shape, words=words)])  # type: ignore[arg-type]
     async with client_factory(retry=RetryPolicy(attempts=2)) as client:
         with pytest.raises(WbServerError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, params={"limit": 1})
+            await client.call(PRICES_GOODS_LIST, params={"limit": 1})
     assert info.value.words is not None and words in info.value.words
     assert words in str(info.value)
     retried = [r.getMessage() for r in caplog.records if "try 2 of 2" in r.getMessage()]
@@ -180,7 +165,7 @@ async def test_a_200_with_an_error_object_is_unusable_and_says_wbs_words(
     )
     async with client_factory() as client:
         with pytest.raises(WbBadResponseError) as info:
-            await methods.upload_prices(client, [{"nmID": 1, "price": 500, "discount": 5}])
+            await upload_prices(client, [{"nmID": 1, "price": 500, "discount": 5}])
     assert info.value.status == 200 and info.value.words == "Ошибка: неверный offset"
     assert "неверный offset" in str(info.value)
 
@@ -193,7 +178,7 @@ async def test_an_html_page_in_place_of_json_says_its_text(
     )
     async with client_factory() as client:
         with pytest.raises(WbBadResponseError, match="not JSON") as info:
-            await client.call(eps.PRICES_GOODS_LIST, params={"limit": 1})
+            await client.call(PRICES_GOODS_LIST, params={"limit": 1})
     assert info.value.words is not None and "please log in" in info.value.words
 
 
@@ -205,6 +190,6 @@ async def test_the_token_never_reaches_the_words(
     emulator.set_faults([FaultRule(kind="refuse", status=400, shape="text", words=echoed)])
     async with client_factory(token=raw) as client:
         with pytest.raises(WbRequestError) as info:
-            await client.call(eps.PRICES_GOODS_LIST, params={"limit": 1})
+            await client.call(PRICES_GOODS_LIST, params={"limit": 1})
     text = str(info.value) + repr(info.value)
     assert raw not in text and raw.split(".")[2] not in text and MASK in text

@@ -13,7 +13,7 @@ from wbsync.api.middleware import BodyGuard, RequestContext
 from wbsync.api.problems import install_handlers
 from wbsync.api.routes import attention, cabinets, datasets, discovery, ops, penalties, wb
 from wbsync.api.status import StatusReader
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 
 __all__ = ["create_app"]
 

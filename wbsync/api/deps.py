@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
 
+from wbsync.api.schemas.status import PER_PAGE_MAX, SortOrder, StateFilter, StatusQuery
 from wbsync.api.status import StatusReader
-from wbsync.api.status_model import PER_PAGE_MAX, SortOrder, StateFilter, StatusQuery
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.store.schema import CABINET_ID_MAX
 

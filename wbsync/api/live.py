@@ -14,12 +14,11 @@ from collections.abc import Sequence
 
 from prometheus_client import REGISTRY
 
-from wbsync import clock
 from wbsync.api.attention import state_counts
 from wbsync.api.schemas import BucketOut, JobOut, LearnedOut, LimitOut, at_ms, job_out
 from wbsync.errors import ConfigError, TokenError
 from wbsync.jobs.model import LIVE_STATES
-from wbsync.metrics import (
+from wbsync.observability.metrics import (
     CABINETS,
     QUEUE_JOBS,
     SECTIONS_SUSPENDED,
@@ -28,9 +27,10 @@ from wbsync.metrics import (
     WB_PENALTY_REMAINING,
 )
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Learned
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync.wb.endpoints import ENDPOINTS
 from wbsync.wb.tokens import parse_token
 

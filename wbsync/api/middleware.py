@@ -18,10 +18,10 @@ import re
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wbsync import clock
 from wbsync.api.auth import bearer_key, key_matches, unauthorized
 from wbsync.api.problems import Problem, problem_response
-from wbsync.context import correlation
+from wbsync.observability.context import correlation
+from wbsync.system import clock
 
 __all__ = ["HEADER", "MAX_BODY_BYTES", "BodyGuard", "RequestContext"]
 

@@ -2,9 +2,9 @@
 
 The server pages, searches and filters (query string ``q``, ``state``, ``sort``, ``page``); the
 script only turns times into the viewer's local time, draws the throughput chart, asks before a
-penalty is lifted and keeps the page fresh. A failed job's Retry button and a penalty's Lift
-button post a bodiless form (same key, by cookie). The key
-handling is in ``wbsync.api.auth``.
+penalty is lifted or a suspension resumed and keeps the page fresh. A failed job's Retry button,
+a penalty's Lift button and a suspension's Resume button post a bodiless form (same key, by
+cookie). The key handling is in ``wbsync.api.auth``.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from wbsync.api.auth import (
 )
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.problems import Problem
-from wbsync.api.routes.cabinets import retry_failed
+from wbsync.api.routes.cabinets import resume, retry_failed
 from wbsync.api.routes.penalties import GroupPath, lift_or_problem
-from wbsync.api.status_model import SORT_ORDERS, STATE_FILTERS, STATES, StatusPage, StatusQuery
+from wbsync.api.schemas.status import SORT_ORDERS, STATE_FILTERS, STATES, StatusOut, StatusQuery
+from wbsync.cabinets.penalties import remaining_text
 from wbsync.jobs.lag import LAG_WINDOW_S
-from wbsync.penalties import remaining_text
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 
@@ -75,9 +75,8 @@ async def status_page(
         return response
     require_page_key(request)
     page = await status_reader(request).read(query)
-    if "html" not in page.rendered:
-        page.rendered["html"] = _TEMPLATE.render(_context(page)).encode()
-    return HTMLResponse(page.rendered["html"], headers={"Cache-Control": "no-store"})
+    html = page.rendered("html", lambda p: _TEMPLATE.render(_context(p, query)).encode())
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/status/throughput", include_in_schema=False)
@@ -123,6 +122,23 @@ async def lift_from_page(
     return RedirectResponse(_link(query), status_code=303)
 
 
+@router.post("/resume/{cabinet_id}", include_in_schema=False)
+async def resume_from_page(
+    request: Request,
+    runtime: RuntimeDep,
+    query: StatusQueryDep,
+    cabinet_id: Annotated[int, PathParam(ge=1, le=CABINET_ID_MAX)],
+    section: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+) -> Response:
+    """The page's Resume button of a suspension: lift the cabinet's suspensions (``section``:
+    that section's only), as ``POST /api/v1/cabinets/{id}/resume`` does, then back to the page
+    it was on; a bodiless form, like Retry."""
+    require_page_key(request)
+    await resume(runtime, await runtime.store.cabinets.get(cabinet_id), section)
+    status_reader(request).invalidate()
+    return RedirectResponse(_link(query), status_code=303)
+
+
 def _link(query: StatusQuery, **changes: Any) -> str:
     params = {
         "q": query.search,
@@ -154,10 +170,9 @@ def _utc(at: datetime | None) -> str:
     return "—" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _context(page: StatusPage) -> dict[str, Any]:
-    query = page.query
-    queues = page.queues
-    live = sum(by.get(s, 0) for by in queues.values() for s in ("active", "waiting", "delayed"))
+def _context(page: StatusOut, query: StatusQuery) -> dict[str, Any]:
+    """What the template is given: the status model as it is, the query it answers, and the
+    page's constants and formatters."""
     return {
         "page": page,
         "query": query,
@@ -167,18 +182,6 @@ def _context(page: StatusPage) -> dict[str, Any]:
         "sort_orders": SORT_ORDERS,
         "syncs": SYNCS,
         "lag_window_min": round(LAG_WINDOW_S / 60),
-        "tiles": [
-            ("cabinets", page.total),
-            ("live jobs", live),
-            ("delayed (waiting on a window)", sum(by["delayed"] for by in queues.values())),
-            ("failed jobs", sum(by["failed"] for by in queues.values())),
-            # Counted where the jobs run: a standalone `wbsync api` runs none, so shows 0.
-            ("deferrals (reschedules) by this process's workers", page.counters["reschedules"]),
-            ("429s from WB to this process", page.counters["upstream_429"]),
-            ("WB penalties in force", page.penalties_total),
-            ("suspended (needs attention)", page.attention.suspensions_total),
-            ("tokens expired or expiring", page.attention.tokens_total),
-        ],
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
         "back": _link(query).removeprefix("/"),

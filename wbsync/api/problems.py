@@ -202,7 +202,8 @@ def problem_for(exc: WbSyncError) -> Problem:
     if isinstance(exc, StoreError | QueueError | RedisUnavailableError):
         # The error's own text may hold a host, a driver message or a query: log it, send none.
         dependency = dependency_of(exc)
-        log.debug("%s failed: %s", dependency, exc)  # one WARNING per outage: wbsync.health
+        # One WARNING per outage comes from wbsync.observability.health.
+        log.debug("%s failed: %s", dependency, exc)
         return Problem(
             503,
             "unavailable",

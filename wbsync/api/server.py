@@ -12,10 +12,10 @@ import uvicorn
 
 from wbsync.api.app import create_app
 from wbsync.api.auth import api_keys
+from wbsync.composition.service import Extra, watch_health
 from wbsync.config import Settings
 from wbsync.errors import WbSyncError
-from wbsync.runtime import Runtime, open_runtime
-from wbsync.service import Extra, watch_health
+from wbsync.shared.runtime import Runtime, open_runtime
 
 __all__ = ["ApiServer", "api_extra", "run_api", "serve_api", "uvicorn_config"]
 

@@ -1,6 +1,7 @@
-"""The command line: run, api, demo, cabinets, limits, secrets, emulator, bench, migrate, plugins.
+"""The command line: run, api, demo, cabinets, limits, secrets, emulator, migrate, plugins, and
+the commands installed packages add (``bench``: ``wbsync.cli.added``).
 
-Every command that reads the settings loads the plugins first (``wbsync.startup``); the
+Every command that reads the settings loads the plugins first (``wbsync.composition.startup``); the
 emulator loads its own plugin group.
 
 Only typer, rich, the standard library and light wbsync modules are imported at the top (and by
@@ -15,11 +16,9 @@ command runs on (settings, errors and exit statuses, the database and the store)
 
 from __future__ import annotations
 
-from importlib.util import find_spec
-
 import typer
 
-from wbsync.cli import cabinets, demo, export, install, limits, secrets, serve
+from wbsync.cli import added, cabinets, demo, export, install, limits, secrets, serve
 from wbsync.cli.running import OneLineErrors
 from wbsync.emulator.cli import app as emulator_app
 
@@ -43,16 +42,4 @@ app.add_typer(limits.app, name="limits")
 app.add_typer(secrets.app, name="secrets")
 app.add_typer(emulator_app, name="emulator")
 
-
-def _mount_optional() -> None:
-    """Sub-apps whose dependencies are optional extras, if those are installed.
-
-    Looked up, not imported: the bench's modules load only when a benchmark runs.
-    """
-    if all(find_spec(name) for name in ("limits", "pyrate_limiter")):  # the bench extra
-        from wbsync.bench.cli import app as bench_app
-
-        app.add_typer(bench_app, name="bench")
-
-
-_mount_optional()
+added.add_installed(app)

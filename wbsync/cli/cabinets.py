@@ -211,7 +211,7 @@ def cabinets_import(
     Exit status 1 when any line was refused (the others are added all the same). With
     ``--check`` every token goes to WB first, and one WB refuses stores nothing (exit 2).
     """
-    from wbsync.cabinet_import import import_cabinets, parse_lines
+    from wbsync.cabinets.cabinet_import import import_cabinets, parse_lines
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
@@ -346,7 +346,7 @@ def cabinets_remove(
             async with open_store() as store:
                 cabinet = await store.remove_cabinet(cabinet_ref(ref))
         else:
-            from wbsync.runtime import open_runtime
+            from wbsync.shared.runtime import open_runtime
 
             async with open_runtime(settings) as runtime:
                 cabinet = await runtime.store.remove_cabinet(cabinet_ref(ref))

@@ -15,7 +15,7 @@ import typer
 from wbsync.cli.running import configured_settings
 
 if TYPE_CHECKING:
-    from wbsync.cabinet_check import CabinetCheck, SectionCheck
+    from wbsync.cabinets.cabinet_check import CabinetCheck, SectionCheck
     from wbsync.store import Cabinet
 
 __all__ = ["check_cabinets", "check_tokens", "render"]
@@ -78,8 +78,8 @@ async def check_cabinets(ref: int | str | None) -> list[CabinetCheck]:
     """Check one cabinet (``ref``) or, with None, every cabinet, through the shared buckets."""
     from functools import partial
 
-    from wbsync.cabinet_check import check_cabinet, check_many
-    from wbsync.runtime import open_runtime
+    from wbsync.cabinets.cabinet_check import check_cabinet, check_many
+    from wbsync.shared.runtime import open_runtime
 
     async with open_runtime(configured_settings()) as runtime:
         cabinets: list[Cabinet] = (
@@ -94,8 +94,8 @@ async def check_tokens(named: Sequence[tuple[str, str]]) -> list[CabinetCheck]:
     """Check tokens not stored yet, each as (cabinet name, token)."""
     from functools import partial
 
-    from wbsync.cabinet_check import check_many, check_new_token
-    from wbsync.runtime import open_runtime
+    from wbsync.cabinets.cabinet_check import check_many, check_new_token
+    from wbsync.shared.runtime import open_runtime
 
     async with open_runtime(configured_settings()) as runtime:
         return await check_many([partial(check_new_token, runtime, n, t) for n, t in named])

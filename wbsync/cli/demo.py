@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wbsync.cli.running import configured_settings, fail, run_async
-from wbsync.logs import configure_logging
+from wbsync.observability.logs import configure_logging
 
 
 def demo(

@@ -28,7 +28,7 @@ def export(
     """Write a dataset's change feed to stdout (inserts, updates, tombstones in seq order)."""
     if fmt not in ("jsonl", "csv"):
         fail(f"--format must be jsonl or csv, got {fmt!r}", code=EXIT_CONFIG)
-    from wbsync.export import export_changes
+    from wbsync.cabinets.export import export_changes
     from wbsync.store.datasets import dataset as find_dataset
 
     fmt_: Literal["jsonl", "csv"] = "csv" if fmt == "csv" else "jsonl"

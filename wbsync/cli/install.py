@@ -28,7 +28,7 @@ def settings_cmd(
 ) -> None:
     """Every setting with its current value (secrets masked) and what it means."""
     if markdown:
-        from wbsync.settings_doc import settings_markdown
+        from wbsync.config.settings_doc import settings_markdown
 
         typer.echo(settings_markdown(), nl=False)
         return
@@ -47,7 +47,7 @@ def plugins(
 ) -> None:
     """The installed plugins: which are loaded (WBSYNC_PLUGINS), what each declared, and why
     a refused one was refused; exit status 2 after the listing when the start was refused."""
-    from wbsync import plugins as loader
+    from wbsync.catalog import plugins as loader
 
     problem, allow = _start()
     refused = loader.diagnose(allow=allow) if problem and not loader.loaded() else {}
@@ -90,7 +90,7 @@ def _plugin_rows(
 ) -> list[dict[str, Any]]:
     """One row per installed entry point: ``state`` loaded, not allowed, refused (``error``
     says why) or not loaded because another was refused."""
-    from wbsync import plugins as loader
+    from wbsync.catalog import plugins as loader
 
     loaded = {(p.group, p.name): p for p in loader.loaded()}
     rows = []

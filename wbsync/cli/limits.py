@@ -21,7 +21,7 @@ from wbsync.cli.cabinets import cabinet_ref
 from wbsync.cli.running import configured_settings, fail, run_async
 
 if TYPE_CHECKING:
-    from wbsync.runtime import Runtime
+    from wbsync.shared.runtime import Runtime
 
 app = typer.Typer(help="WB's rate-limit penalties: list them, lift one by hand.")
 
@@ -30,8 +30,8 @@ app = typer.Typer(help="WB's rate-limit penalties: list them, lift one by hand."
 async def _runtime(*, logging: bool = False) -> AsyncIterator[Runtime]:
     """A runtime on the configured Redis and database; with ``logging``, the process's log
     lines (a lift's audit line) go to stderr as JSON, as the services' do."""
-    from wbsync.logs import configure_logging
-    from wbsync.runtime import open_runtime
+    from wbsync.observability.logs import configure_logging
+    from wbsync.shared.runtime import open_runtime
 
     settings = configured_settings()
     if logging:
@@ -47,9 +47,9 @@ def limits_penalties(
     """List WB's penalties in force now, the longest first, with their sellers' cabinets."""
 
     async def go() -> list[Any]:
-        from wbsync import clock
         from wbsync.api.schemas import cabinet_out, penalty_out
-        from wbsync.penalties import by_seller
+        from wbsync.cabinets.penalties import by_seller
+        from wbsync.system import clock
 
         async with _runtime() as runtime:
             found = await runtime.limiter.penalties()
@@ -68,7 +68,7 @@ def limits_penalties(
 
 
 def _print_table(rows: list[Any]) -> None:
-    from wbsync.penalties import remaining_text
+    from wbsync.cabinets.penalties import remaining_text
 
     if not rows:
         typer.echo("no penalty from WB is in force")
@@ -104,7 +104,7 @@ def limits_lift(
     """
 
     async def go() -> Any:
-        from wbsync import penalties
+        from wbsync.cabinets import penalties
 
         try:
             penalties.check_group(group)

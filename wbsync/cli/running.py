@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from wbsync import eventloop
 from wbsync.errors import ConfigError, WbSyncError
+from wbsync.system import eventloop
 
 if TYPE_CHECKING:
     from wbsync.config import Settings
@@ -52,7 +52,7 @@ def configured_settings() -> Settings:
 
     Names of queues and limit groups no loaded plugin declares are one ``warning:`` line, once
     a process: in a mixed fleet another process may load them (never an exit)."""
-    from wbsync.startup import load_settings, not_loaded_here
+    from wbsync.composition.startup import load_settings, not_loaded_here
 
     settings = load_settings()  # a ConfigError is reported by OneLineErrors
     notice = not_loaded_here(settings)

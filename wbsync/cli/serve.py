@@ -9,7 +9,7 @@ import typer
 
 from wbsync.cli.running import configured_settings, run_async
 from wbsync.errors import ConfigError
-from wbsync.logs import configure_logging
+from wbsync.observability.logs import configure_logging
 
 if TYPE_CHECKING:
     from wbsync.config import Settings
@@ -59,7 +59,7 @@ def run(
 ) -> None:
     """Run the workers of the sync queues and the fan-out until SIGINT/SIGTERM."""
     settings = configured_settings()  # a bad setting is refused before the heavy imports
-    from wbsync.service import run_service
+    from wbsync.composition.service import run_service
 
     configure_logging(settings.log_level)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None

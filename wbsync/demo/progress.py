@@ -20,7 +20,7 @@ from rich.table import Table
 
 from wbsync.jobs.model import Outcome
 from wbsync.jobs.queue import SyncQueue
-from wbsync.metrics import upstream_rate_limited
+from wbsync.observability.metrics import upstream_rate_limited
 from wbsync.store import Store
 from wbsync.syncs import SYNCS
 

@@ -20,21 +20,21 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 
-from wbsync import clock
+from wbsync.composition.service import active_cabinet_ids
+from wbsync.composition.workers import build_workers
 from wbsync.config import Settings
-from wbsync.demo.expected import expected_datasets
+from wbsync.demo.expected import expected_datasets, expected_methods
 from wbsync.demo.progress import Progress, Tally, stored_rows
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes, running_emulator
+from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import WbSyncError
 from wbsync.jobs.fanout import FanOut
-from wbsync.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
-from wbsync.registry import BUILTIN
-from wbsync.runtime import Runtime, open_runtime
-from wbsync.service import active_cabinet_ids
+from wbsync.observability.metrics import SLOT_SLEEP, SYNC_PAGES, queue_value, upstream_rate_limited
+from wbsync.shared.runtime import Runtime, open_runtime
 from wbsync.store.ledger import PriceTarget
 from wbsync.syncs import SYNCS
+from wbsync.system import clock
 from wbsync.wb.endpoints import ENDPOINTS
-from wbsync.workers import build_workers
 
 DEMO_SCALE = 0.01
 DEMO_SIZES = SellerSizes(products=60, campaigns=6, report_rows=60, orders=40, sales=30)
@@ -46,9 +46,29 @@ DEMO_GRACE_MS = 100.0
 
 
 def demo_queues() -> list[str]:
-    """The queues the demo runs and checks row by row: wbsync's own, read from the registry
-    (the demo knows no plugin's expected rows; a plugin's sync runs under ``wbsync run``)."""
-    return [name for name in SYNCS if SYNCS.owner(name) == BUILTIN]
+    """The queues the demo runs and checks row by row, read from the registry: every sync
+    (wbsync's and the loaded plugins') whose methods the emulator serves and whose datasets'
+    rows it computes (``expected.expected_methods``); a plugin's other syncs run under
+    ``wbsync run``."""
+    computed = expected_methods()
+    return [
+        name
+        for name, sync in SYNCS.items()
+        if all(m in METHODS for m in sync.methods) and all(d in computed for d in sync.datasets)
+    ]
+
+
+def demo_sizes(settings: Settings) -> SellerSizes:
+    """The demo sellers' sizes, with no more days of dated history than the shortest window a
+    sync pulls, so that every dataset's expected rows are its method's over one window
+    (``expected.window``)."""
+    days = min(
+        DEMO_SIZES.days,
+        settings.sync_stats_days,
+        settings.sync_funnel_days,
+        settings.sync_lookback_days + 1,
+    )
+    return DEMO_SIZES.model_copy(update={"days": days})
 
 
 @dataclass(frozen=True)
@@ -159,7 +179,7 @@ async def run_demo(
     )
     config = EmulatorConfig(
         time_scale=DEMO_SCALE,
-        sizes=DEMO_SIZES,
+        sizes=demo_sizes(settings),
         page_size=DEMO_PAGES,
         anchor_date=clock.wb_today(),
         grace_ms=DEMO_GRACE_MS,

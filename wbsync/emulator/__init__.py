@@ -18,8 +18,8 @@ if TYPE_CHECKING:
         ReplyLatency,
         SellerSizes,
     )
+    from wbsync.emulator.emulated import expected_rows
     from wbsync.emulator.server import Emulator, running_emulator, serve
-    from wbsync.emulator.state import expected_rows
 
 _HOMES = {  # name: the module that defines it
     "Emulator": "server",
@@ -28,7 +28,7 @@ _HOMES = {  # name: the module that defines it
     "LimitSpec": "config",
     "ReplyLatency": "config",
     "SellerSizes": "config",
-    "expected_rows": "state",
+    "expected_rows": "emulated",
     "running_emulator": "server",
     "serve": "server",
 }
@@ -50,4 +50,5 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    importlib.import_module(f"{__name__}.wbdocs")  # the built-in methods, registered first
     return getattr(importlib.import_module(f"{__name__}.{home}"), name)

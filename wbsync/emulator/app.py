@@ -24,11 +24,12 @@ from wbsync.emulator import control
 from wbsync.emulator import report_tasks as _report_tasks  # noqa: F401  (declares its methods)
 from wbsync.emulator.buckets import BucketDecision, format_seconds
 from wbsync.emulator.config import FaultRule
-from wbsync.emulator.handlers import HANDLERS, Call
+from wbsync.emulator.emulated import EMULATED, Call
+from wbsync.emulator.method import Method, Rate
 from wbsync.emulator.replies import BadRequest, json_reply, problem, shaped
 from wbsync.emulator.state import EmulatorState
 from wbsync.emulator.tokens import CATEGORY_BITS, EmuToken, Kind, TokenRefused, verify
-from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS, Method, Rate
+from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS
 
 __all__ = ["build_app"]
 
@@ -220,7 +221,7 @@ async def _after_bucket(
     if rule is not None and rule.kind == "slow":
         await asyncio.sleep(rule.delay_ms / 1000.0)
     try:
-        reply = await HANDLERS[call.method](call)
+        reply = await EMULATED[call.method].handler(call)
     except BadRequest as exc:
         body = {
             "title": exc.title,

@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from wbsync.emulator.wbdocs import Rate
+from wbsync.emulator.method import Rate
 
 __all__ = ["BucketDecision", "Buckets", "format_seconds"]
 

@@ -55,8 +55,8 @@ def main(
     """Run the emulator in the foreground (unless a subcommand is given)."""
     if ctx.invoked_subcommand is not None:
         return
-    from wbsync import eventloop
     from wbsync.emulator.cli_support import load_config, load_plugins, run_emulator
+    from wbsync.system import eventloop
 
     load_plugins()
     cfg = load_config(

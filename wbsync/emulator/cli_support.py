@@ -16,7 +16,7 @@ __all__ = ["issue_token", "load_config", "load_plugins", "needed", "run_emulator
 def load_plugins() -> None:
     """Register the emulated methods of the allowed plugins (``WBSYNC_PLUGINS``, entry-point
     group ``wbsync.emulator``), before a config file names them."""
-    from wbsync import plugins
+    from wbsync.catalog import plugins
     from wbsync.config import get_settings
     from wbsync.emulator.wbdocs import METHODS
 

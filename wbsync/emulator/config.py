@@ -22,10 +22,10 @@ from pydantic import (
     model_validator,
 )
 
-from wbsync import clock
+from wbsync.emulator.method import METHODS, Rate, disabled_in_docs
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import METHODS, Rate, disabled_in_docs
 from wbsync.errors import ConfigError
+from wbsync.system import clock
 
 __all__ = [
     "DEFAULT_SIGNING_KEY",

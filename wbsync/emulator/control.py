@@ -15,8 +15,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from wbsync.emulator.config import FaultRule, LimitOverride
+from wbsync.emulator.emulated import NoExpectation, expected
 from wbsync.emulator.replies import json_reply
-from wbsync.emulator.state import EmulatorState, NoExpectation
+from wbsync.emulator.state import EmulatorState
 from wbsync.emulator.tokens import Kind, category_bit, mint, token_id
 from wbsync.emulator.wbdocs import METHODS
 
@@ -119,14 +120,14 @@ def routes(state: EmulatorState) -> list[Route]:
             state.faults.replace(body.rules, body.seed)
         return json_reply({"rules": state.faults.rules()})
 
-    async def expected(request: Request) -> Response:
+    async def expectation(request: Request) -> Response:
         method = request.path_params["method"]
         params = dict(request.query_params)
         seller = params.pop("seller", None)
         if not seller or method not in METHODS:
             return _invalid(ValueError("need ?seller=<sid> and a known method name"))
         try:
-            rows = state.expected(seller, method, **params)
+            rows = expected(state, seller, method, **params)
         except NoExpectation as exc:
             return json_reply({"title": "no expectation", "detail": str(exc)}, status=404)
         except ValueError as exc:
@@ -216,7 +217,7 @@ def routes(state: EmulatorState) -> list[Route]:
         Route(f"{PREFIX}/requests", requests, methods=["GET"]),
         Route(f"{PREFIX}/reset", reset, methods=["POST"]),
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "PUT", "DELETE"]),
-        Route(f"{PREFIX}/expected/{{method}}", expected, methods=["GET"]),
+        Route(f"{PREFIX}/expected/{{method}}", expectation, methods=["GET"]),
         Route(f"{PREFIX}/tokens", tokens, methods=["POST"]),
         Route(f"{PREFIX}/tokens/revoke", revoke, methods=["POST"]),
         Route(f"{PREFIX}/balance", balance, methods=["POST"]),

@@ -89,6 +89,9 @@ class SellerData:
     anchor: date
     today: date | None = None
     """The dated data's last day when a scaled calendar moved it past ``anchor``."""
+    #: WB reads the statistics' ``dateFrom`` as ``>=`` (its documents) or ``>``
+    #: (``EmulatorConfig.statistics_date_from``): which rows a pull from a moment returns.
+    date_from_inclusive: bool = True
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -105,6 +108,7 @@ class SellerData:
             self.sizes,
             self.anchor,
             today,
+            self.date_from_inclusive,
             {k: v for k, v in self._cache.items() if k not in _DATED},
         )
         for name in ("nm_base", "products"):

@@ -13,20 +13,31 @@ faults, the sandbox host), then its handler answers a :class:`Call` from the sel
 :class:`SellerData` (``cached`` builds a seller's rows once; ``seller_data`` builds a seller's
 data as the emulator does, for a plugin's tests) and keeps what it changes in the seller's
 :class:`SellerState` (``plugins``), which a reset forgets. docs/extending.md documents each.
-Like the rest of the emulator, this module imports nothing of the client or the syncs.
+wbsync's own methods are declared the same way, one WB section per module under
+``wbsync.emulator.methods``. Like the rest of the emulator, this module imports nothing of the
+client or the syncs.
 """
 
 from __future__ import annotations
 
+from wbsync.catalog.registry import Registrar
 from wbsync.emulator.dataset import Product, Row, SellerData, iso_z
-from wbsync.emulator.handlers import HANDLERS, Call, EmulatedMethod, Handler
+from wbsync.emulator.emulated import (
+    EMULATED,
+    EXPECTED,
+    HANDLERS,
+    Call,
+    EmulatedMethod,
+    Expectation,
+    Handler,
+)
 from wbsync.emulator.replies import BadRequest, json_reply
-from wbsync.emulator.state import EXPECTED, Expectation, SellerState, cached, seller_data
+from wbsync.emulator.state import SellerState, cached, seller_data
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, ROUTES, Method, Rate
-from wbsync.registry import Registrar
 
 __all__ = [
+    "EMULATED",
     "EXPECTED",
     "HANDLERS",
     "METHODS",

@@ -29,7 +29,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from wbsync import clock
+from wbsync.catalog.registry import BUILTIN, Registrar
 from wbsync.emulator.dataset import WAREHOUSES
 from wbsync.emulator.extend import (
     BadRequest,
@@ -44,7 +44,7 @@ from wbsync.emulator.extend import (
     json_reply,
 )
 from wbsync.emulator.replies import problem
-from wbsync.registry import BUILTIN, Registrar
+from wbsync.system import clock
 
 __all__ = ["BUILD_S", "FATES", "KEPT_S", "NEW_S", "plan_tasks"]
 

@@ -15,6 +15,7 @@ import uvicorn
 from wbsync.emulator.app import build_app
 from wbsync.emulator.config import MOSCOW, EmulatorConfig, FaultRule, LimitOverride
 from wbsync.emulator.dataset import Row
+from wbsync.emulator.emulated import expected
 from wbsync.emulator.state import Counters, EmulatorState
 from wbsync.emulator.tokens import CATEGORY_BITS, LIFETIME, Kind, mint, token_id
 
@@ -69,8 +70,8 @@ class Emulator:
         )
 
     def expected(self, seller_id: str, method: str, **params: Any) -> list[Row]:
-        """The rows a full pull of ``method`` returns now (see ``state.expected_rows``)."""
-        return self.state.expected(seller_id, method, **params)
+        """The rows a full pull of ``method`` returns now (see ``emulated.expected_rows``)."""
+        return expected(self.state, seller_id, method, **params)
 
     def set_faults(self, rules: list[FaultRule], seed: int | None = None) -> None:
         """Replace the active fault rules."""

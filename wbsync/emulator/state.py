@@ -1,34 +1,29 @@
-"""The emulator's state: sellers' data and edits, buckets, faults, counters; expected pulls."""
+"""The emulator's state: sellers' data and edits, buckets, faults, counters."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from typing import Any
 
-from wbsync.emulator import adverts, reports
+from wbsync.emulator import adverts
 from wbsync.emulator.buckets import Buckets
-from wbsync.emulator.config import MOSCOW, EmulatorConfig, LimitOverride, limit_groups
+from wbsync.emulator.config import EmulatorConfig, LimitOverride, limit_groups
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.faults import FaultPlan
+from wbsync.emulator.method import METHODS, Rate
 from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import METHODS, Rate
-from wbsync.registry import Table
 
 __all__ = [
-    "EXPECTED",
     "Counters",
     "EmulatorState",
-    "Expectation",
-    "NoExpectation",
     "SellerState",
-    "expected_rows",
-    "parse_moscow",
-    "rows_after",
+    "cached",
+    "initial_state",
+    "seller_campaigns",
+    "seller_data",
 ]
 
 
@@ -248,123 +243,15 @@ class EmulatorState:
             self.revoked.clear()
             self.unpaid.clear()
 
-    def expected(self, seller: str, method: str, **params: Any) -> list[Row]:
-        """The rows a full pull of ``method`` returns now (edits included)."""
-        return _expected(self.config, self.data(seller), self.seller(seller), method, params)
-
 
 def seller_data(config: EmulatorConfig, seller: str) -> SellerData:
     """A seller's generated data under ``config``."""
     today = None if config.calendar_origin is None else config.today()
-    return SellerData(config.seed, seller, config.sizes_for(seller), config.anchor_date, today)
-
-
-def expected_rows(config: EmulatorConfig, seller: str, method: str, **params: Any) -> list[Row]:
-    """The rows a full pull of ``method`` returns from a fresh emulator with ``config``.
-
-    ``params``: ``date_from``/``date_to`` (finance), ``date_from`` (statistics),
-    ``begin``/``end`` (fullstats, funnel; default: all history days).
-    """
-    data = seller_data(config, seller)
-    return _expected(config, data, initial_state(data), method, params)
-
-
-def _dates(data: SellerData, params: dict[str, Any], a: str, b: str) -> tuple[date, date]:
-    days = data.history_days
-    start = params.get(a) or days[0]
-    end = params.get(b) or days[-1]
-    return (date.fromisoformat(str(start)[:10]), date.fromisoformat(str(end)[:10]))
-
-
-def _expected(
-    config: EmulatorConfig, data: SellerData, st: SellerState, method: str, params: dict[str, Any]
-) -> list[Row]:
-    if method == "finance.detailed_report":
-        lo, hi = _dates(data, params, "date_from", "date_to")
-        return [
-            r
-            for r in cached(data, "finance", reports.finance_rows)
-            if lo.isoformat() <= r["rrDate"] <= hi.isoformat()
-        ]
-    if method in ("statistics.orders", "statistics.sales"):
-        rows = cached(data, method, reports.orders if method.endswith("orders") else reports.sales)
-        since = parse_moscow(str(params.get("date_from", "2000-01-01")))
-        return rows_after(rows, since, inclusive=config.statistics_date_from == ">=")
-    if method == "promotion.adverts":
-        return seller_campaigns(data, st)
-    if method == "promotion.fullstats":
-        begin, end = _dates(data, params, "begin", "end")
-        return [
-            adverts.advert_stats(data, c, begin, end)
-            for c in seller_campaigns(data, st)
-            if adverts.has_stats(data, c, begin, end)
-        ]
-    if method == "promotion.get_bids":
-        return [bid_row(key, kop) for key, kop in st.bids.items()]
-    if method == "analytics.sales_funnel_history":
-        begin, end = _dates(data, params, "begin", "end")
-        week = params.get("aggregation") == "week"
-        return [data.funnel_item(p, begin, end, week) for p in data.products]
-    if method == "analytics.stocks_wb_warehouses":
-        return cached(data, "stocks", SellerData.stocks)
-    if method == "content.cards_list":
-        return cached(data, "cards", SellerData.cards)
-    if method == "prices.goods_list":
-        return data.goods(st.prices)
-    if method == "prices.upload_task":
-        return list(st.uploads)
-    if method == "tariffs.acceptance_coefficients":
-        return cached(data, "coefficients", SellerData.coefficients)
-    if method in EXPECTED:
-        return EXPECTED[method](data, st, params)
-    raise NoExpectation(method)
-
-
-Expectation = Callable[[SellerData, SellerState, dict[str, Any]], list[Row]]
-"""A plugin method's expected rows: what a full pull returns from the seller's data and edits,
-given ``/__emulator/expected``'s query parameters (``seller`` left out)."""
-
-EXPECTED: Table[Expectation] = Table("emulated method expectation")
-"""The expectation of each plugin method that declares one, by method name."""
-
-
-class NoExpectation(LookupError):
-    """The emulator computes no expected rows for this method (a plugin's, or unknown)."""
-
-    def __init__(self, method: str) -> None:
-        owner = METHODS.owner(method)
-        why = (
-            "no emulated method by that name"
-            if owner is None
-            else f"plugin {owner!r} declares it with no expectation (EmulatedMethod's "
-            "expected): compute its rows from SellerData"
-        )
-        super().__init__(f"no expected rows for {method!r}: {why} (docs/extending.md)")
-
-
-def parse_moscow(text: str) -> datetime:
-    """A statistics ``dateFrom``: a date or an RFC 3339 date-time, as Moscow wall time (WB's
-    rows' ``lastChangeDate`` are); a time with an offset is moved to Moscow's first."""
-    moment = datetime.fromisoformat(text.strip().replace(" ", "T"))
-    return moment.astimezone(MOSCOW).replace(tzinfo=None) if moment.tzinfo else moment
-
-
-def rows_after(rows: list[Row], since: datetime, *, inclusive: bool) -> list[Row]:
-    """Rows whose ``lastChangeDate`` is at or after (``inclusive``, WB's documented reading) or
-    strictly after ``since`` (the paging cursor)."""
-    if inclusive:
-        return [r for r in rows if datetime.fromisoformat(r["lastChangeDate"]) >= since]
-    return [r for r in rows if datetime.fromisoformat(r["lastChangeDate"]) > since]
-
-
-def bid_row(key: tuple[int, int, str], kopecks: int) -> Row:
-    """A get-bids row."""
-    advert_id, nm_id, query = key
-    return {
-        "advert_id": advert_id,
-        "nm_id": nm_id,
-        "norm_query": query,
-        "bid": kopecks // 100,
-        "bid_kopecks": kopecks,
-        "currency": "RUB",
-    }
+    return SellerData(
+        config.seed,
+        seller,
+        config.sizes_for(seller),
+        config.anchor_date,
+        today,
+        date_from_inclusive=config.statistics_date_from == ">=",
+    )

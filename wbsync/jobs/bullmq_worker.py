@@ -1,6 +1,6 @@
 """BullMQ's worker, made to treat Redis as infrastructure (see ``BullmqWorker``).
 
-Connections come from ``wbsync.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20
+Connections come from ``wbsync.redis.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20
 retries up to 20 s apart), and the blocking wait is capped below the command timeout
 (``BLOCK_CEILING_S``), so the blocking pop never times out on the client side.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -18,11 +17,12 @@ from typing import Any
 
 import bullmq
 
-from wbsync import clock, redis_bounds
 from wbsync.errors import MalformedJobError
 from wbsync.jobs.job_data import decode
 from wbsync.jobs.model import as_text
-from wbsync.redis_client import RedisClient, describe, is_redis_failure
+from wbsync.redis import redis_bounds
+from wbsync.redis.redis_client import RedisClient, describe, is_redis_failure
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 
@@ -324,14 +324,3 @@ def options_fault(raw: str | bytes) -> str | None:
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     quoted = text[:QUOTED_CHARS] + ("..." if len(text) > QUOTED_CHARS else "")
     return f"job options are not a JSON object: {why}; they read {quoted!r}"
-
-
-def bullmq_script_shas() -> dict[str, str]:
-    """BullMQ's Lua scripts by the SHA1 its clients call them by (``EVALSHA``): what a
-    benchmark needs to tell BullMQ's commands from wbsync's in a ``MONITOR`` log."""
-    from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript
-
-    return {
-        hashlib.sha1(loadScript(file).encode()).hexdigest(): name
-        for name, file in SCRIPT_DEFINITIONS.items()
-    }

@@ -22,7 +22,7 @@
   setting, and the client has already stopped the section in the process.
 * **A refusal no retry fixes** (a dead token, a missing category, a token type, no balance:
   ``wbsync.wb.refusals``) never reaches this policy: the sync's processor suspends what it
-  applies to and completes the job as ``needs_attention`` (``wbsync.suspending``).
+  applies to and completes the job as ``needs_attention`` (``wbsync.cabinets.suspending``).
 * Anything else (WB refused the request, a token error, a bug) spends a BullMQ attempt.
 
 Every failure reason is the error's message, so WB's words travel with it.
@@ -34,8 +34,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from wbsync import clock
-from wbsync.context import counting_upstream_failures
 from wbsync.errors import (
     FailureBudgetExhausted,
     JobLockLostError,
@@ -52,14 +50,16 @@ from wbsync.errors import (
 )
 from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.jobs.model import JobFailedForGood
-from wbsync.metrics import FAILURE_BUDGET_EXHAUSTED, JOB_RETRIES
+from wbsync.observability.context import counting_upstream_failures
+from wbsync.observability.metrics import FAILURE_BUDGET_EXHAUSTED, JOB_RETRIES
+from wbsync.system import clock
 
 __all__ = ["FailureBudget", "FailurePolicy", "backoff_ms"]
 
 log = logging.getLogger(__name__)
 
 _UPSTREAM = (WbServerError, WbTransportError, WbBadResponseError)
-# Every Redis failure reaches here as one of these: ``wbsync.redis_client.redis_failures``
+# Every Redis failure reaches here as one of these: ``wbsync.redis.redis_client.redis_failures``
 # translates them where the call is made (the limiter, the throughput counts, the job queue).
 _INFRASTRUCTURE = (StoreUnavailableError, RedisUnavailableError, QueueError)
 
@@ -162,7 +162,7 @@ class FailurePolicy:
             infra.value += 1
             wait = backoff_ms(infra.value, base_ms=self.retry_ms, max_ms=self.retry_max_ms)
             # One line per job and retry would bury the one an operator needs: the dependency
-            # monitor (wbsync.health) logs the outage once; the retries are counted.
+            # monitor (wbsync.observability.health) logs the outage once; the retries are counted.
             await self._retry_later(job, "infrastructure", wait, str(exc), level=logging.DEBUG)
         except RateLimitExceeded as exc:
             wait = exc.retry_after * 1000.0

@@ -32,12 +32,12 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from wbsync import clock
 from wbsync.errors import WbSyncError
 from wbsync.jobs.lag import DUE_FIELD
 from wbsync.jobs.leader import FanOutLeases, Held
 from wbsync.jobs.queue import SyncQueue
-from wbsync.redis_bounds import FailureBackoff
+from wbsync.redis.redis_bounds import FailureBackoff
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,10 @@ class FanOut:
             if due:
                 at_once = since is None or now - since >= schedule.interval_ms
                 enqueues.append(self._enqueue_due(name, due, at_once=at_once))
-            # Never backwards: a schedule set ahead (a benchmark's "not before") holds.
+            # Never backwards: the cabinets due up to `since` were enqueued, whatever clock
+            # this leader reads (a Redis failed over to a host whose clock is behind); a
+            # schedule set ahead holds the fan-out until then (docs/scaling.md, "The fan-out's
+            # pass").
             done[name] = now if since is None else max(since, now)
             next_at = schedule.next_at(done[name])
             step_ms = schedule.interval_ms / SPREAD_STEPS
@@ -243,7 +246,7 @@ class Schedule:
 
     A pass finds the cabinets due since the schedule's last step by bisection, in time
     proportional to their number and the logarithm of all: visiting every cabinet on every
-    pass cost the leader ~110 ms of CPU a pass at 10,000 cabinets on nine queues, and passes
+    pass cost the leader ~110 ms of CPU a pass at 10,000 cabinets on the built-in queues, and passes
     come every step of the shortest interval (a second for the booking monitor's minute).
     """
 

@@ -9,13 +9,13 @@ from typing import Any, NoReturn
 
 import bullmq
 
-from wbsync import clock
 from wbsync.errors import JobLockLostError
 from wbsync.jobs import contract
 from wbsync.jobs.job_data import JobDataWriter, StreamEntry
 from wbsync.jobs.lag import LagSample
 from wbsync.jobs.model import Deferred
-from wbsync.throughput import Count
+from wbsync.redis.throughput import Count
+from wbsync.system import clock
 
 MoveToDelayed = Callable[[str, str, int, Mapping[str, Any]], Awaitable[None]]
 ProgressFields = Callable[[], Mapping[str, Any]]

@@ -24,9 +24,9 @@ from redis.asyncio.cluster import RedisCluster
 
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs.lag import LagSample
-from wbsync.lua import lua_script
-from wbsync.redis_client import RedisClient, redis_failures
-from wbsync.throughput import Count
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.redis.throughput import Count
 
 __all__ = ["JobDataWriter", "StreamEntry", "decode", "encode"]
 

@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wbsync import clock, keys
 from wbsync.errors import RedisUnavailableError
-from wbsync.metrics import SYNC_LAG
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.observability.metrics import SYNC_LAG
+from wbsync.redis import keys
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.system import clock
 
 __all__ = [
     "DUE_FIELD",

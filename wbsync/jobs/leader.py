@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wbsync import keys
-from wbsync.lua import lua_script
-from wbsync.metrics import FANOUT_LEADER
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.observability.metrics import FANOUT_LEADER
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
 
 log = logging.getLogger(__name__)
 

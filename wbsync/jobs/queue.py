@@ -3,7 +3,8 @@
 One job per (queue, cabinet): the job id is derived from both, so adding a cabinet whose job is
 live (active, waiting, delayed, prioritized) adds nothing. Finished jobs are cleared first,
 because BullMQ also ignores an id that sits in ``completed`` or ``failed``. Connections come from
-``wbsync.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20 retries up to 20 s apart).
+``wbsync.redis.redis_bounds`` (bounded timeouts and retries, not BullMQ's 20 retries up to 20 s
+apart).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 
 import bullmq
 
-from wbsync import keys, redis_bounds, redis_client
 from wbsync.errors import QueueError
 from wbsync.jobs.model import (
     FINISHED_STATES,
@@ -25,7 +25,8 @@ from wbsync.jobs.model import (
     job_id,
 )
 from wbsync.jobs.views import JobView, job_states, read_jobs
-from wbsync.redis_client import describe, is_redis_failure, redis_failures
+from wbsync.redis import keys, redis_bounds, redis_client
+from wbsync.redis.redis_client import describe, is_redis_failure, redis_failures
 
 _KEEP_FAILED = 1000
 ENQUEUE_BATCH = 1000

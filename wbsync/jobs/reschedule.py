@@ -4,9 +4,10 @@ A processor wrapped by it runs inside ``run_with_rate_limit_deferral``. When the
 wait longer than the threshold it raises ``RateLimitDeferred``; the service moves the job to
 delayed for exactly that wait (no attempt spent), counts it, and lets the worker take the next
 job. The job's data (and so its cursor) is kept; the next run continues from it. A report task
-WB is still building raises ``ReportPending`` (``wbsync.context.wait_for_upstream``): the same
-deferral, labelled with its own reason (``report``) on the metric, in the job's data
-(``deferral_reason``) and on the status page (``deferred_by``: "waiting on WB's report ...").
+WB is still building raises ``ReportPending``
+(``wbsync.observability.context.wait_for_upstream``): the same deferral, labelled with its own
+reason (``report``) on the metric, in the job's data (``deferral_reason``) and on the status
+page (``deferred_by``: "waiting on WB's report ...").
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from wbsync.context import run_with_rate_limit_deferral
 from wbsync.errors import RateLimitDeferred
 from wbsync.jobs.handle import JobHandle, Processor
-from wbsync.metrics import DEFERRALS, RESCHEDULES
+from wbsync.observability.context import run_with_rate_limit_deferral
+from wbsync.observability.metrics import DEFERRALS, RESCHEDULES
 
 log = logging.getLogger(__name__)
 

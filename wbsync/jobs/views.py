@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from wbsync import redis_client
 from wbsync.errors import MalformedJobError, QueueError
 from wbsync.jobs.job_data import decode
 from wbsync.jobs.model import as_text, job_id
-from wbsync.lua import lua_script
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.redis import redis_client
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
 
 
 @dataclass(frozen=True, slots=True)

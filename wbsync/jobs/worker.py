@@ -25,8 +25,6 @@ from typing import Any
 
 import bullmq
 
-from wbsync import clock, keys, redis_bounds
-from wbsync.context import JobInfo, correlation, running_job
 from wbsync.errors import JobLockLostError, MalformedJobError, QueueError
 from wbsync.jobs import contract
 from wbsync.jobs.bullmq_worker import BullmqWorker, put_back_locked
@@ -40,8 +38,11 @@ from wbsync.jobs.model import (
     cabinet_or_blank,
     job_id,
 )
-from wbsync.metrics import JOB_DURATION
-from wbsync.redis_client import redis_failures
+from wbsync.observability.context import JobInfo, correlation, running_job
+from wbsync.observability.metrics import JOB_DURATION
+from wbsync.redis import keys, redis_bounds
+from wbsync.redis.redis_client import redis_failures
+from wbsync.system import clock
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ no context (HTTP paths)         sleep while the total wait stays under the ceili
 ==============================  =========================  ===================================
 
 A bucket follows the table's limit unless WB's replies showed a stricter one: ``learn`` stores
-that learned limit beside the bucket (``learn.lua``), every pass of ``bucket.lua`` applies it in
-the same round trip, and it expires after ``learned_ttl_s`` (scaled). Nothing WB says pushes a
+that learned limit beside the bucket (``learn.lua``, ``learned.py``), every pass of
+``bucket.lua`` applies it in the same round trip, and it expires after ``learned_ttl_s``
+(scaled). Nothing WB says pushes a
 bucket further than ``max_wait_s`` (scaled): a penalty is clamped to it and a learned interval
 never exceeds it, here and in the Lua scripts.
 
@@ -25,120 +26,39 @@ those in force, ``lift`` ends one for every process.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import cast
 
 from redis.asyncio.cluster import RedisCluster
 
-from wbsync import clock, keys
-from wbsync.context import current_job, deferral_threshold_ms
 from wbsync.errors import RateLimitDeferred, RateLimitExceeded, RedisUnavailableError
-from wbsync.lua import lua_script
-from wbsync.metrics import LEARNED_LIMITS, LIMITER_WAIT, SLOT_SLEEP
-from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook, bounded_words
-from wbsync.redis_client import (
+from wbsync.observability.context import current_job, deferral_threshold_ms
+from wbsync.observability.metrics import LIMITER_WAIT, SLOT_SLEEP
+from wbsync.ratelimit.learned import Learned, LearnedLimits, index_member
+from wbsync.ratelimit.options import LimiterOptions
+from wbsync.ratelimit.penalty import GLOBAL_GROUP, Penalty, PenaltyBook
+from wbsync.ratelimit.results import Acquired, TryResult
+from wbsync.ratelimit.words import clean_words
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import (
     RedisClient,
     describe,
     is_redis_failure,
     redis_failures,
     run_scripts,
 )
-from wbsync.scope import BucketScope, Limit
+from wbsync.system import clock
+from wbsync.values.scope import BucketScope, Limit
 
 _BUCKET = lua_script("wbsync.ratelimit", "bucket.lua")
-_LEARN = lua_script("wbsync.ratelimit", "learn.lua")
 #: The most buckets one pass may take (``bucket.lua`` encodes which one made the wait in the
 #: low bits of its reply).
 MAX_BUCKETS_A_PASS = 8
 #: The most buckets whose keys and arguments a limiter keeps built (a few hundred bytes each).
 PARTS_CACHE_SIZE = 16_384
-#: What a limiter id is noted with once it refused two groups of a seller (no group is "-").
-_MANY_GROUPS = "-"
 #: The limit a seller's global bucket is named with when it has no rate (only penalties).
 _PENALTIES_ONLY = Limit(period_s=1.0, limit=1, burst=1)
 _FAILED = "rate limiter: Redis failed"
-
-
-@dataclass(frozen=True, slots=True)
-class TryResult:
-    """The outcome of one bucket pass: acquired, or how long until a token is there."""
-
-    acquired: bool
-    remaining: int
-    wait_ms: int
-    blocking: int = 0  # of the buckets passed, the one that needs the longest wait
-
-
-@dataclass(frozen=True, slots=True)
-class Learned:
-    """A limit learned from WB's replies: its interval (real ms, scaled world) and burst."""
-
-    interval_ms: float
-    burst: int
-    expires_in_ms: int
-
-    def as_limit(self, time_scale: float) -> Limit:
-        """As an unscaled ``Limit`` of one token per interval (WB's seconds)."""
-        period_s = self.interval_ms * self.burst / 1000.0 / time_scale
-        return Limit(period_s=period_s, limit=self.burst, burst=self.burst)
-
-
-@dataclass(frozen=True, slots=True)
-class Acquired:
-    """A token taken by ``acquire``, and how long the caller slept for it.
-
-    ``taken_at`` (``clock.monotonic()`` seconds) is the start of the pass that took it: no
-    later than the token was taken. ``ready_at`` is no later than the moment it could first be
-    taken: ``taken_at``, or, when the caller slept for it, when the pass before said it would
-    be there (a loaded event loop wakes a sleeper late, and the bucket stays idle meanwhile).
-    So the previous token was taken no later than one interval before ``ready_at``, and a
-    request that ran into WB's limit can tell how long after that it reached WB, at most
-    (``Feedback.on_429``).
-    """
-
-    remaining: int
-    waited_ms: float
-    taken_at: float
-    ready_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class LimiterOptions:
-    """What a limiter is configured by; the composition root builds it from the settings
-    (``wbsync.runtime.limiter_options``), so the limiter knows nothing of ``Settings``.
-
-    ``time_scale`` multiplies every bucket's period, the ceiling's margin and cap and the
-    learned limits' TTL, so tests and demos can turn WB's minutes into milliseconds. Penalties
-    are real milliseconds, not scaled. ``seller_limit``: a rate of the seller's global bucket
-    (WB publishes none; None = the bucket holds only WB's penalties).
-
-    Each token's refill interval gets a margin, ``refill_margin_ratio`` of the interval and at
-    most ``refill_margin_cap_ms``: WB's bucket and ours see each request a few milliseconds
-    apart (network, a busy event loop), and a request that reaches WB even slightly before
-    WB's bucket refilled is refused with a 429. The ratio follows the (scaled) interval, so a
-    bucket never loses more than that share of its rate, at any time scale; the cap is real
-    milliseconds, not scaled, because the jitter it absorbs is real time.
-    """
-
-    prefix: str
-    time_scale: float = 1.0
-    ceiling_margin_ms: float = 5000.0
-    ceiling_cap_ms: float = 125_000.0
-    refill_margin_ratio: float = 0.0
-    refill_margin_cap_ms: float = 25.0
-    learned_ttl_s: float = 3600.0
-    max_wait_s: float = 21_600.0
-    seller_limit: Limit | None = None
-
-    def __post_init__(self) -> None:
-        if self.time_scale <= 0:
-            raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
-        if self.learned_ttl_s <= 0:
-            raise ValueError(f"learned_ttl_s must be > 0, got {self.learned_ttl_s}")
-        if not 0 < self.max_wait_s < math.inf:
-            raise ValueError(f"max_wait_s must be > 0 and finite, got {self.max_wait_s}")
 
 
 class RateLimiter:
@@ -153,13 +73,17 @@ class RateLimiter:
         self._ceiling_cap_ms = options.ceiling_cap_ms * time_scale
         self._refill_margin_ratio = options.refill_margin_ratio
         self._refill_margin_cap_ms = options.refill_margin_cap_ms
-        self._learned_ttl_ms = options.learned_ttl_s * 1000.0 * time_scale
         self._max_wait_ms = options.max_wait_s * 1000.0 * time_scale
         self._max_wait_arg = repr(self._max_wait_ms)
         self._take_head = (b"1", b"0", b"-1", self._max_wait_arg.encode())
         self._script = redis.register_script(_BUCKET)
-        self._learn = redis.register_script(_LEARN)
-        self._learned_index = keys.learned_index_key(options.prefix)
+        self._learned_limits = LearnedLimits(
+            redis,
+            options.prefix,
+            time_scale=time_scale,
+            learned_ttl_ms=options.learned_ttl_s * 1000.0 * time_scale,
+            max_wait_ms=self._max_wait_ms,
+        )
         self._book = PenaltyBook(redis, options.prefix)
         self._seller_limit = options.seller_limit
         self._built: dict[BucketScope, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
@@ -243,19 +167,19 @@ class RateLimiter:
         self, scope: BucketScope, wait_ms: float, *, words: str | None = None
     ) -> None:
         """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone,
-        and record the penalty with WB's ``words`` (bounded, sanitised) until it lifts. A wait
+        and record the penalty with WB's ``words`` (``clean_words``) until it lifts. A wait
         past ``max_wait_ms`` is clamped to it; NaN or <= 0 changes nothing."""
         if not wait_ms > 0:
             return
         penalty_ms = min(float(wait_ms), self._max_wait_ms)
-        text = bounded_words(words) or ""
+        text = clean_words(words) or ""
         with redis_failures(_FAILED):
             record = keys.penalty_key(self._prefix, scope.cabinet, scope.group)
             reply = await self._script(
                 keys=[*self._keys((scope,)), record],
                 args=[*self._args((scope,), cost=0, penalty_ms=penalty_ms), text],
             )
-        await self._book.index(_member(scope), float(reply[2]) + penalty_ms, float(reply[2]))
+        await self._book.index(index_member(scope), float(reply[2]) + penalty_ms, float(reply[2]))
 
     async def penalties(self) -> list[Penalty]:
         """Every penalty in force now, soonest lifted first: two round trips."""
@@ -279,122 +203,43 @@ class RateLimiter:
         burst: int = 0,
         taken_ago_ms: float = 0.0,
     ) -> Learned | None:
-        """Tighten the bucket to what WB showed, for every process, until the TTL passes; in
-        the same pass the bucket keeps no more tokens than it held, at the stricter rate.
-
-        ``seen_ms``: WB's interval is at least this; ``extra_ms``: at least the current one plus
-        this; ``burst``: WB's burst (real ms of the scaled world; 0 = unknown).
-        ``taken_ago_ms``: the refused request took its token at least this long ago (0 =
-        unknown): one that took it before the last tightening went at the replaced rate, and
-        its ``extra_ms`` adds nothing; one that took it after went at the learned rate, and
-        adds it again (unknown: within one interval of the tightening counts as before).
-        Answers the learned limit now in force when it got stricter, else None (also when WB
-        is no stricter than the table: nothing is stored).
-        """
-        with redis_failures(_FAILED):
-            changed, interval_ms, burst_now, stored = await self._learn(
-                keys=[keys.learned_key(self._prefix, scope), keys.bucket_key(self._prefix, scope)],
-                args=[
-                    repr(scope.limit.interval_ms * self._time_scale),
-                    scope.limit.burst,
-                    repr(self._bounded(seen_ms)),
-                    repr(self._bounded(extra_ms)),
-                    int(burst),
-                    repr(self._learned_ttl_ms),
-                    repr(self._max_wait_ms),
-                    repr(self.refill_margin_ms(scope)),
-                    repr(self._bounded(taken_ago_ms)),
-                ],
-            )
-            if stored:
-                await self._index_learned(scope)
-        if not changed:
-            return None
-        LEARNED_LIMITS.labels(scope.group).inc()
-        return Learned(float(interval_ms), int(burst_now), int(self._learned_ttl_ms))
+        """Tighten the bucket to what WB showed, for every process, until the TTL passes
+        (``LearnedLimits.learn``): the learned limit now in force when it got stricter."""
+        return await self._learned_limits.learn(
+            scope,
+            seen_ms=seen_ms,
+            extra_ms=extra_ms,
+            burst=burst,
+            taken_ago_ms=taken_ago_ms,
+            refill_margin_ms=self.refill_margin_ms(scope),
+        )
 
     async def seen_again(self, scope: BucketScope, *, window_ms: float) -> bool:
         """Note a 429 on the bucket; True when another was noted within ``window_ms`` before
-        (that one's note is then used up), False when this is the first."""
-        key = keys.learn_evidence_key(self._prefix, scope)
-        with redis_failures(_FAILED):
-            first = await self._redis.set(key, 1, nx=True, px=max(1, math.ceil(window_ms)))
-            if first:
-                return False
-            await self._redis.delete(key)
-        return True
+        (``LearnedLimits.seen_again``)."""
+        return await self._learned_limits.seen_again(scope, window_ms=window_ms)
 
     async def limits_another_group(self, scope: BucketScope, limiter_id: str) -> bool:
-        """Note that WB's limiter ``limiter_id`` refused a call of ``scope``; True when it has
-        refused another group of the seller within ``learned_ttl_s``: then it is the seller's
-        global limiter, not the method's. One round trip (two the first time it is found)."""
-        key = keys.limiter_seen_key(self._prefix, scope.cabinet)
-        with redis_failures(_FAILED):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hsetnx(key, limiter_id, scope.group)
-                pipe.hget(key, limiter_id)
-                pipe.pexpire(key, max(1, math.ceil(self._learned_ttl_ms)))
-                _, first, _ = await pipe.execute()
-            if _text(first) == scope.group:
-                return False
-            if _text(first) != _MANY_GROUPS:
-                await self._redis.hset(key, limiter_id, _MANY_GROUPS)
-        return True
-
-    def _bounded(self, ms: float) -> float:
-        """``ms`` within 0..max_wait_ms (NaN: 0), so no header reaches Lua as inf or nan."""
-        return min(float(ms), self._max_wait_ms) if ms > 0 else 0.0
-
-    async def _index_learned(self, scope: BucketScope) -> None:
-        """List the bucket in the index of learned limits until its learned limit expires (a
-        separate key: in a cluster it lives in another slot than the learned limit), dropping
-        the entries that have expired."""
-        now = clock.now_ms()
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(self._learned_index, {_member(scope): now + self._learned_ttl_ms})
-            pipe.zremrangebyscore(self._learned_index, "-inf", now)
-            await pipe.execute()
+        """Whether WB's limiter ``limiter_id`` has refused another group of the seller too
+        (``LearnedLimits.limits_another_group``)."""
+        return await self._learned_limits.limits_another_group(scope, limiter_id)
 
     async def learned_cabinets(self) -> set[str]:
-        """The cabinets (WB seller ids, as in ``BucketScope.cabinet``) with a learned limit in
-        force for any of their buckets: one read of the index, however many buckets exist."""
-        with redis_failures(_FAILED):
-            members = cast(
-                "list[str | bytes]",
-                await self._redis.zrangebyscore(self._learned_index, clock.now_ms(), "+inf"),
-            )
-        return {_text(m).rpartition(":")[0] for m in members}
+        """The cabinets with a learned limit in force (``LearnedLimits.learned_cabinets``)."""
+        return await self._learned_limits.learned_cabinets()
 
     async def learned(self, scope: BucketScope) -> Learned | None:
         """The learned limit in force for the bucket, if any."""
-        [found] = await self.learned_many([scope])
+        [found] = await self._learned_limits.learned_many([scope])
         return found
 
     async def learned_many(self, scopes: Sequence[BucketScope]) -> list[Learned | None]:
         """``learned`` of many buckets, in the order given, in one pipeline."""
-        if not scopes:
-            return []
-        with redis_failures(_FAILED):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for scope in scopes:
-                    key = keys.learned_key(self._prefix, scope)
-                    pipe.hmget(key, "interval_ms", "burst")
-                    pipe.pttl(key)
-                replies = await pipe.execute()
-        out: list[Learned | None] = []
-        for (interval_ms, burst), ttl_ms in zip(replies[::2], replies[1::2], strict=True):
-            found = interval_ms is not None and burst is not None and ttl_ms >= 0
-            out.append(Learned(float(interval_ms), int(burst), int(ttl_ms)) if found else None)
-        return out
+        return await self._learned_limits.learned_many(scopes)
 
     async def forget(self, scope: BucketScope) -> bool:
         """Drop the bucket's learned limit (the table applies again); True if there was one."""
-        with redis_failures(_FAILED):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.delete(keys.learned_key(self._prefix, scope))
-                pipe.zrem(self._learned_index, _member(scope))
-                deleted, _ = await pipe.execute()
-            return bool(deleted)
+        return await self._learned_limits.forget(scope)
 
     async def acquire(self, scope: BucketScope) -> Acquired:
         """Take one token of every bucket a call on ``scope`` spends (``spends``), waiting or
@@ -498,15 +343,5 @@ def _result(reply: int | list[int]) -> TryResult:
     return TryResult(acquired=False, remaining=0, wait_ms=wait, blocking=blocking)
 
 
-def _member(scope: BucketScope) -> str:
-    """The bucket in the indexes of learned limits and penalties (group names hold no
-    colon)."""
-    return f"{scope.cabinet}:{scope.group}"
-
-
 def _names(encoded: list[bytes]) -> list[str]:
     return [key.decode() for key in encoded]
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -9,15 +9,15 @@ the status page see it without a scan.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import cast
 
-from wbsync import clock, keys
-from wbsync.lua import lua_script
-from wbsync.redis_client import RedisClient, redis_failures
+from wbsync.redis import keys
+from wbsync.redis.lua import lua_script
+from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.system import clock
 
-__all__ = ["GLOBAL_GROUP", "MAX_WORDS_CHARS", "Penalty", "PenaltyBook", "bounded_words"]
+__all__ = ["GLOBAL_GROUP", "Penalty", "PenaltyBook"]
 
 _LIFT = lua_script("wbsync.ratelimit", "lift.lua")
 _FAILED = "rate limiter: Redis failed"
@@ -25,12 +25,6 @@ _FAILED = "rate limiter: Redis failed"
 #: The group name of a seller's global bucket: WB's per-seller limiter above the method
 #: groups. No method group is named so (a test checks the table).
 GLOBAL_GROUP = "seller"
-
-#: The most characters of WB's words a penalty record keeps: enough for a problem+json
-#: ``detail`` ("limited by <uuid>") or a sentence, not a whole HTML error page.
-MAX_WORDS_CHARS = 300
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +35,7 @@ class Penalty:
     group: str  # the limit group, or GLOBAL_GROUP for the seller's global limiter
     until_ms: float  # epoch ms (Redis clock) when it lifts
     remaining_ms: int
-    words: str | None  # what WB said, bounded and sanitised; None if nothing
-
-
-def bounded_words(text: str | None) -> str | None:
-    """``text`` without control characters (runs become one space), trimmed, at most
-    ``MAX_WORDS_CHARS`` characters (cut with an ellipsis); None when nothing is left."""
-    if not text:
-        return None
-    clean = " ".join(_CONTROL.sub(" ", text).split())
-    if len(clean) > MAX_WORDS_CHARS:
-        clean = clean[: MAX_WORDS_CHARS - 1] + "…"
-    return clean or None
+    words: str | None  # what WB said, cleaned (``clean_words``); None if nothing
 
 
 def penalty_of(member: str, until_ms: float, now_ms: float, words: str | None) -> Penalty:

@@ -10,22 +10,11 @@ Typical use::
         page = await store.changes("orders", after=0)    # the change feed (docs/data.md)
 """
 
-from wbsync.store.cabinets import (
-    AddManyResult,
-    Cabinet,
-    CabinetRef,
-    CabinetRepository,
-    NewCabinet,
-)
+from wbsync.store.cabinet_repository import CabinetRepository
+from wbsync.store.cabinets import AddManyResult, Cabinet, CabinetRef, NewCabinet
 from wbsync.store.changes import FEED_PAGE_MAX, Change, ChangeEvent, ChangePage
 from wbsync.store.cursors import CursorRepository
-from wbsync.store.datasets import (
-    DATASETS,
-    Dataset,
-    KeyField,
-    advert_stats_rows,
-    funnel_history_rows,
-)
+from wbsync.store.datasets import DATASETS, Dataset, KeyField
 from wbsync.store.db import Database
 from wbsync.store.ledger import Ledger, PriceTarget, PriceUpload, SentBid
 from wbsync.store.retention import Pruned
@@ -63,6 +52,4 @@ __all__ = [
     "Store",
     "Suspension",
     "SuspensionRepository",
-    "advert_stats_rows",
-    "funnel_history_rows",
 ]

@@ -1,24 +1,23 @@
-"""The registry of synced WB datasets: what each one is keyed on, declared once.
+"""What a synced WB dataset is, and the registry of them: what each one is keyed on.
 
-A dataset row is a ``Mapping`` exactly as WB returned it; its natural key is read from the row by
-:class:`KeyField` paths (dotted for nested fields). Each dataset also says what a complete run of
+Each dataset is declared once, by the sync that stores it (a built-in sync's module,
+``wbsync/syncs/<name>.py``, or a plugin's), and registered with that sync. A dataset row is a
+``Mapping`` exactly as WB returned it; its natural key is read from the row by :class:`KeyField`
+paths (dotted for nested fields). Each dataset also says what a complete run of
 its sync means (``kind``: a full ``"snapshot"`` of the cabinet's rows, or a ``"stream"`` that only
 adds and updates) and how long its rows are kept (``retention_days``, ``tombstone_grace_days``).
-Two datasets arrive from WB nested per day under a parent object; their stored rows are flattened
-by :func:`advert_stats_rows` and :func:`funnel_history_rows`, which are the contract between the
-syncs and this registry.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
+from wbsync.catalog.registry import Claim, Table
 from wbsync.errors import StoreError
-from wbsync.registry import BUILTIN, Claim, Registrar, Table
 
 __all__ = [
     "DATASETS",
@@ -35,9 +34,7 @@ __all__ = [
     "KeyField",
     "KeyKind",
     "KeyValue",
-    "advert_stats_rows",
     "dataset",
-    "funnel_history_rows",
 ]
 
 KeyKind = Literal["int", "str", "date"]
@@ -77,7 +74,8 @@ class KeyField:
 
     ``path`` is a WB field name, dotted for nested objects (``"product.nmId"``). Kind ``"date"``
     keeps the ``YYYY-MM-DD`` part of a date or date-time string, so a day is one key whichever
-    form WB sent. ``missing`` is stored when WB omits the field; ``None`` makes the field required.
+    form WB sent. ``missing`` is stored when WB omits the field or sends it null; ``None`` makes
+    the field required.
     """
 
     column: str
@@ -260,83 +258,6 @@ class Dataset:
         return tuple(key.extract(row) for key in self.key)
 
 
-def _k(column: str, path: str, kind: KeyKind = "int", missing: KeyValue | None = None) -> KeyField:
-    return KeyField(column=column, path=path, kind=kind, missing=missing)
-
-
-def _object(**types: str) -> dict[str, Any]:
-    """An object schema of the given properties' JSON types (the key fields are added)."""
-    return {"type": "object", "properties": {name: {"type": t} for name, t in types.items()}}
-
-
-_ALL = (
-    Dataset(
-        "finance_report", "POST /api/finance/v1/sales-reports/detailed", (_k("rrd_id", "rrdId"),)
-    ),
-    Dataset("orders", "GET /api/v1/supplier/orders", (_k("srid", "srid", "str"),)),
-    Dataset("sales", "GET /api/v1/supplier/sales", (_k("sale_id", "saleID", "str"),)),
-    # The advert list is read whole on every run: a campaign WB no longer lists was deleted.
-    Dataset("adverts", "GET /api/advert/v2/adverts", (_k("advert_id", "id"),), kind="snapshot"),
-    Dataset(
-        "advert_stats",
-        "GET /adv/v3/fullstats (one row per campaign per day)",
-        (_k("advert_id", "advertId"), _k("date", "date", "date")),
-        retention_days=400,
-    ),
-    # Every bid of every active campaign's items, each run: a paused campaign's bids are gone.
-    # last_write_error: WB's words when it refused the autobidder's last write of the bid (NULL
-    # when that write went through, or none was sent).
-    Dataset(
-        "bids",
-        "POST /adv/v0/normquery/get-bids",
-        (_k("advert_id", "advert_id"), _k("nm_id", "nm_id"), _k("norm_query", "norm_query", "str")),
-        kind="snapshot",
-        columns=("last_write_error",),
-    ),
-    Dataset(
-        "funnel_history",
-        "POST /api/analytics/v3/sales-funnel/products/history (one row per item per day)",
-        (_k("nm_id", "product.nmId"), _k("date", "date", "date")),
-        retention_days=400,
-    ),
-    # The whole stocks report (offset paging to its end): an item that left a warehouse is gone.
-    Dataset(
-        "stocks",
-        "POST /api/analytics/v1/stocks-report/wb-warehouses",
-        (_k("nm_id", "nmId"), _k("chrt_id", "chrtId"), _k("warehouse_id", "warehouseId")),
-        kind="snapshot",
-        data_schema=_object(
-            warehouseName="string",
-            regionName="string",
-            quantity="integer",
-            inWayToClient="integer",
-            inWayFromClient="integer",
-        ),
-    ),
-    # catalog-sync is incremental (only cards updated since its cursor): a run is no snapshot.
-    Dataset("cards", "POST /content/v2/get/cards/list", (_k("nm_id", "nmID"),)),
-    Dataset("prices", "GET /api/v2/list/goods/filter", (_k("nm_id", "nmID"),), kind="snapshot"),
-    # Every warehouse's coming days, each poll: a day or slot WB stopped offering is gone.
-    Dataset(
-        "acceptance_coefficients",
-        "GET /api/tariffs/v1/acceptance/coefficients",
-        # WB omits boxTypeID for QR-delivery with boxes; 0 is no real box type.
-        (
-            _k("warehouse_id", "warehouseID"),
-            _k("date", "date", "date"),
-            _k("box_type_id", "boxTypeID", missing=0),
-        ),
-        kind="snapshot",
-        retention_days=30,
-    ),
-)
-
-# The built-in datasets, declared like a plugin's.
-_builtin = Registrar(BUILTIN)
-_builtin.declare(*_ALL)
-_builtin.commit()
-
-
 def dataset(name_or_dataset: str | Dataset) -> Dataset:
     """The registered dataset of that name (a Dataset passes through)."""
     if isinstance(name_or_dataset, Dataset):
@@ -346,24 +267,3 @@ def dataset(name_or_dataset: str | Dataset) -> Dataset:
     except KeyError:
         known = ", ".join(sorted(DATASETS))
         raise StoreError(f"unknown dataset {name_or_dataset!r}; known: {known}") from None
-
-
-def advert_stats_rows(item: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Split one ``/adv/v3/fullstats`` campaign item into stored rows, one per day.
-
-    Each row is a ``days[]`` element as WB sent it plus the campaign's ``advertId``; the
-    campaign-level totals cover the requested interval, not a day, so they are not stored.
-    """
-    days: Sequence[Mapping[str, Any]] = item.get("days") or ()
-    return [{**day, "advertId": item["advertId"]} for day in days]
-
-
-def funnel_history_rows(item: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Split one sales-funnel history item into stored rows, one per day.
-
-    Each row is a ``history[]`` element as WB sent it plus the item's ``product`` object and
-    ``currency``.
-    """
-    history: Sequence[Mapping[str, Any]] = item.get("history") or ()
-    extra = {"product": item.get("product"), "currency": item.get("currency")}
-    return [{**day, **extra} for day in history]

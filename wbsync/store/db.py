@@ -1,4 +1,5 @@
-"""The database connection: the one module that creates engines and knows the SQL dialects.
+"""The database connection: the one module that creates engines (what it hands the drivers,
+JSON, connection set-up, statements compiled for asyncpg, is ``store/dialects.py``).
 
 Everything else in ``wbsync.store`` talks to :class:`Database`; SQLAlchemy and driver errors are
 translated into :class:`~wbsync.errors.StoreError` here, at the boundary.
@@ -6,31 +7,34 @@ translated into :class:`~wbsync.errors.StoreError` here, at the boundary.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-import asyncpg
 import orjson
 from sqlalchemy import ClauseElement, Connection, CursorResult, Executable, Table, event, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import (
-    ArgumentError,
-    SQLAlchemyError,
-)
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
-from sqlalchemy.util import greenlet_spawn
 
 from wbsync.errors import ConfigError, StoreError, StoreUnavailableError
 from wbsync.store import migrator, sqlite_driver
-from wbsync.store.failures import store_error, unavailable
+from wbsync.store.dialects import (
+    DriverStatement,
+    FetchedRow,
+    driver_statement,
+    fetch_on_driver,
+    insert_ignoring,
+    json_bytes,
+    json_text,
+    postgres_on_connect,
+    sqlite_on_connect,
+    upsert,
+)
+from wbsync.store.failures import store_error
 from wbsync.store.migrator import MIGRATION_LOCK_TIMEOUT_S, Migration
 
 __all__ = ["POOL_RECYCLE_S", "Database", "FetchedRow", "json_bytes"]
@@ -39,8 +43,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
-
 _SUPPORTED_DRIVERS = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postgresql"}
 
 #: A pooled connection older than this is closed and replaced when next checked out (no round
@@ -48,64 +50,8 @@ _SUPPORTED_DRIVERS = {"sqlite+aiosqlite": "sqlite", "postgresql+asyncpg": "postg
 #: checkouts are not pinged (see ``Database._create_engine``).
 POOL_RECYCLE_S = 1800
 
-_ORJSON_OPTIONS = {
-    True: orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-    False: orjson.OPT_NON_STR_KEYS,
-}
-
-
-def _to_json(value: Any, *, sort_keys: bool) -> bytes:
-    """``value`` as compact JSON in UTF-8 by orjson (WB text, mostly Cyrillic, stays readable);
-    an integer beyond 64 bits, which orjson refuses, through the standard json, which writes the
-    same text. A value neither can write raises the standard json's ``TypeError``."""
-    try:
-        return orjson.dumps(value, option=_ORJSON_OPTIONS[sort_keys])
-    except orjson.JSONEncodeError:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
-        return text.encode()
-
-
-def _json_dumps(value: Any) -> str:
-    # Sorted keys make equal data equal text, which SQLite's change check compares.
-    return _to_json(value, sort_keys=True).decode()
-
-
-def json_bytes(value: Any) -> bytes:
-    """``value`` as JSON in UTF-8 bytes, its keys in the order given: for PostgreSQL's ``jsonb``,
-    which keeps no key order, so sorting them (it triples orjson's time on a finance page) and
-    a decode to ``str`` and encode back (what a ``jsonb`` parameter takes) buy nothing. A value
-    that cannot be written as JSON (a set, say) is a ``StoreError``."""
-    try:
-        return _to_json(value, sort_keys=False)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"a value cannot be stored as JSON: {exc}") from None
-
-
 _OVERFLOW = 10
 """PostgreSQL connections a process opens beyond its pool for a burst, closed when given back."""
-
-
-class FetchedRow(Protocol):
-    """A row of ``Database.fetch``: its columns by name."""
-
-    def __getitem__(self, column: str) -> Any: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _DriverStatement:
-    """A statement as asyncpg runs it: its SQL, its parameters' names in order, each
-    parameter's conversion by its SQLAlchemy type (None: passed as it is), and the values the
-    statement carries itself."""
-
-    sql: str
-    names: tuple[str, ...]
-    converters: tuple[Callable[[Any], Any] | None, ...]
-    defaults: Mapping[str, Any]
-
-    def values(self, params: Mapping[str, Any]) -> Iterator[Any]:
-        """The parameters' values in order: given, else the statement's own (KeyError: none)."""
-        for name in self.names:
-            yield params[name] if name in params else self.defaults[name]
 
 
 class Database:
@@ -140,7 +86,7 @@ class Database:
         self._probe_engine: AsyncEngine | None = None
         self._closed = False
         self._upserts: dict[tuple[Any, ...], Insert] = {}
-        self._driver_statements: dict[tuple[ClauseElement, tuple[str, ...]], _DriverStatement] = {}
+        self._driver_statements: dict[tuple[ClauseElement, tuple[str, ...]], DriverStatement] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "started" if self._engine else "new"
@@ -179,7 +125,7 @@ class Database:
         event.listen(
             engine.sync_engine,
             "connect",
-            _sqlite_on_connect if self._dialect == "sqlite" else _postgres_on_connect,
+            sqlite_on_connect if self._dialect == "sqlite" else postgres_on_connect,
         )
         # The dependency probe's own connection: never queued behind busy workers, in
         # autocommit, and pinged at checkout (one round trip there), so a probe after a
@@ -217,7 +163,7 @@ class Database:
             echo=self._echo,
             # Keeps bound values (rows, encrypted tokens) out of SQL logs and error messages.
             hide_parameters=True,
-            json_serializer=_json_dumps,
+            json_serializer=json_text,
             json_deserializer=orjson.loads,
             pool_recycle=POOL_RECYCLE_S,
             **options,
@@ -338,11 +284,9 @@ class Database:
         driver's (integers, text, booleans, timestamps with their zone, JSON).
 
         A connection that failed under a statement, or was cut short by a cancel, is closed
-        rather than given back to the pool; a statement the server refused leaves it in.
-
-        Pass a statement built once (a module's constant, ``upsert_statement``'s, a cached
-        builder's): the statement object itself keys its compiled form, so one built per call
-        would be compiled per call and kept.
+        (``dialects.fetch_on_driver``). Pass a statement built once (a module's constant,
+        ``upsert_statement``'s, a cached builder's): the statement object itself keys its
+        compiled form, so one built per call would be compiled per call and kept.
         """
         if self._dialect != "postgresql":
             result = await self.execute(statement, params)
@@ -357,58 +301,17 @@ class Database:
             ]
         except (SQLAlchemyError, KeyError, TypeError, ValueError) as exc:  # not sendable
             raise store_error(self._safe_url, exc) from exc
-        try:
-            pooled = await engine.raw_connection()
-        except (SQLAlchemyError, OSError, TimeoutError, engine.dialect.loaded_dbapi.Error) as exc:
-            # A new connection's failure comes as the driver adapter's own error (its SQLSTATE
-            # kept), not wrapped by SQLAlchemy as a statement's would be.
-            raise store_error(self._safe_url, exc) from exc
-        broken: BaseException | None = None
-        try:
-            connection: asyncpg.Connection = pooled.driver_connection
-            rows: list[FetchedRow] = await connection.fetch(driver.sql, *args)
-            return rows
-        except asyncpg.PostgresError as exc:
-            if unavailable(exc):
-                broken = exc  # the connection failed, not the statement
-            raise store_error(self._safe_url, exc) from exc
-        except (asyncpg.InterfaceError, OSError, TimeoutError) as exc:
-            broken = exc
-            raise store_error(self._safe_url, exc) from exc
-        except BaseException as exc:  # a cancel mid-statement: the connection's state is unknown
-            broken = exc
-            raise
-        finally:
-            if broken is not None:
-                pooled.invalidate(broken if isinstance(broken, Exception) else None)
-            await greenlet_spawn(pooled.close)
+        return await fetch_on_driver(engine, self._safe_url, driver, args)
 
     def _driver_statement(
         self, engine: AsyncEngine, statement: Executable, keys: tuple[str, ...]
-    ) -> _DriverStatement:
+    ) -> DriverStatement:
         """``statement`` compiled for the driver once per set of parameter names."""
         assert isinstance(statement, ClauseElement)
         shape = (statement, keys)
         driver = self._driver_statements.get(shape)
         if driver is None:
-            dialect = engine.dialect
-            compiled = statement.compile(dialect=dialect, column_keys=list(keys))
-            assert isinstance(compiled, SQLCompiler)
-            if compiled.literal_execute_params or compiled.post_compile_params:
-                raise StoreError("a statement with expanding parameters cannot be fetched")
-            names = tuple(compiled.positiontup or ())
-            binds = [compiled.binds[n] for n in names]
-            driver = _DriverStatement(
-                sql=compiled.string,
-                names=names,
-                converters=tuple(b.type.bind_processor(dialect) for b in binds),
-                # The statement's own values (a literal SQLAlchemy bound, e.g. coalesce's 0).
-                defaults={
-                    n: b.effective_value
-                    for n, b in zip(names, binds, strict=True)
-                    if not b.required
-                },
-            )
+            driver = driver_statement(engine.dialect, statement, keys)
             self._driver_statements[shape] = driver
         return driver
 
@@ -462,9 +365,7 @@ class Database:
 
     def insert_ignoring(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT DO NOTHING``: a row whose key exists is left as it is."""
-        if self._dialect == "postgresql":
-            return postgresql.insert(table).on_conflict_do_nothing()
-        return sqlite.insert(table).on_conflict_do_nothing()
+        return insert_ignoring(self._dialect, table)
 
     def upsert_statement(
         self,
@@ -488,46 +389,6 @@ class Database:
         shape = (table, tuple(conflict), tuple(update), where, tuple(returning), computed)
         statement = self._upserts.get(shape)
         if statement is None:
-            insert = (
-                postgresql.insert(table) if self._dialect == "postgresql" else sqlite.insert(table)
-            )
-            excluded = insert.excluded
-            statement = insert.on_conflict_do_update(
-                index_elements=list(conflict),
-                set_={
-                    **{c: excluded[c] for c in update},
-                    **{c: fn(table, excluded) for c, fn in computed},
-                },
-                where=None if where is None else where(table, excluded),
-            )
-            if returning:
-                statement = statement.returning(*(table.c[c] for c in returning))
+            statement = upsert(self._dialect, table, conflict, update, where, returning, computed)
             self._upserts[shape] = statement
         return statement
-
-
-#: lz4 for the values PostgreSQL compresses (rows past about 2 KB: a finance report row is one),
-#: where the server has it (PostgreSQL 14 and later, built with lz4); its own default (pglz)
-#: otherwise. A finance page cost the server a third less CPU, its table a quarter more space
-#: (docs/scaling.md, "Rows compressed with lz4"). Values keep the method they were written
-#: with, so tables written before (or by other clients) read as ever.
-_LZ4_IF_SUPPORTED = (
-    "SELECT set_config('default_toast_compression', 'lz4', false) FROM pg_settings "
-    "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
-)
-
-
-def _postgres_on_connect(dbapi_conn: Any, _record: Any) -> None:
-    # On asyncpg's own connection, outside any transaction (a rollback would undo it).
-    dbapi_conn.run_async(lambda conn: conn.execute(_LZ4_IF_SUPPORTED))
-
-
-def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
-    cursor = dbapi_conn.cursor()
-    # SQLite ignores foreign keys (and so ON DELETE CASCADE) unless each connection asks.
-    cursor.execute("PRAGMA foreign_keys=ON")
-    # WAL lets the HTTP API read while a worker writes; the busy timeout makes concurrent
-    # writers in one process queue up instead of failing with "database is locked".
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.close()

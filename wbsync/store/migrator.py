@@ -21,9 +21,9 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from wbsync import clock
 from wbsync.errors import StoreError
 from wbsync.store.declared import MIGRATION_BRANCHES, AlembicBranch, create_declared_tables
+from wbsync.system import clock
 
 __all__ = [
     "MIGRATION_LOCK_TIMEOUT_S",
@@ -50,7 +50,7 @@ class Migration:
     before: str | None
     after: str | None
     tables: tuple[str, ...] = ()
-    """The standard tables created for declared datasets (plugins', and wbsync's report tasks')."""
+    """The standard tables created from datasets' declarations."""
 
     @property
     def action(self) -> str:
@@ -104,7 +104,7 @@ def upgrade(
     conn: Connection, url: str, safe_url: str, target: str, lock_timeout_s: float
 ) -> Migration:
     """Upgrade wbsync's schema to ``target`` on ``conn`` (in its transaction), then, for
-    ``"head"``, every plugin's branch and the standard tables of plugins' datasets.
+    ``"head"``, every plugin's branch and the standard tables of declared datasets.
 
     PostgreSQL: under the advisory lock first (SQLite: the caller holds
     :func:`sqlite_migration_lock`).

@@ -17,13 +17,15 @@ import logging
 from sqlalchemy import column, exists, select
 from sqlalchemy import table as sql_table
 
-from wbsync import clock
-from wbsync.store.cabinets import CabinetRepository
-from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
+from wbsync.store.cabinet_repository import CabinetRepository
+from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import DATASETS, Dataset, KeyValue
 from wbsync.store.db import Database
-from wbsync.store.rows import BATCH_ROWS, RowRepository, tombstone_params, tombstone_statement
+from wbsync.store.rows import BATCH_ROWS, RowRepository
 from wbsync.store.schema import dataset_table, declared_datasets
+from wbsync.store.sequences import advance_sequence, lock_sequence
+from wbsync.store.tombstones import tombstone_params, tombstone_statement
+from wbsync.system import clock
 
 __all__ = ["REMOVAL_BATCH_ROWS", "finish_removals", "tombstone_cabinet"]
 

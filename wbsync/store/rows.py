@@ -3,7 +3,7 @@
 The conflict update is guarded (``WHERE data IS DISTINCT FROM excluded.data``, SQLite's ``IS
 NOT`` on canonical JSON text), so a row WB sent again unchanged is not rewritten: no new row
 version, no dead tuple, no index write, no feed entry. A written row gets the next change
-sequence number (:mod:`wbsync.store.changes`) and ``changed_at``, stamped once the sequence is
+sequence number (:mod:`wbsync.store.sequences`) and ``changed_at``, stamped once the sequence is
 locked and never before the dataset's last stamp (``SequenceLock.stamp``; on PostgreSQL's page
 statement ``GREATEST`` with ``last_changed_at`` in its ``lock``), so ``changed_at`` never
 decreases along ``seq``; and ``inserted_seq``, its number when the write is the row's first
@@ -12,57 +12,31 @@ live one (an insert, or a return from a tombstone), kept on later updates.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ARRAY,
-    JSON,
-    BigInteger,
-    Boolean,
-    Integer,
-    LargeBinary,
-    String,
-    Table,
-    Text,
-    TextClause,
-    Update,
-    bindparam,
-    case,
-    func,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Table, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from wbsync import clock
 from wbsync.errors import StoreError
-from wbsync.store.changes import ChangeEvent, ChangeListener, advance_sequence, lock_sequence
+from wbsync.store.changes import ChangeEvent, ChangeListener
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database, json_bytes
-from wbsync.store.schema import UtcDateTime, dataset_table, pg_quote, utcnow
-from wbsync.store.seen import record_seen, slot_chunks
+from wbsync.store.page_statement import pg_page_statement
+from wbsync.store.schema import dataset_table, utcnow
+from wbsync.store.seen import key_digest, record_seen, slot_chunks
+from wbsync.store.sequences import advance_sequence, lock_sequence
+from wbsync.store.tombstones import tombstone_params, tombstone_statement
+from wbsync.system import clock
 
-__all__ = ["BATCH_ROWS", "PageWrite", "RowRepository", "key_digest"]
+__all__ = ["BATCH_ROWS", "PageWrite", "RowRepository"]
 
 # Rows per executemany call: bounds the memory of one driver round trip on huge pages
 # (a finance page can hold 100k rows) while keeping round trips few.
 BATCH_ROWS = 1000
-
-
-def key_digest(key: tuple[KeyValue, ...]) -> bytes:
-    """8 bytes standing for a natural key in a snapshot run's seen set.
-
-    Two keys sharing a digest (odds about n²/2⁶⁵ for n keys) would only keep a deleted row
-    live until a later run: the safe direction.
-    """
-    return hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +143,7 @@ class RowRepository:
         a complete run compares the table with to find deleted rows), and ``cursor`` (a sync's
         name and cursor) saves where the sync goes on from, both in the same transaction.
         On PostgreSQL a page of at most ``BATCH_ROWS`` distinct keys is one statement in
-        autocommit (one round trip, see ``_pg_page_statement``). Otherwise one transaction of
+        autocommit (one round trip, see ``pg_page_statement``). Otherwise one transaction of
         statements: the sequence lock, the guarded upsert returning the numbers of the rows it
         wrote (one per ``BATCH_ROWS`` rows), the sequence's advance when rows changed, the
         seen keys, the cursor.
@@ -235,14 +209,14 @@ class RowRepository:
         """The page in one PostgreSQL statement, or None when the dataset has no sequence row
         yet (nothing was written)."""
         ds, cursor = page.dataset, page.cursor
-        statement = _pg_page_statement(ds)
+        statement = pg_page_statement(ds)
         params: dict[str, Any] = {
             f"k{i}": [key[i] for key, _ in page.ordered] for i in range(len(ds.key))
         }
         chunks = slot_chunks(page.digests)
         written_at = utcnow()
         params.update(
-            # One JSON array of the rows, as bytes (see ``_pg_page_statement``).
+            # One JSON array of the rows, as bytes (see ``pg_page_statement``).
             data=json_bytes(
                 [row if isinstance(row, dict) else dict(row) for _, row in page.ordered]
             ),
@@ -357,50 +331,6 @@ class RowRepository:
             return [dict(data) for data in result.scalars()]
 
 
-@functools.cache
-def tombstone_statement(ds: Dataset) -> Update:
-    """Tombstone one live row of the dataset by its key (``k_<column>``) and cabinet
-    (``tomb_cabinet``) unless it was written after number ``tomb_started``: ``deleted_at`` and
-    ``changed_at`` set to ``tomb_now``, ``seq`` to ``new_seq``. Built once per dataset."""
-    table = dataset_table(ds)
-    return (
-        update(table)
-        .where(
-            table.c.cabinet_id == bindparam("tomb_cabinet"),
-            *(table.c[k.column] == bindparam(f"k_{k.column}") for k in ds.key),
-            table.c.deleted_at.is_(None),
-            table.c.seq <= bindparam("tomb_started"),
-        )
-        .values(
-            deleted_at=bindparam("tomb_now"),
-            changed_at=bindparam("tomb_now"),
-            seq=bindparam("new_seq"),
-        )
-    )
-
-
-def tombstone_params(
-    ds: Dataset,
-    cabinet_id: int,
-    started: int,
-    now: datetime,
-    first: int,
-    keys: Sequence[tuple[KeyValue, ...]],
-) -> list[dict[str, Any]]:
-    """``tombstone_statement``'s parameters for ``keys``, numbered from ``first``."""
-    columns = [k.column for k in ds.key]
-    return [
-        {
-            "tomb_cabinet": cabinet_id,
-            "tomb_started": started,
-            "tomb_now": now,
-            "new_seq": first + i,
-            **{f"k_{c}": v for c, v in zip(columns, key, strict=True)},
-        }
-        for i, key in enumerate(keys)
-    ]
-
-
 async def _tombstone_absent(
     conn: AsyncConnection, page: _Page, base: int, stamp: datetime
 ) -> list[int]:
@@ -422,154 +352,3 @@ async def _tombstone_absent(
     params = tombstone_params(ds, page.cabinet_id, base, stamp, first, gone)
     await conn.execute(tombstone_statement(ds), params)
     return [p["new_seq"] for p in params]
-
-
-# -- PostgreSQL: a page in one statement ---------------------------------------------------------
-#
-# Data-modifying CTEs, run in autocommit (one round trip, no BEGIN or COMMIT): the statement is
-# its own transaction, so the sequence row it locks stays locked until it commits, as in the
-# transaction of the general path. ``lock`` takes the row FOR UPDATE; when another writer holds
-# it, READ COMMITTED waits for that commit and then re-reads the row's newest version (the lock
-# follows the update chain), so ``last_seq`` is the other writer's advance, not the statement
-# snapshot's. ``adv`` updates the same row: its snapshot version is stale, so the update follows
-# the chain to the newest version (locked by this statement, so no wait) and sets the number
-# computed from the newest ``last_seq``: nothing is lost. Every CTE that writes reads ``lock``
-# first (the upsert joins it, the others test it), so the sequence row is locked before any
-# row, slot or cursor, as in the general path; rows are inserted in key order (``ord``).
-# ``lock`` takes the row only when the statement has something to write: a row of the page that
-# is not stored live with the same data, a row a whole page tombstones (``absent``), or a
-# snapshot run's keys, its begin or a cursor. A page WB sent again unchanged (most of a steady
-# state's polls) then takes no lock and writes nothing: no transaction id, no WAL, no wait behind
-# the dataset's other writers. Its check reads the rows in the statement's snapshot; the only
-# writer of a cabinet's rows is its one live job, so nothing else can make a row differ in
-# between. Without a sequence row (a plugin's dataset's first write, ``known`` 0) nothing is
-# written and the caller takes the general path, which creates it. The rows come as one JSON
-# array in UTF-8 bytes (``bytea``, decoded by the server): as a ``jsonb`` parameter they would
-# be decoded to a ``str`` and encoded back on the client, with their keys sorted (canonical
-# text only SQLite's change check needs), which cost more than writing the page's JSON
-# (docs/scaling.md).
-
-_PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
-_PG_ARRAYS: dict[str, ARRAY[Any]] = {
-    "int": ARRAY(BigInteger()),
-    "str": ARRAY(Text()),
-    "date": ARRAY(Text()),
-}
-
-
-@functools.cache
-def _pg_page_statement(ds: Dataset) -> TextClause:
-    """The dataset's page statement, generated once (a dataset declared again gets its own)."""
-    keys = [pg_quote(k.column) for k in ds.key]
-    params = [f"k{i}" for i in range(len(ds.key))]
-    name = pg_quote(dataset_table(ds).name)
-    unnest = ", ".join(
-        f"CAST(:{p} AS {_PG_KEY_TYPES[k.kind]})" for p, k in zip(params, ds.key, strict=True)
-    )
-    conflict = ", ".join(["cabinet_id", *keys])
-    sql = f"""
-WITH page AS (
-  SELECT {", ".join(f"k.{k}" for k in keys)}, d.data, k.ord
-  FROM unnest({unnest}) WITH ORDINALITY AS k({", ".join(keys)}, ord)
-  JOIN jsonb_array_elements(CAST(convert_from(:data, 'UTF8') AS jsonb))
-    WITH ORDINALITY AS d(data, ord)
-    ON d.ord = k.ord
-), absent AS (
-  SELECT {", ".join(f"o.{k}" for k in keys)},
-    row_number() OVER (ORDER BY {", ".join(f"o.{k}" for k in keys)}) AS ord
-  FROM {name} AS o
-  WHERE CAST(:whole AS boolean) AND o.cabinet_id = :cabinet_id AND o.deleted_at IS NULL
-    AND ({", ".join(f"o.{k}" for k in keys)}) NOT IN (
-      SELECT {", ".join(f"page.{k}" for k in keys)} FROM page)
-), lock AS (
-  SELECT last_seq, GREATEST(CAST(:now AS timestamptz), last_changed_at) AS stamp
-  FROM wb_change_sequences
-  WHERE dataset = :dataset AND (
-    CAST(:begin AS boolean) OR CAST(:seen_slots AS integer) > 0 OR CAST(:sync AS text) IS NOT NULL
-    OR EXISTS (SELECT 1 FROM absent)
-    OR EXISTS (
-      SELECT 1 FROM page WHERE NOT EXISTS (
-        SELECT 1 FROM {name} AS t
-        WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = page.{k}" for k in keys)}
-          AND t.deleted_at IS NULL AND t.data = page.data
-      )
-    )
-  )
-  FOR UPDATE
-), up AS (
-  INSERT INTO {name} AS t
-    (cabinet_id, {", ".join(keys)}, data, changed_at, seq, deleted_at, inserted_seq)
-  SELECT CAST(:cabinet_id AS integer), {", ".join(f"page.{k}" for k in keys)}, page.data,
-         lock.stamp, lock.last_seq + page.ord, NULL, lock.last_seq + page.ord
-  FROM lock CROSS JOIN page ORDER BY page.ord
-  ON CONFLICT ({conflict}) DO UPDATE
-    SET data = excluded.data, changed_at = excluded.changed_at, seq = excluded.seq,
-        deleted_at = excluded.deleted_at,
-        inserted_seq = CASE WHEN t.deleted_at IS NOT NULL THEN excluded.inserted_seq
-                            ELSE t.inserted_seq END
-    WHERE t.data IS DISTINCT FROM excluded.data OR t.deleted_at IS NOT NULL
-  RETURNING t.seq
-), gone AS (
-  UPDATE {name} AS t
-  SET deleted_at = lock.stamp, changed_at = lock.stamp,
-      seq = lock.last_seq + CAST(:page_rows AS bigint) + absent.ord
-  FROM lock, absent
-  WHERE t.cabinet_id = :cabinet_id AND {" AND ".join(f"t.{k} = absent.{k}" for k in keys)}
-  RETURNING t.seq
-), ends AS (
-  SELECT (SELECT count(*) FROM up) AS changed, (SELECT count(*) FROM gone) AS tombstoned,
-    (SELECT max(seq) FROM (SELECT seq FROM up UNION ALL SELECT seq FROM gone) AS w) AS last
-), adv AS (
-  UPDATE wb_change_sequences AS s SET last_seq = ends.last, last_changed_at = lock.stamp
-  FROM ends, lock
-  WHERE s.dataset = :dataset AND ends.last IS NOT NULL
-), began AS (
-  INSERT INTO wb_snapshot_runs AS r (cabinet_id, dataset, started_seq, started_at, slots, active)
-  SELECT CAST(:cabinet_id AS integer), CAST(:dataset AS text), lock.last_seq,
-    CAST(:begun_at AS timestamptz), CAST(:seen_slots AS integer), true
-  FROM lock WHERE CAST(:begin AS boolean)
-  ON CONFLICT (cabinet_id, dataset) DO UPDATE
-    SET started_seq = excluded.started_seq, started_at = excluded.started_at,
-        slots = excluded.slots, active = excluded.active
-  RETURNING slots
-), run AS (
-  UPDATE wb_snapshot_runs SET slots = slots + CAST(:seen_slots AS integer)
-  WHERE cabinet_id = :cabinet_id AND dataset = :dataset AND active
-    AND CAST(:seen_slots AS integer) > 0 AND NOT CAST(:begin AS boolean)
-    AND EXISTS (SELECT 1 FROM lock)
-  RETURNING slots
-), slot_rows AS (
-  INSERT INTO wb_snapshot_keys (cabinet_id, dataset, slot, digests)
-  SELECT CAST(:cabinet_id AS integer), CAST(:dataset AS text),
-    run.slots - CAST(:seen_slots AS integer) + d.ord - 1, d.digests
-  FROM (SELECT slots FROM began UNION ALL SELECT slots FROM run) AS run
-    CROSS JOIN unnest(CAST(:seen AS bytea[])) WITH ORDINALITY AS d(digests, ord)
-  ON CONFLICT (cabinet_id, dataset, slot) DO UPDATE SET digests = excluded.digests
-), cur AS (
-  INSERT INTO wb_sync_cursors (cabinet_id, sync, cursor, updated_at)
-  SELECT CAST(:cabinet_id AS integer), CAST(:sync AS text), CAST(:cursor AS json),
-    CAST(:cursor_at AS timestamptz)
-  WHERE CAST(:sync AS text) IS NOT NULL AND EXISTS (SELECT 1 FROM lock)
-  ON CONFLICT (cabinet_id, sync) DO UPDATE
-    SET cursor = excluded.cursor, updated_at = excluded.updated_at
-)
-SELECT (SELECT count(*) FROM wb_change_sequences WHERE dataset = :dataset) AS known,
-  ends.changed, ends.tombstoned, ends.last, (SELECT last_seq FROM lock) AS base
-FROM ends
-"""
-    return text(sql).bindparams(
-        *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
-        bindparam("data", type_=LargeBinary()),
-        bindparam("dataset", type_=String()),
-        bindparam("cabinet_id", type_=Integer()),
-        bindparam("now", type_=UtcDateTime()),
-        bindparam("seen_slots", type_=Integer()),
-        bindparam("seen", type_=ARRAY(LargeBinary())),
-        bindparam("begin", type_=Boolean()),
-        bindparam("begun_at", type_=UtcDateTime()),
-        bindparam("sync", type_=String()),
-        bindparam("cursor", type_=JSON()),
-        bindparam("cursor_at", type_=UtcDateTime()),
-        bindparam("whole", type_=Boolean()),
-        bindparam("page_rows", type_=Integer()),
-    )

@@ -1,11 +1,16 @@
-"""The tables, in SQLAlchemy Core: the model the Alembic migrations must reproduce.
+"""The tables, in SQLAlchemy Core: wbsync's own (``metadata``), which its Alembic migrations
+must reproduce, and each dataset's standard table (``declared_metadata``), built from the
+dataset's declaration.
 
-A migration test compares this metadata with a migrated database, so a change here without a
-migration (or the reverse) fails the build.
+A migration test compares ``metadata`` with a migrated database, so a change here without a
+migration (or the reverse) fails the build; another proves that a database built fresh and one
+upgraded from an early revision hold the same schema, and that the dataset tables the
+migrations made are exactly what their declarations build (docs/storage.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,14 +31,14 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 
-from wbsync.clock import now_ms
-from wbsync.registry import BUILTIN
-from wbsync.store.datasets import DATASETS, KEY_STR_MAX, Dataset, KeyKind, dataset
+from wbsync.store.datasets import KEY_STR_MAX, Dataset, KeyKind, dataset
+from wbsync.system.clock import now_ms
 
 __all__ = [
     "CABINET_ID_MAX",
@@ -47,6 +52,7 @@ __all__ = [
     "declared_metadata",
     "key_checks",
     "metadata",
+    "model",
     "pg_quote",
     "price_targets",
     "sent_bids",
@@ -228,8 +234,9 @@ price_targets = Table(
     Column("updated_at", UtcDateTime, nullable=False),
 )
 
-# The standard tables ``Database.migrate`` created for datasets that plugins declare (not in
-# wbsync's migrations): which, by whom, and on which key, so a changed key is found, not guessed.
+# The standard tables ``Database.migrate`` created from datasets' declarations (every dataset's
+# but those wbsync's migrations made, ``declared.MIGRATED_DATASETS``): which, by whom, and on
+# which key, so a changed key is found, not guessed.
 declared_datasets = Table(
     "wb_declared_datasets",
     metadata,
@@ -266,8 +273,8 @@ snapshot_runs = Table(
     Column("dataset", String(100), primary_key=True),
     Column("started_seq", BigInteger, nullable=False),
     Column("started_at", UtcDateTime, nullable=False),
-    Column("slots", Integer, nullable=False),
-    Column("active", Boolean, nullable=False),
+    Column("slots", Integer, nullable=False, server_default=text("0")),
+    Column("active", Boolean, nullable=False, server_default=false()),
 )
 
 # The keys a snapshot run saw: 8-byte key digests, packed ``SLOT_DIGESTS`` to a row so a row stays
@@ -281,6 +288,7 @@ snapshot_keys = Table(
     Column("dataset", String(100), primary_key=True),
     Column("slot", Integer, primary_key=True, autoincrement=False),
     Column("digests", LargeBinary, nullable=False),
+    postgresql_with={"fillfactor": 50},
 )
 
 _KEY_TYPES: dict[KeyKind, Any] = {"int": BigInteger, "str": String(KEY_STR_MAX), "date": String(10)}
@@ -291,37 +299,13 @@ RowData = JSON().with_variant(JSONB(), "postgresql")
 
 
 declared_metadata = MetaData(naming_convention=metadata.naming_convention)
-"""The standard tables of datasets that plugins declare: not in wbsync's migrations, created by
-``Database.migrate`` for whatever datasets the process has registered."""
+"""The standard table of every registered dataset, built from its declaration (wbsync's built-in
+syncs' and plugins' alike): ``Database.migrate`` creates those the database lacks."""
 
 # Its tables refer to the cabinets table: a copy here resolves the foreign key (never created).
 cabinets.to_metadata(declared_metadata)
 
 _tables: dict[str, tuple[Dataset, Table]] = {}
-
-#: The built-in datasets whose tables wbsync's own migrations create. Every other dataset, a
-#: plugin's or a built-in declared since (the report tasks'), gets its standard table from its
-#: declaration, as a plugin's does (``store/declared.py``): no migration is written for it.
-MIGRATED_DATASETS = frozenset(
-    {
-        "finance_report",
-        "orders",
-        "sales",
-        "adverts",
-        "advert_stats",
-        "bids",
-        "funnel_history",
-        "stocks",
-        "cards",
-        "prices",
-        "acceptance_coefficients",
-    }
-)
-
-
-def migrated(name: str) -> bool:
-    """True when wbsync's own migrations create the table of dataset ``name``."""
-    return name in MIGRATED_DATASETS and DATASETS.owner(name) == BUILTIN
 
 
 def _standard_table(ds: Dataset, into: MetaData) -> Table:
@@ -353,21 +337,26 @@ def _standard_table(ds: Dataset, into: MetaData) -> Table:
 
 
 def dataset_table(name_or_dataset: str | Dataset) -> Table:
-    """The standard table of a registered dataset, built when first asked for (a plugin's
-    dataset may be registered after this module is imported)."""
+    """The standard table of a registered dataset, built from its declaration when first asked
+    for (datasets are registered by the syncs that store them, after this module is imported)."""
     ds = dataset(name_or_dataset)
     built = _tables.get(ds.name)
     if built is not None and built[0] == ds:
         return built[1]
-    into = metadata if migrated(ds.name) else declared_metadata
     if built is not None:  # declared again, differently (a test, or a plugin reloaded)
-        into.remove(built[1])
-    table = _standard_table(ds, into)
+        declared_metadata.remove(built[1])
+    table = _standard_table(ds, declared_metadata)
     _tables[ds.name] = (ds, table)
     return table
 
 
-# wbsync's own datasets belong to the model its migrations reproduce.
-for _name in list(DATASETS):
-    if migrated(_name):
-        dataset_table(_name)
+def model(datasets: Iterable[str]) -> MetaData:
+    """wbsync's whole schema as it should stand: its own tables and the standard tables of
+    ``datasets`` (built from their declarations), in one MetaData (for comparing a database
+    with, never for creating it: ``Database.migrate`` does that)."""
+    whole = MetaData(naming_convention=metadata.naming_convention)
+    for table in metadata.tables.values():
+        table.to_metadata(whole)
+    for name in datasets:
+        dataset_table(name).to_metadata(whole)
+    return whole

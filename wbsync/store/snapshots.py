@@ -30,19 +30,15 @@ from typing import Any
 from sqlalchemy import Select, TextClause, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from wbsync import clock
-from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
+from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import Dataset, KeyValue, dataset
 from wbsync.store.db import Database
-from wbsync.store.rows import (
-    BATCH_ROWS,
-    RowRepository,
-    key_digest,
-    tombstone_params,
-    tombstone_statement,
-)
+from wbsync.store.rows import BATCH_ROWS, RowRepository
 from wbsync.store.schema import change_sequences, dataset_table, snapshot_runs, utcnow
-from wbsync.store.seen import pg_finish_if_all_seen, run_progress, seen_digests
+from wbsync.store.seen import key_digest, pg_finish_if_all_seen, run_progress, seen_digests
+from wbsync.store.sequences import advance_sequence, lock_sequence
+from wbsync.store.tombstones import tombstone_params, tombstone_statement
+from wbsync.system import clock
 
 __all__ = ["SnapshotRepository"]
 

@@ -7,22 +7,16 @@ from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequen
 from datetime import date, datetime
 from typing import Any
 
-from wbsync.store.cabinets import Cabinet, CabinetRef, CabinetRepository
-from wbsync.store.changes import (
-    FEED_PAGE_MAX,
-    ChangeListener,
-    ChangePage,
-    SnapshotPage,
-    iter_changes,
-    read_changes,
-    read_snapshot,
-)
+from wbsync.store.cabinet_repository import CabinetRepository
+from wbsync.store.cabinets import Cabinet, CabinetRef
+from wbsync.store.changes import FEED_PAGE_MAX, ChangeListener, ChangePage, SnapshotPage
 from wbsync.store.columns import read_column, set_column
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.datasets import dataset as dataset_of
 from wbsync.store.db import Database
+from wbsync.store.feed import iter_changes, read_changes, read_snapshot
 from wbsync.store.ledger import Ledger
 from wbsync.store.marks import WaterMarks, water_marks
 from wbsync.store.removal import REMOVAL_BATCH_ROWS, finish_removals, tombstone_cabinet

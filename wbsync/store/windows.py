@@ -14,13 +14,15 @@ from datetime import date
 
 from sqlalchemy import func, select
 
-from wbsync import clock
 from wbsync.errors import StoreError
-from wbsync.store.changes import ChangeEvent, advance_sequence, lock_sequence
+from wbsync.store.changes import ChangeEvent
 from wbsync.store.datasets import Dataset, KeyValue
 from wbsync.store.db import Database
-from wbsync.store.rows import BATCH_ROWS, RowRepository, tombstone_params, tombstone_statement
+from wbsync.store.rows import BATCH_ROWS, RowRepository
 from wbsync.store.schema import dataset_table
+from wbsync.store.sequences import advance_sequence, lock_sequence
+from wbsync.store.tombstones import tombstone_params, tombstone_statement
+from wbsync.system import clock
 
 __all__ = ["tombstone_window"]
 

@@ -17,6 +17,8 @@ Changes are applied in the order of their (campaign, item, search cluster) key, 
 keeps the key of the last one applied. A resumed run recomputes the changes from the stored
 bids (which already hold what the first batches set) and applies only those past that key, so
 no bid is skipped and none is moved twice.
+
+WB's bids methods (read, v0 and v1 writes) are declared with their calls in ``syncs/bids.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from wbsync.errors import WbAuthError, WbMethodDisabledError, WbPermissionError, WbRequestError
-from wbsync.metrics import BID_WRITES, REFUSED_ITEMS
-from wbsync.store.datasets import KeyValue, dataset
+from wbsync.observability.metrics import BID_WRITES, REFUSED_ITEMS
+from wbsync.store.datasets import Dataset, KeyField, KeyValue
 from wbsync.store.ledger import SentBid
 from wbsync.syncs.base import (
     BidRule,
@@ -40,14 +42,37 @@ from wbsync.syncs.base import (
     SyncPage,
     Text,
 )
-from wbsync.wb import endpoints as eps
-from wbsync.wb import methods
-from wbsync.wb.methods import BidKey
+from wbsync.syncs.bids import (
+    NOT_IN_REPLY,
+    PROMOTION_GET_BIDS,
+    PROMOTION_SET_BIDS,
+    PROMOTION_SET_BIDS_V1,
+    BidKey,
+    get_bids,
+    set_bids,
+    set_bids_v1,
+)
+from wbsync.wb.methods import PROMOTION_ADVERTS, adverts
 
 ACTIVE = 9
 _BATCH = 100  # WB takes at most 100 bids a call
 
 log = logging.getLogger(__name__)
+
+# Every bid of every active campaign's items, each run: a paused campaign's bids are gone.
+# last_write_error: WB's words when it refused the autobidder's last write of the bid (NULL
+# when that write went through, or none was sent).
+BIDS = Dataset(
+    name="bids",
+    source="POST /adv/v0/normquery/get-bids",
+    key=(
+        KeyField("advert_id", "advert_id"),
+        KeyField("nm_id", "nm_id"),
+        KeyField("norm_query", "norm_query", "str"),
+    ),
+    kind="snapshot",
+    columns=("last_write_error",),
+)
 
 
 class AutobidderCursor(CursorShape):
@@ -96,12 +121,12 @@ class _Writer:
 
     def __init__(self, inp: SyncInput) -> None:
         self._inp = inp
-        self.v1 = eps.PROMOTION_SET_BIDS_V1.allows(inp.client.token.type)
+        self.v1 = PROMOTION_SET_BIDS_V1.allows(inp.client.token.type)
 
     @property
     def method(self) -> str:
         """The WB method bids are written with now."""
-        return (eps.PROMOTION_SET_BIDS_V1 if self.v1 else eps.PROMOTION_SET_BIDS).name
+        return (PROMOTION_SET_BIDS_V1 if self.v1 else PROMOTION_SET_BIDS).name
 
     async def send(self, batch: list[dict[str, Any]]) -> Outcomes:
         """Write ``batch``; each bid's outcome."""
@@ -132,13 +157,13 @@ async def _v1_call(inp: SyncInput, batch: list[dict[str, Any]]) -> Outcomes:
         }
         for c in batch
     ]
-    return await methods.set_bids_v1(inp.client, body)
+    return await set_bids_v1(inp.client, body)
 
 
 async def _v0_call(inp: SyncInput, batch: list[dict[str, Any]]) -> Outcomes:
     """v0 answers an empty 200 for the whole call: every bid set, or a 4xx for all."""
     body = [{k: c[k] for k in ("advert_id", "nm_id", "norm_query", "bid")} for c in batch]
-    await methods.set_bids(inp.client, body)
+    await set_bids(inp.client, body)
     return dict.fromkeys((_key(c) for c in batch), None)
 
 
@@ -221,7 +246,7 @@ async def _apply(inp: SyncInput, cursor: Cursor) -> AsyncIterator[SyncPage]:
     for start in range(0, len(changes), _BATCH):
         tried = changes[start : start + _BATCH]
         said = await writer.send(tried)
-        said = {key: said.get(key, methods.NOT_IN_REPLY) for key in map(_key, tried)}
+        said = {key: said.get(key, NOT_IN_REPLY) for key in map(_key, tried)}
         _count(inp, writer.method, tried, said)
         applied = await _record(inp, tried, said)
         stored = [{k: v for k, v in c.items() if k != "old_bid"} for c in applied]
@@ -259,14 +284,14 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
     changes."""
     cursor = inp.cursor or {}
     if "pairs" not in cursor:
-        campaigns = await methods.adverts(inp.client, statuses=(ACTIVE,))
+        campaigns = await adverts(inp.client, statuses=(ACTIVE,))
         pairs = [[c["id"], nm] for c in campaigns if biddable(c) for nm in campaign_items(c)]
         cursor = {"pairs": pairs, "done": 0, "applying": False, "applied_through": None}
         yield SyncPage.checkpoint(cursor)
     if not cursor["applying"]:
         done = int(cursor["done"])
         wanted = [(a, n) for a, n in cursor["pairs"][done:]]
-        async for page in methods.get_bids(inp.client, wanted):
+        async for page in get_bids(inp.client, wanted):
             cursor = {**cursor, "done": done + int(page.cursor)}
             yield SyncPage("bids", page.rows, cursor)
         cursor = {**cursor, "applying": True}
@@ -277,12 +302,12 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
 
 SYNC = Sync(
     name="autobidder-sync",
-    calls=(eps.PROMOTION_ADVERTS, eps.PROMOTION_GET_BIDS, eps.PROMOTION_SET_BIDS),
+    calls=(PROMOTION_ADVERTS, PROMOTION_GET_BIDS, PROMOTION_SET_BIDS),
     # Not required: v0 takes every token type, v1 is used instead where the type allows it.
-    also_calls=(eps.PROMOTION_SET_BIDS_V1,),
+    also_calls=(PROMOTION_SET_BIDS_V1,),
     long=True,
     interval_s=10 * 60,
-    stores=(dataset("bids"),),
+    stores=(BIDS,),
     pages=pages,
     cursor=AutobidderCursor,
 )

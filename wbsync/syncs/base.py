@@ -19,9 +19,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
+from wbsync.catalog.registry import Claim, Table
 from wbsync.config import FUNNEL_DAYS_MAX
 from wbsync.errors import MalformedJobError
-from wbsync.registry import Claim, Table
 from wbsync.store import Dataset, Store
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import Endpoint

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from wbsync.store.datasets import dataset
+from wbsync.store.datasets import Dataset, KeyField
 from wbsync.syncs.base import CardsPosition, CursorShape, Sync, SyncInput, SyncPage, optional
-from wbsync.wb import endpoints as eps
-from wbsync.wb import methods
+from wbsync.wb.methods import CONTENT_CARDS_LIST, cards
+
+# catalog-sync is incremental (only cards updated since its cursor): a run is no snapshot.
+CARDS = Dataset(
+    name="cards", source="POST /content/v2/get/cards/list", key=(KeyField("nm_id", "nmID"),)
+)
 
 
 class CatalogCursor(CursorShape):
@@ -19,16 +23,16 @@ class CatalogCursor(CursorShape):
 async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
     """Cards updated after the cursor's position; the next run continues from the last one."""
     position = (inp.cursor or {}).get("position")
-    async for page in methods.cards(inp.client, cursor=position):
+    async for page in cards(inp.client, cursor=position):
         yield SyncPage("cards", page.rows, {"position": page.cursor})
 
 
 SYNC = Sync(
     name="catalog-sync",
-    calls=(eps.CONTENT_CARDS_LIST,),
+    calls=(CONTENT_CARDS_LIST,),
     long=True,
     interval_s=3600,
-    stores=(dataset("cards"),),
+    stores=(CARDS,),
     pages=pages,
     cursor=CatalogCursor,
     incremental=True,

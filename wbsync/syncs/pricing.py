@@ -9,14 +9,48 @@ the targets are cleared, the next run sends the same batch again; WB recognizes 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
-from wbsync.store.datasets import dataset
+from wbsync.store.datasets import Dataset, KeyField
 from wbsync.syncs.base import Count, CursorShape, Flag, Sync, SyncInput, SyncPage, optional
-from wbsync.wb import endpoints as eps
-from wbsync.wb import methods
+from wbsync.wb.client import WbClient
+from wbsync.wb.endpoints import Endpoint
+from wbsync.wb.methods import PRICES_GOODS_LIST, goods
+from wbsync.wb.paging import Row, bad_reply
+from wbsync.wb.sections import PRICES, PRICES_LIMITS
+from wbsync.wb.tokens import Category
 
 _BATCH = 1000  # WB takes at most 1000 items an upload
+
+
+PRICES_UPLOAD_TASK = Endpoint(
+    name="prices.upload_task",
+    section=PRICES,
+    method="POST",
+    path="/api/v2/upload/task",
+    group="prices",
+    category=Category.PRICES,
+    limits=PRICES_LIMITS,
+    writes=True,
+)
+
+PRICES_DATASET = Dataset(
+    name="prices",
+    source="GET /api/v2/list/goods/filter",
+    key=(KeyField("nm_id", "nmID"),),
+    kind="snapshot",
+)
+
+
+async def upload_prices(client: WbClient, items: Sequence[Row]) -> int:
+    """Upload prices/discounts (``nmID``, ``price``, ``discount``; up to 1000); the task id."""
+    ep = PRICES_UPLOAD_TASK
+    reply = await client.call(ep, json={"data": list(items)})
+    data = reply.data.get("data") if isinstance(reply.data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+        raise bad_reply(reply, ep, "upload reply has no task id")
+    task_id: int = data["id"]
+    return task_id
 
 
 class PricingCursor(CursorShape):
@@ -40,7 +74,7 @@ async def _upload(inp: SyncInput) -> AsyncIterator[SyncPage]:
             for t in batch
         ]
         intent = await ledger.begin_price_upload(inp.cabinet_id, {"data": items})
-        task_id = await methods.upload_prices(inp.client, items)
+        task_id = await upload_prices(inp.client, items)
         await ledger.finish_price_upload(intent, task_id)
         await ledger.clear_price_targets(inp.cabinet_id, [t.nm_id for t in batch])
         yield SyncPage.checkpoint({"uploaded": False})
@@ -54,16 +88,16 @@ async def pages(inp: SyncInput) -> AsyncIterator[SyncPage]:
             yield page
         cursor = {"uploaded": True, "offset": 0}
         yield SyncPage.checkpoint(cursor)
-    async for goods in methods.goods(inp.client, offset=int(cursor.get("offset", 0))):
-        yield SyncPage("prices", goods.rows, {"uploaded": True, "offset": goods.cursor})
+    async for listed in goods(inp.client, offset=int(cursor.get("offset", 0))):
+        yield SyncPage("prices", listed.rows, {"uploaded": True, "offset": listed.cursor})
 
 
 SYNC = Sync(
     name="pricing-bulk",
-    calls=(eps.PRICES_UPLOAD_TASK, eps.PRICES_GOODS_LIST),
+    calls=(PRICES_UPLOAD_TASK, PRICES_GOODS_LIST),
     long=False,
     interval_s=15 * 60,
-    stores=(dataset("prices"),),
+    stores=(PRICES_DATASET,),
     pages=pages,
     cursor=PricingCursor,
 )

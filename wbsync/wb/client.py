@@ -8,10 +8,12 @@ seller's global bucket when WB's global limiter said it (``Feedback.is_global``)
 back through ``acquire``, which may sleep, or raise ``RateLimitDeferred`` inside a job: that
 signal, like ``RateLimitExceeded``, passes through untouched. Transport errors and 5xx are
 retried within a budget (``retry.py``); each of them, and each unusable reply, is also reported
-to the running job's failure budget (``wbsync.context.report_upstream_failure``), which outlives
-this call and its deferrals. Every error carries WB's words, whatever their shape (``words.py``);
-a 404 "path not found" stops the section in the process (``stops.py``). The token never appears
-in a log line, an exception or a repr.
+to the running job's failure budget
+(``wbsync.observability.context.report_upstream_failure``), which outlives this call and its
+deferrals. A reply is read into an answer or an error by ``replies.py``; every
+error carries WB's words, whatever their shape (``words.py``); a 404 "path not found" stops the
+section in the process (``stops.py``). The token never appears in a log line, an exception or
+a repr.
 
 Bounds of one HTTP exchange (``http.py``, on the process's shared connection pool): it must
 finish, last body byte included, within ``request_deadline_s`` (a reply trickling past it is a
@@ -25,84 +27,43 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from wbsync import __version__, clock
-from wbsync.context import report_upstream_failure
+from wbsync import __version__
 from wbsync.errors import (
     WbApiError,
-    WbAuthError,
     WbBadResponseError,
     WbMethodDisabledError,
     WbPathNotFoundError,
-    WbPaymentRequiredError,
-    WbPermissionError,
     WbRateLimitedError,
-    WbRequestError,
-    WbServerError,
     WbTransportError,
 )
-from wbsync.metrics import count_upstream
+from wbsync.observability.context import report_upstream_failure
+from wbsync.observability.metrics import count_upstream
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
-from wbsync.throughput import Throughput
+from wbsync.redis.throughput import Throughput
+from wbsync.system import clock
 from wbsync.wb.endpoints import Endpoint, base_url, base_url_setting, check_token
 from wbsync.wb.feedback import Feedback, RateHeaders
 from wbsync.wb.http import HttpPool, HttpReply
 from wbsync.wb.options import ClientOptions
+from wbsync.wb.replies import (
+    WbReply,
+    json_or_none,
+    no_data_reply,
+    refusal,
+    request_id,
+    server_error,
+    success,
+)
 from wbsync.wb.retry import rate_limit_wait_ms
 from wbsync.wb.stops import SectionStops, is_path_not_found
 from wbsync.wb.tokens import TokenType, WbToken, parse_token
-from wbsync.wb.words import body_text, wb_words
+from wbsync.wb.words import wb_words
 
-__all__ = ["WbClient", "WbReply"]
+__all__ = ["WbClient"]
 
 log = logging.getLogger(__name__)
-
-_ERRORS: dict[int, type[WbApiError]] = {
-    401: WbAuthError,
-    402: WbPaymentRequiredError,
-    403: WbPermissionError,
-    # Every path we call is a WB method: a 404 there means WB has switched the method off,
-    # unless its words say the path does not exist (``stops.py``).
-    404: WbMethodDisabledError,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class WbReply:
-    """A successful reply: status, parsed JSON body (None when empty), WB's request id.
-
-    ``no_data``: WB refused with words its method declares as "nothing to return"
-    (``Endpoint.no_data``); the body is None and the status WB's (a 4xx).
-    """
-
-    status: int
-    data: Any
-    request_id: str | None
-    remaining: int | None
-    no_data: bool = False
-
-
-def _request_id(headers: Mapping[str, str], body: Any = None) -> str | None:
-    rid = headers.get("X-Request-Id")
-    if rid:
-        return rid
-    if isinstance(body, dict):
-        found = body.get("requestId") or body.get("request_id")
-        return str(found) if found else None
-    return None
-
-
-def _json_or_none(content: bytes) -> Any:
-    try:
-        return orjson.loads(content)
-    except ValueError:
-        return None
-
 
 _JITTER = random.Random()
 """The retries' jitter of every client that is given no generator of its own: seeding one from the
@@ -223,7 +184,7 @@ class WbClient:
             await self._feedback.on_reply(scope, headers, acquired)
             if answer.status >= 500:
                 failures += 1
-                error = _server_error(ep, answer)
+                error = server_error(ep, answer)
                 report_upstream_failure(error)
                 self._check_budget(failures, error)
                 said = f", WB said {error.words!r}" if error.words else ""
@@ -321,7 +282,7 @@ class WbClient:
         replied_at: float,
     ) -> None:
         wait_ms = rate_limit_wait_ms(headers, scope.limit, self._options.time_scale)
-        body = _json_or_none(reply.content)
+        body = json_or_none(reply.content)
         words = wb_words(reply.status, reply.headers, reply.content)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller. A 429
         # of WB's global limiter is not about this method: every method of the seller waits,
@@ -334,7 +295,7 @@ class WbClient:
         await self._limiter.penalize(target, wait_ms, words=words)
         if self._throughput is not None:
             await self._throughput.rate_limited()
-        rid = _request_id(reply.headers, body)
+        rid = request_id(reply.headers, body)
         log.info(
             "cabinet %s: %s got 429 (request %s, WB said %r), bucket %s pushed %d ms",
             self.cabinet,
@@ -355,30 +316,12 @@ class WbClient:
             )
 
     def _reply(self, ep: Endpoint, reply: HttpReply) -> WbReply:
-        status, content = reply.status, reply.content
-        if status >= 400:
+        if reply.status >= 400:
             error = self._refusal(ep, reply)
             if not ep.says_no_data(error):
                 raise error
             return self._no_data(ep, reply, error)
-        if not 200 <= status < 300:
-            # A redirect is no answer: WB documents none, and a write sent there was not applied.
-            what = f"WB answered {status} {reply.reason} instead of a result"
-            raise _unusable(ep, reply, what, wb_words(status, reply.headers, content))
-        data: Any = None
-        if status != 204 and content:
-            try:
-                data = orjson.loads(content)
-            except ValueError:
-                # A page in place of JSON (a proxy's, a portal's): its text says whose.
-                words = body_text(reply.headers, content)
-                raise _unusable(ep, reply, "WB answered a body that is not JSON", words) from None
-        return WbReply(
-            status=status,
-            data=data,
-            request_id=_request_id(reply.headers, data),
-            remaining=_remaining(reply.headers),
-        )
+        return success(ep, reply)
 
     def _no_data(self, ep: Endpoint, reply: HttpReply, said: WbApiError) -> WbReply:
         # WB's way of saying "nothing here" for this method: an answer, not a failure.
@@ -389,28 +332,18 @@ class WbClient:
             said.status,
             said.words,
         )
-        return WbReply(
-            status=reply.status,
-            data=None,
-            request_id=said.request_id,
-            remaining=_remaining(reply.headers),
-            no_data=True,
-        )
+        return no_data_reply(reply, said)
 
     def _refusal(self, ep: Endpoint, reply: HttpReply) -> WbApiError:
         """The error of a 4xx, with WB's words; a 404 "path not found" stops the section."""
-        status = reply.status
-        words = wb_words(status, reply.headers, reply.content)
-        rid = _request_id(reply.headers, _json_or_none(reply.content))
-        error_type = _ERRORS.get(status, WbRequestError)
-        message = "WB refused the request" + ("" if words else f": {reply.reason}")
-        error = error_type(message, method=ep.name, status=status, request_id=rid, words=words)
-        error.section = ep.section.name  # what a refusal for good suspends (``refusals.py``)
+        words = wb_words(reply.status, reply.headers, reply.content)
+        rid = request_id(reply.headers, json_or_none(reply.content))
+        error = refusal(ep, reply, rid, words)
         # A probe's 404 is reported by its caller; only a sync's stops the section (a proxy
         # that serves every section but not /ping must not stop the syncs). A 404 its method
         # declares as "no data" is WB's answer, not a wrong path: a report task's status for
         # an id WB does not know is a bare "Not Found: not found".
-        if status == 404 and is_path_not_found(words) and not ep.probe:
+        if reply.status == 404 and is_path_not_found(words) and not ep.probe:
             if not ep.says_no_data(error):
                 return self._path_not_found(ep, rid, words)
         return error
@@ -422,29 +355,3 @@ class WbClient:
         error = self._stops.misrouted(ep, self._base(ep), setting, request_id, words)
         log.error("cabinet %s: %s", self.cabinet, error)
         return error
-
-
-def _remaining(headers: Mapping[str, str]) -> int | None:
-    remaining = headers.get("X-Ratelimit-Remaining")
-    return int(remaining) if remaining and remaining.isdigit() else None
-
-
-def _unusable(ep: Endpoint, reply: HttpReply, what: str, words: str | None) -> WbApiError:
-    """An unusable reply, counted against the running job's failure budget."""
-    bad = WbBadResponseError(
-        what,
-        method=ep.name,
-        status=reply.status,
-        request_id=_request_id(reply.headers, _json_or_none(reply.content)),
-        words=words,
-    )
-    report_upstream_failure(bad)
-    return bad
-
-
-def _server_error(ep: Endpoint, reply: HttpReply) -> WbServerError:
-    rid = _request_id(reply.headers, _json_or_none(reply.content))
-    words = wb_words(reply.status, reply.headers, reply.content)
-    return WbServerError(
-        "WB failed to answer", method=ep.name, status=reply.status, request_id=rid, words=words
-    )

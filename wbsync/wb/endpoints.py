@@ -1,15 +1,21 @@
-"""The WB methods wbsync calls: where they live, which budget they spend, what they require.
+"""What a WB method is: where it lives, which budget it spends, what it requires.
 
-Limits are WB's published numbers (dev.wildberries.ru, August 2026), raw (unscaled): the limiter
-and the emulator apply the time scale themselves. Per token type:
+The types every declaration uses (:class:`Section`, :class:`Endpoint` with its
+:class:`TypeLimits` and :class:`NoData` refusals), the registry's tables of them, the base URLs
+and the token checks. The methods themselves are declared where they are called: each built-in
+sync's module declares its own (``wbsync/syncs/<name>.py``), methods more than one caller shares
+are in ``wb/methods.py``, WB's sections and their probes (``/ping``, seller info) in
+``wb/sections.py``, and a plugin's in its own module (``wbsync.extend``).
+
+Limits are WB's published numbers, raw (unscaled): the limiter and the emulator apply the time
+scale themselves. Per token type, as WB's tables give them:
 
 * Personal and Service tokens (and Base with secret) share the generous table.
-* Test tokens get the Personal numbers: WB publishes no Test row for these methods.
-* Base tokens get WB's small Base row; ``None`` where WB does not allow Base tokens (the stocks
-  report lists Personal, Service and Base-with-secret only). The content cards list publishes
-  one table without token types, which per WB's rules applies to every token type.
-* A method whose key-icon list names only Personal and Service tokens (the v1 bids method)
-  takes no other type: ``None`` for Test and Base.
+* Test tokens get the Personal numbers where WB publishes no Test row.
+* Base tokens get WB's small Base row; ``None`` where WB does not allow Base tokens. A method
+  WB publishes one table for without token types has it for every token type.
+* A method whose key-icon list names only Personal and Service tokens takes no other type:
+  ``None`` for Test and Base.
 
 Methods sharing one budget share a ``group`` (all of Prices and Discounts is one); every other
 method is its own group, named after the method.
@@ -21,40 +27,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from wbsync.catalog.registry import Claim, Table
 from wbsync.errors import TokenError, WbApiError
-from wbsync.limit_overrides import ALL_TOKEN_TYPES, LimitOverride
-from wbsync.registry import BUILTIN, Claim, Registrar, Table
-from wbsync.scope import Limit
+from wbsync.values.limit_overrides import ALL_TOKEN_TYPES, LimitOverride
+from wbsync.values.scope import Limit
 from wbsync.wb.options import Hosts
 from wbsync.wb.tokens import Category, TokenType, WbToken
 
 __all__ = [
-    "ANALYTICS",
-    "ANALYTICS_SALES_FUNNEL_HISTORY",
-    "ANALYTICS_STOCKS_WB_WAREHOUSES",
-    "CONTENT",
-    "CONTENT_CARDS_LIST",
     "ENDPOINTS",
-    "FINANCE",
-    "FINANCE_DETAILED_REPORT",
-    "FULLSTATS_NO_COMPANIES",
     "GROUPS",
-    "PRICES",
-    "PRICES_GOODS_LIST",
-    "PRICES_UPLOAD_TASK",
-    "PROMOTION",
-    "PROMOTION_ADVERTS",
-    "PROMOTION_FULLSTATS",
-    "PROMOTION_GET_BIDS",
-    "PROMOTION_SET_BIDS",
-    "PROMOTION_SET_BIDS_V1",
     "SECTIONS",
-    "STATISTICS",
-    "STATISTICS_ORDERS",
-    "STATISTICS_SALES",
-    "TARIFFS",
-    "TARIFFS_ACCEPTANCE_COEFFICIENTS",
-    "TARIFFS_SELLER_INFO",
     "Endpoint",
     "NoData",
     "Section",
@@ -96,16 +79,6 @@ class Section:
         yield Claim(SECTIONS, self.name, self)
 
 
-FINANCE = Section("finance", "finance-api", category=Category.FINANCE)
-STATISTICS = Section("statistics", "statistics-api", sandbox=True, category=Category.STATISTICS)
-PROMOTION = Section("promotion", "advert-api", sandbox=True, category=Category.PROMOTION)
-ANALYTICS = Section("analytics", "seller-analytics-api", category=Category.ANALYTICS)
-CONTENT = Section("content", "content-api", sandbox=True, category=Category.CONTENT)
-PRICES = Section("prices", "discounts-prices-api", sandbox=True, category=Category.PRICES)
-#: common-api: "Rates, News, Get Seller Information", a token of any category.
-TARIFFS = Section("tariffs", "common-api")
-
-
 @dataclass(frozen=True, slots=True)
 class TypeLimits:
     """One method's limit per token type; ``None`` means that token type may not call it."""
@@ -125,14 +98,6 @@ class TypeLimits:
         """``limit`` for Personal, Service and Test tokens (WB's usual table), ``base`` for Base
         tokens (None: WB refuses them)."""
         return cls(personal=limit, service=limit, test=limit, base=base)
-
-
-def _limits(period_s: float, limit: int, burst: int, base: Limit | None) -> TypeLimits:
-    return TypeLimits.same(Limit(period_s=period_s, limit=limit, burst=burst), base=base)
-
-
-_MIN = 60.0
-_HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,207 +232,6 @@ def check_token(token: WbToken, ep: Endpoint, *, cabinet: str | None = None) -> 
             f"({ep.name}) has none; use a Personal or Service token",
             cabinet=cabinet,
         )
-
-
-def _ep(
-    name: str,
-    section: Section,
-    method: Literal["GET", "POST"],
-    path: str,
-    category: Category | None,
-    limits: TypeLimits,
-    *,
-    group: str | None = None,
-    writes: bool = False,
-    no_data: tuple[NoData, ...] = (),
-    probe: bool = False,
-) -> Endpoint:
-    return Endpoint(
-        name, section, method, path, group or name, category, limits, writes, no_data, probe
-    )
-
-
-_PRICES = _limits(6.0, 10, 5, Limit(_HOUR, 4, 1))
-
-FINANCE_DETAILED_REPORT = _ep(
-    "finance.detailed_report",
-    FINANCE,
-    "POST",
-    "/api/finance/v1/sales-reports/detailed",
-    Category.FINANCE,
-    _limits(_MIN, 1, 1, Limit(24 * _HOUR, 2, 1)),
-)
-STATISTICS_ORDERS = _ep(
-    "statistics.orders",
-    STATISTICS,
-    "GET",
-    "/api/v1/supplier/orders",
-    Category.STATISTICS,
-    _limits(_MIN, 1, 10, Limit(3 * _HOUR, 1, 1)),
-)
-STATISTICS_SALES = _ep(
-    "statistics.sales",
-    STATISTICS,
-    "GET",
-    "/api/v1/supplier/sales",
-    Category.STATISTICS,
-    _limits(_MIN, 1, 1, Limit(2 * _HOUR, 1, 1)),
-)
-PROMOTION_ADVERTS = _ep(
-    "promotion.adverts",
-    PROMOTION,
-    "GET",
-    "/api/advert/v2/adverts",
-    Category.PROMOTION,
-    _limits(1.0, 5, 5, Limit(_HOUR, 1, 1)),
-)
-#: fullstats' answer when none of the ids has statistics in the window (a paused or finished
-#: campaign's, for example): 400 ``{"error": "there are no companies with correct intervals"}``.
-FULLSTATS_NO_COMPANIES = NoData(400, "there are no companies with correct intervals")
-
-PROMOTION_FULLSTATS = _ep(
-    "promotion.fullstats",
-    PROMOTION,
-    "GET",
-    "/adv/v3/fullstats",
-    Category.PROMOTION,
-    _limits(_MIN, 3, 1, Limit(_HOUR, 1, 1)),
-    no_data=(FULLSTATS_NO_COMPANIES,),
-)
-PROMOTION_GET_BIDS = _ep(
-    "promotion.get_bids",
-    PROMOTION,
-    "POST",
-    "/adv/v0/normquery/get-bids",
-    Category.PROMOTION,
-    _limits(1.0, 5, 10, Limit(_HOUR, 5, 1)),
-)
-PROMOTION_SET_BIDS = _ep(
-    "promotion.set_bids",
-    PROMOTION,
-    "POST",
-    "/adv/v0/normquery/bids",
-    Category.PROMOTION,
-    _limits(1.0, 2, 4, Limit(_HOUR, 5, 1)),
-    writes=True,
-)
-# Key icon: Personal and Service tokens only (no Base, no Base with secret; no Test row).
-_SET_BIDS_V1 = Limit(period_s=1.0, limit=2, burst=4)
-PROMOTION_SET_BIDS_V1 = _ep(
-    "promotion.set_bids_v1",
-    PROMOTION,
-    "POST",
-    "/api/advert/v1/normquery/bids",
-    Category.PROMOTION,
-    TypeLimits(personal=_SET_BIDS_V1, service=_SET_BIDS_V1, test=None, base=None),
-    writes=True,
-)
-ANALYTICS_SALES_FUNNEL_HISTORY = _ep(
-    "analytics.sales_funnel_history",
-    ANALYTICS,
-    "POST",
-    "/api/analytics/v3/sales-funnel/products/history",
-    Category.ANALYTICS,
-    _limits(_MIN, 3, 3, Limit(_HOUR, 2, 1)),
-)
-ANALYTICS_STOCKS_WB_WAREHOUSES = _ep(
-    "analytics.stocks_wb_warehouses",
-    ANALYTICS,
-    "POST",
-    "/api/analytics/v1/stocks-report/wb-warehouses",
-    Category.ANALYTICS,
-    _limits(_MIN, 3, 1, None),
-)
-CONTENT_CARDS_LIST = _ep(
-    "content.cards_list",
-    CONTENT,
-    "POST",
-    "/content/v2/get/cards/list",
-    Category.CONTENT,
-    _limits(_MIN, 100, 5, Limit(_MIN, 100, 5)),
-)
-PRICES_GOODS_LIST = _ep(
-    "prices.goods_list",
-    PRICES,
-    "GET",
-    "/api/v2/list/goods/filter",
-    Category.PRICES,
-    _PRICES,
-    group="prices",
-)
-PRICES_UPLOAD_TASK = _ep(
-    "prices.upload_task",
-    PRICES,
-    "POST",
-    "/api/v2/upload/task",
-    Category.PRICES,
-    _PRICES,
-    group="prices",
-    writes=True,
-)
-# WB: acceptance coefficients answer a token of any category.
-TARIFFS_ACCEPTANCE_COEFFICIENTS = _ep(
-    "tariffs.acceptance_coefficients",
-    TARIFFS,
-    "GET",
-    "/api/tariffs/v1/acceptance/coefficients",
-    None,
-    _limits(_MIN, 6, 6, Limit(_HOUR, 1, 1)),
-)
-
-# WB: "Get Seller Information" answers a token of any category.
-TARIFFS_SELLER_INFO = _ep(
-    "tariffs.seller_info",
-    TARIFFS,
-    "GET",
-    "/api/v1/seller-info",
-    None,
-    _limits(_MIN, 1, 10, Limit(24 * _HOUR, 1, 1)),
-    probe=True,
-)
-
-#: WB's /ping: "a maximum of 3 requests every 30 seconds", every token type, counted "on each
-#: host" (so each section's ping is its own group).
-_PING = Limit(period_s=30.0, limit=3, burst=3)
-
-
-def _ping(section: Section) -> Endpoint:
-    return _ep(
-        f"{section.name}.ping",
-        section,
-        "GET",
-        "/ping",
-        section.category,
-        TypeLimits(personal=_PING, service=_PING, test=_PING, base=_PING),
-        probe=True,
-    )
-
-
-_PINGS = tuple(
-    _ping(s) for s in (FINANCE, STATISTICS, PROMOTION, ANALYTICS, CONTENT, PRICES, TARIFFS)
-)
-
-# The built-in methods, declared like a plugin's (their sections come with them).
-_builtin = Registrar(BUILTIN)
-_builtin.declare(
-    FINANCE_DETAILED_REPORT,
-    STATISTICS_ORDERS,
-    STATISTICS_SALES,
-    PROMOTION_ADVERTS,
-    PROMOTION_FULLSTATS,
-    PROMOTION_GET_BIDS,
-    PROMOTION_SET_BIDS,
-    PROMOTION_SET_BIDS_V1,
-    ANALYTICS_SALES_FUNNEL_HISTORY,
-    ANALYTICS_STOCKS_WB_WAREHOUSES,
-    CONTENT_CARDS_LIST,
-    PRICES_GOODS_LIST,
-    PRICES_UPLOAD_TASK,
-    TARIFFS_ACCEPTANCE_COEFFICIENTS,
-    TARIFFS_SELLER_INFO,
-    *_PINGS,
-)
-_builtin.commit()
 
 
 def group_token_types() -> dict[str, list[TokenType]]:

@@ -43,8 +43,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-from wbsync import clock
 from wbsync.ratelimit import Acquired, BucketScope, RateLimiter
+from wbsync.system import clock
 
 __all__ = [
     "EVIDENCE_MARGIN",

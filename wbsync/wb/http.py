@@ -13,13 +13,13 @@ texts may carry the request's headers, and with them the token.
 
 A pool holds at most ``max_connections`` connections (``MAX_CONNECTIONS`` by default, for every
 host together, idle ones kept alive); a request past that waits for a free one inside its own
-deadline. ``wbsync.runtime`` keeps one pool per process for every client of the process.
+deadline. ``wbsync.shared.runtime`` keeps one pool per process for every client of the process.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from aiohttp.http_exceptions import ContentEncodingError
 
 from wbsync.errors import WbBadResponseError, WbBodyTooLargeError, WbTransportError
 
-__all__ = ["MAX_CONNECTIONS", "HttpPool", "HttpReply", "SentRequest"]
+__all__ = ["MAX_CONNECTIONS", "HttpPool", "HttpReply"]
 
 #: The most connections one pool (one process, by default) holds open to WB at once.
 MAX_CONNECTIONS = 100
@@ -49,17 +49,6 @@ class HttpReply:
     reason: str
     headers: Mapping[str, str]
     content: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class SentRequest:
-    """A request as it went out, for an observer (``HttpPool(on_request=...)``): the final URL,
-    the headers wbsync set and the body's bytes."""
-
-    method: str
-    url: str
-    headers: Mapping[str, str]
-    body: bytes
 
 
 def query(params: Mapping[str, Any] | None) -> list[tuple[str, str]] | None:
@@ -87,12 +76,10 @@ class HttpPool:
         self,
         *,
         max_connections: int = MAX_CONNECTIONS,
-        on_request: Callable[[SentRequest], None] | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self.max_connections = max_connections
-        self._on_request = on_request
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -156,9 +143,6 @@ class HttpPool:
                     timeout=timeout,
                 ) as response,
             ):
-                if self._on_request is not None:
-                    sent = SentRequest(method, str(response.url), headers, data or b"")
-                    self._on_request(sent)
                 content = await _body(name, response, max_body_bytes)
                 return HttpReply(response.status, response.reason or "", response.headers, content)
         except _LOST as exc:  # before TimeoutError: a read timeout is one too, not the deadline

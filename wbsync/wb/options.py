@@ -1,9 +1,9 @@
 """What a ``WbClient`` follows, as small frozen values: where WB lives and the bounds of a call.
 
 The client never reads the environment nor takes the whole ``Settings``: whoever composes the
-application (``wbsync.runtime``, a benchmark, a test) builds a ``ClientOptions`` once, usually
-with ``wbsync.runtime.client_options(settings)``, and hands the same value to every client; like
-the limiter's options, nothing here imports the configuration.
+application (``wbsync.shared.runtime``, a benchmark, a test) builds a ``ClientOptions`` once,
+usually with ``wbsync.shared.runtime.client_options(settings)``, and hands the same value to every
+client; like the limiter's options, nothing here imports the configuration.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from wbsync.limit_overrides import LimitOverride
+from wbsync.values.limit_overrides import LimitOverride
 from wbsync.wb.retry import RetryPolicy
 
 __all__ = ["READ_TIMEOUT_S", "ClientOptions", "Hosts"]

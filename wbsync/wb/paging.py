@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from wbsync.context import report_upstream_failure
 from wbsync.errors import WbBadResponseError
-from wbsync.wb.client import WbReply
+from wbsync.observability.context import report_upstream_failure
 from wbsync.wb.endpoints import Endpoint
+from wbsync.wb.replies import WbReply
 from wbsync.wb.words import words_in_json
 
 __all__ = [

@@ -18,7 +18,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from wbsync.scope import Limit
+from wbsync.values.scope import Limit
 from wbsync.wb.feedback import RateHeaders
 
 __all__ = ["RetryPolicy", "rate_limit_wait_ms"]

@@ -42,7 +42,7 @@ class _Key:
 class SectionStops:
     """The sections (each at one base URL) whose requests this process stopped.
 
-    One per process (``wbsync.runtime`` hands it to every client), so one "path not found"
+    One per process (``wbsync.shared.runtime`` hands it to every client), so one "path not found"
     stops every cabinet's requests to that section, not only the caller's.
     """
 

@@ -5,34 +5,25 @@ WB answers errors in several shapes (``docs/failures.md``): ``application/proble
 "errorText": "..."}`` (sometimes with a 200), ``{"message": "..."}``, plain text, or an HTML page
 on some 5xx. :func:`wb_words` reads them all into one line: HTML reduced to its text, whitespace
 collapsed, control characters removed, anything that looks like a token masked, and at most
-``WORDS_MAX_CHARS`` characters. The line goes into exception messages, failure reasons, the run
-record, the status page and logs, so it must never carry a secret nor a whole page.
+``WORDS_MAX_CHARS`` characters (:func:`wbsync.ratelimit.words.clean_words`, the one cleaning
+of WB's text, which the limiter's penalty records share). The line goes into exception
+messages, failure reasons, the run record, the status page and logs, so it must never carry a
+secret nor a whole page.
 """
 
 from __future__ import annotations
 
 import html
 import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["MASK", "WORDS_MAX_CHARS", "body_text", "clean_words", "wb_words", "words_in_json"]
+from wbsync.ratelimit.words import clean_words
 
-#: The most characters of WB's words kept (an ellipsis marks a cut): enough for any message WB
-#: writes, not enough for a page of HTML or a body of data echoed back.
-WORDS_MAX_CHARS = 300
-#: What stands where a token was.
-MASK = "[masked]"
+__all__ = ["body_text", "wb_words", "words_in_json"]
 
-_ELLIPSIS = "…"
-# A JWT (WB's tokens are JWTs): three base64url parts; WB's own ids (UUIDs) have no dots, and
-# host names have short labels, so neither is taken for one.
-_JWT = re.compile(r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
-_BEARER = re.compile(r"(?i)\b(bearer|authorization:?)\s+[^\s,;\"']+")
-_SPACE = re.compile(r"\s+")
 _HIDDEN = re.compile(r"(?is)<(script|style|head)\b.*?</\1\s*>|<!--.*?-->")
 _TAG = re.compile(r"(?s)<[^>]*>")
 _BODY = re.compile(r"(?is)<body\b[^>]*>(.*?)(?:</body\s*>|$)")
@@ -82,22 +73,6 @@ def words_in_json(data: Any, *, error_only: bool = False) -> str | None:
     if error_only and not _is_error_object(data):
         return None
     return clean_words(_object_words(data))
-
-
-def clean_words(raw: str | None) -> str | None:
-    """``raw`` as one safe line: control characters out, whitespace collapsed, tokens masked,
-    at most ``WORDS_MAX_CHARS`` characters (an ellipsis marks a cut); None when nothing is
-    left."""
-    if not raw:
-        return None
-    text = _SPACE.sub(" ", raw)
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
-    text = _SPACE.sub(" ", text).strip()
-    # Masked before the cut, so no part of a token survives at the edge.
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", _JWT.sub(MASK, text))
-    if len(text) > WORDS_MAX_CHARS:
-        text = text[: WORDS_MAX_CHARS - len(_ELLIPSIS)].rstrip() + _ELLIPSIS
-    return text or None
 
 
 _NOT_JSON = object()

@@ -26,15 +26,15 @@ from wbsync.api.schemas import (
     TriggerOut,
     cabinet_out,
 )
-from wbsync.cabinet_check import check_cabinet
+from wbsync.cabinets.cabinet_check import check_cabinet
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
 from wbsync.jobs.model import job_id
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 from wbsync.syncs import SYNCS, unserved_queues
 from wbsync.wb.tokens import WbToken, parse_token
 
-__all__ = ["router"]
+__all__ = ["resume", "retry_failed", "router"]
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +114,19 @@ async def check_token(cabinet: CabinetDep, runtime: RuntimeDep) -> CabinetCheckO
 
 @router.post("/{cabinet_id}/resume", response_model=ResumeOut)
 async def resume_cabinet(
-    cabinet: CabinetDep, runtime: RuntimeDep, body: ResumeIn | None = None
+    request: Request, cabinet: CabinetDep, runtime: RuntimeDep, body: ResumeIn | None = None
 ) -> ResumeOut:
     """Lift the cabinet's suspensions (what WB refused for good; docs/failures.md): all of
     them, or one section's with ``{"section": ...}``. The fan-out feeds it again at its next
     read; each job continues from its cursor. ``lifted`` lists what was lifted."""
-    section = body.section if body is not None else None
+    resumed = await resume(runtime, cabinet, body.section if body is not None else None)
+    status_reader(request).invalidate()
+    return resumed
+
+
+async def resume(runtime: Runtime, cabinet: Cabinet, section: str | None) -> ResumeOut:
+    """Lift the cabinet's suspensions, all or one section's, with a log line (the route's and
+    the status page's Resume button)."""
     lifted = await runtime.store.lift_suspensions(cabinet.id, section)
     log.info(
         "cabinet resumed by hand: %d suspension(s) lifted%s",

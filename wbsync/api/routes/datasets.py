@@ -25,7 +25,7 @@ from wbsync.api.schemas import (
     snapshot_page_out,
 )
 from wbsync.errors import FeedCursorError, FeedCursorGoneError
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import DATASETS, Dataset
 from wbsync.store.changes import CURSOR_MAX_CHARS, FEED_PAGE_MAX
 

@@ -10,15 +10,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from wbsync import health
 from wbsync.api.auth import require_key
 from wbsync.api.deps import RuntimeDep, StatusQueryDep, status_reader
 from wbsync.api.live import cabinet_gauges, penalty_gauges, queue_counts
 from wbsync.api.problems import Problem, problems
-from wbsync.api.schemas import StatusOut, ThroughputOut
-from wbsync.api.status_model import status_out
+from wbsync.api.schemas.status import StatusOut, ThroughputOut
 from wbsync.errors import QueueError, RedisUnavailableError, StoreError
-from wbsync.runtime import Runtime
+from wbsync.observability import health
+from wbsync.shared.runtime import Runtime
 
 __all__ = ["probes", "router"]
 
@@ -82,9 +81,8 @@ def _down_or_raise(
 async def status(request: Request, query: StatusQueryDep) -> Response:
     """What the status page shows, as JSON: totals, and one page of matching cabinets."""
     page = await status_reader(request).read(query)
-    if "json" not in page.rendered:
-        page.rendered["json"] = status_out(page).model_dump_json().encode()
-    return Response(page.rendered["json"], media_type="application/json")
+    body = page.rendered("json", lambda p: p.model_dump_json().encode())
+    return Response(body, media_type="application/json")
 
 
 @router.get("/api/v1/throughput", response_model=ThroughputOut)

@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
-from wbsync import penalties
 from wbsync.api.auth import caller_of
 from wbsync.api.deps import CabinetDep, RuntimeDep, status_reader
 from wbsync.api.problems import Problem, problems
 from wbsync.api.schemas import PenaltyOut, cabinet_out, penalty_out
+from wbsync.cabinets import penalties
 from wbsync.ratelimit import Penalty
-from wbsync.runtime import Runtime
+from wbsync.shared.runtime import Runtime
 from wbsync.store import Cabinet
 
 __all__ = ["GroupPath", "lift_or_problem", "router"]

@@ -1,5 +1,5 @@
 // The status page's script: local times, reloads, the throughput chart, and a question before
-// a penalty is lifted. No libraries.
+// a penalty is lifted or a suspension resumed. No libraries.
 "use strict";
 
 function localTimes() {
@@ -93,9 +93,10 @@ async function loadThroughput() {
   }
 }
 
-// A lift lets the seller's requests reach WB again at once, and WB may penalise them anew.
+// A lift lets the seller's requests reach WB again at once, and WB may penalise them anew; a
+// resumed cabinet is sent to WB again, which may refuse it anew.
 function askBeforeLifting() {
-  for (const form of document.querySelectorAll("form.lift")) {
+  for (const form of document.querySelectorAll("form[data-confirm]")) {
     form.addEventListener("submit", (event) => {
       if (!confirm(form.dataset.confirm)) event.preventDefault();
     });

@@ -28,6 +28,12 @@ def _render_item(kind: str, obj: Any, autogen_context: AutogenContext) -> str | 
     return False
 
 
+def _include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    # Dataset tables come from their datasets' declarations (store/declared.py), not from
+    # wbsync's own model: autogenerate leaves them alone.
+    return type_ != "table" or name in metadata.tables or not str(name).startswith("wb_")
+
+
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
@@ -38,6 +44,7 @@ def _configure(connection: Connection) -> None:
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
         render_item=_render_item,
+        include_name=_include_name,
     )
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from wbsync.scope import Limit
-from wbsync.wb.endpoints import Endpoint, NoData, Section, TypeLimits
+from wbsync.values.scope import Limit
+from wbsync.wb.endpoints import Endpoint, NoData, TypeLimits
+from wbsync.wb.sections import ANALYTICS
 from wbsync.wb.tokens import Category
 
 __all__ = ["ANALYTICS", "HOUR", "MINUTE", "TASK_UNKNOWN", "endpoint"]
-
-# The host of wbsync's analytics methods: declaring it again, identically, is allowed.
-ANALYTICS = Section("analytics", "seller-analytics-api", category=Category.ANALYTICS)
 
 MINUTE = 60.0
 HOUR = 3600.0

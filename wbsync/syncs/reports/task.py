@@ -16,9 +16,10 @@ window by window, oldest first:
    status method (WB's limit for the token's type; 5 s for a Personal token), or longer when
    the download's budget (1 a minute) opens later, since the report could not be downloaded
    sooner anyway: a window then costs one status call. The wait is not ours: it goes through
-   ``wbsync.context.wait_for_upstream``, so inside a job it is a deferral (``ReportPending``:
-   the job gives its slot back and spends no attempt, labelled ``report``) and only outside one
-   (a sync run in place) is it slept. Nothing here loops on a status inside a job;
+   ``wbsync.observability.context.wait_for_upstream``, so inside a job it is a deferral
+   (``ReportPending``: the job gives its slot back and spends no attempt, labelled ``report``)
+   and only outside one (a sync run in place) is it slept. Nothing here loops on a status
+   inside a job;
 3. ask the status; while WB is still building, wait again (2.); once ``done``, download the
    report. A deferral on the download's budget first notes in the cursor that WB built it, so
    the resumed run downloads without asking the status again;
@@ -49,15 +50,16 @@ from datetime import date, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from wbsync import clock
-from wbsync.context import wait_for_upstream
 from wbsync.errors import RateLimitDeferred, ReportPending, WbReportError
+from wbsync.observability.context import wait_for_upstream
 from wbsync.store.datasets import Dataset
 from wbsync.syncs.base import Count, Cursor, CursorShape, Flag, Sync, SyncInput, SyncPage, Text
 from wbsync.syncs.base import optional as _optional
-from wbsync.wb.client import WbClient, WbReply
+from wbsync.system import clock
+from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import Endpoint
 from wbsync.wb.paging import Row, bad_reply, rows_at
+from wbsync.wb.replies import WbReply
 
 __all__ = ["ReportCursor", "ReportTask", "Window", "date_params", "download_rows"]
 
