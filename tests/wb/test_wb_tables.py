@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import wbsync.emulator
-import wbsync.emulator.app  # the emulator as it serves: its report task methods too
 from wbsync.emulator.tokens import Kind
 from wbsync.emulator.wbdocs import METHODS, SANDBOX_HOSTS
 from wbsync.wb.endpoints import ENDPOINTS, SECTIONS

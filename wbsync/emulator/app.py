@@ -21,7 +21,6 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from wbsync.emulator import control
-from wbsync.emulator import report_tasks as _report_tasks  # noqa: F401  (declares its methods)
 from wbsync.emulator.buckets import BucketDecision, format_seconds
 from wbsync.emulator.config import FaultRule
 from wbsync.emulator.emulated import EMULATED, Call

@@ -15,8 +15,9 @@ WB builds is of that moment). ``plan_tasks`` lets a test give a seller's next ta
 fate: ``canceled`` (WB declines it), ``stuck`` (processing for ever), ``lost`` (WB forgets the
 id: 404) or ``purged`` (purged as soon as it is built).
 
-Declared as built-in emulated methods through ``wbsync.emulator.extend``, as a plugin declares
-its own, each with its expected rows.
+Declared as built-in emulated methods (``EMULATED``, registered with the other modules of
+``wbsync.emulator.methods``) with the types a plugin declares its own with
+(``wbsync.emulator.extend``), each with its expected rows.
 """
 
 from __future__ import annotations
@@ -29,24 +30,15 @@ from typing import Any
 
 from starlette.responses import Response
 
-from wbsync.catalog.registry import BUILTIN, Registrar
-from wbsync.emulator.dataset import WAREHOUSES
-from wbsync.emulator.extend import (
-    BadRequest,
-    Call,
-    EmulatedMethod,
-    Kind,
-    Method,
-    Rate,
-    Row,
-    SellerData,
-    SellerState,
-    json_reply,
-)
-from wbsync.emulator.replies import problem
+from wbsync.emulator.dataset import WAREHOUSES, Row, SellerData
+from wbsync.emulator.emulated import Call, EmulatedMethod
+from wbsync.emulator.method import Method, Rate
+from wbsync.emulator.replies import BadRequest, json_reply, problem
+from wbsync.emulator.state import SellerState
+from wbsync.emulator.tokens import Kind
 from wbsync.system import clock
 
-__all__ = ["BUILD_S", "FATES", "KEPT_S", "NEW_S", "plan_tasks"]
+__all__ = ["BUILD_S", "EMULATED", "FATES", "KEPT_S", "NEW_S", "plan_tasks"]
 
 NEW_S = 2.0
 """WB-seconds a task is ``new`` before WB starts building it."""
@@ -395,6 +387,4 @@ METHODS = [
     ),
 ]
 
-_builtin = Registrar(BUILTIN)
-_builtin.declare(*METHODS)
-_builtin.commit()
+EMULATED = tuple(METHODS)
