@@ -6,7 +6,7 @@ never builds fails after the deadline, and each window's report replaces its day
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from typing import Any
@@ -76,10 +76,12 @@ async def as_job(
         while True:
             job.runs += 1
             inp = SyncInput(c, store, cabinet_id, job.cursor, emu.config.anchor_date, options)
+
+            def run(inp: SyncInput = inp) -> Awaitable[Any]:
+                return run_sync(SYNCS[name], inp, on_page=saved)
+
             try:
-                await run_with_rate_limit_deferral(
-                    THRESHOLD_MS, lambda inp=inp: run_sync(SYNCS[name], inp, on_page=saved)
-                )
+                await run_with_rate_limit_deferral(THRESHOLD_MS, run)
                 return cabinet_id, job
             except RateLimitDeferred as deferred:
                 job.reasons.append(deferred.reason)
