@@ -28,6 +28,9 @@ READS = {
     "prices.goods_list",
     "prices.upload_task",
     "tariffs.acceptance_coefficients",
+    "analytics.paid_storage",
+    "analytics.warehouse_remains",
+    "analytics.acceptance_report",
 }
 
 

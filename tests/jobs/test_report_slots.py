@@ -30,7 +30,7 @@ from tests.support.runtimes import MakeRuntime, runtime_maker
 from tests.support.waiting import wait_for
 from wbsync.composition.workers import build_workers
 from wbsync.emulator import Emulator, EmulatorConfig, SellerSizes
-from wbsync.emulator.methods.report_tasks import BUILD_S
+from wbsync.emulator.report_tasks import BUILD_S
 from wbsync.jobs.model import Outcome
 from wbsync.shared.runtime import Runtime
 from wbsync.store.datasets import DATASETS

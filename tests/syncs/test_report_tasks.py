@@ -16,7 +16,7 @@ import pytest
 from tests.support.limiter import LimiterFactory
 from wbsync.config import Settings
 from wbsync.emulator.config import EmulatorConfig, SellerSizes
-from wbsync.emulator.methods.report_tasks import plan_tasks
+from wbsync.emulator.report_tasks import plan_tasks
 from wbsync.emulator.server import Emulator, running_emulator
 from wbsync.errors import RateLimitDeferred, ReportPending, WbReportError
 from wbsync.observability.context import run_with_rate_limit_deferral

@@ -15,9 +15,9 @@ WB builds is of that moment). ``plan_tasks`` lets a test give a seller's next ta
 fate: ``canceled`` (WB declines it), ``stuck`` (processing for ever), ``lost`` (WB forgets the
 id: 404) or ``purged`` (purged as soon as it is built).
 
-Declared as built-in emulated methods (``EMULATED``, registered with the other modules of
-``wbsync.emulator.methods``) with the types a plugin declares its own with
-(``wbsync.emulator.extend``), each with its expected rows.
+Declared as built-in emulated methods with the types a plugin declares its own with
+(``wbsync.emulator.extend``), each with its expected rows: ``EMULATED``, which the analytics
+section's module (``wbsync.emulator.methods.analytics``) registers with its own.
 """
 
 from __future__ import annotations
