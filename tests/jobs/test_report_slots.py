@@ -257,10 +257,12 @@ async def test_a_fleet_backfills_paid_storage(make: MakeRuntime, upstream: Upstr
     statuses = sum(
         counts[_seller(i)]["analytics.paid_storage_status"]["requests"] for i in range(cabinets)
     )
+    limited = sum(m["rate_limited"] for i in range(cabinets) for m in counts[_seller(i)].values())
     print(
         f"\nreport backfill: {cabinets} cabinets x {windows} tasks, scale {scale}: makespan "
         f"{got['makespan_s']:.2f} s, bound {bound_s:.2f} s, efficiency {efficiency:.3f}; "
         f"slots held {got['held_s']:.2f} s over {got['runs']} runs; "
-        f"{got['report_deferrals']:.0f} report deferrals, {statuses} status calls"
+        f"{got['report_deferrals']:.0f} report deferrals, {statuses} status calls, "
+        f"{limited} 429s"
     )
     assert efficiency >= float(FLEET[2]), got
