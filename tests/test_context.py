@@ -8,6 +8,9 @@ import json
 import logging
 import random
 
+import pytest
+
+from wbsync.errors import RateLimitDeferred, ReportPending
 from wbsync.observability.context import (
     JobInfo,
     correlation,
@@ -16,8 +19,10 @@ from wbsync.observability.context import (
     deferral_threshold_ms,
     run_with_rate_limit_deferral,
     running_job,
+    wait_for_upstream,
 )
 from wbsync.observability.logs import ContextFilter, JsonFormatter
+from wbsync.ratelimit import BucketScope, Limit
 
 
 async def test_two_hundred_tasks_see_only_their_own_context() -> None:
@@ -78,3 +83,19 @@ async def test_every_log_record_of_a_job_has_its_correlation_id() -> None:
         assert line["correlation_id"] == f"job-{n}"
         assert line["job_id"] == f"q.c{n}" and line["queue"] == "q"
     assert current_job() is None
+
+
+async def test_a_wait_on_wb_defers_inside_a_job_however_short_and_is_slept_outside() -> None:
+    scope = BucketScope("seller", "analytics.paid_storage_status", Limit(5.0, 1, 5))
+
+    def pending() -> ReportPending:
+        return ReportPending(1, scope, report="paid storage", task_id="t-1")
+
+    async def inside() -> None:
+        await wait_for_upstream(1.0, pending)  # far below the threshold: deferred all the same
+
+    with pytest.raises(RateLimitDeferred) as deferred:
+        await run_with_rate_limit_deferral(5000.0, inside)
+    assert deferred.value.reason == "report"
+    assert deferred.value.waiting_on == "waiting on WB's report paid storage (task t-1)"
+    await wait_for_upstream(1.0, pending)  # outside a job: slept, nothing raised

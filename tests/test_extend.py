@@ -51,13 +51,15 @@ def test_the_built_ins_are_registered_through_the_registrar() -> None:
     # Seller info and one /ping a section (the token check's), the rest the syncs' methods.
     probes = {name for name, ep in ENDPOINTS.items() if ep.probe}
     assert len(probes) == 1 + len(SECTIONS)
+    assert {"paid-storage-sync", "warehouse-remains-sync", "acceptance-report-sync"} <= set(SYNCS)
     assert {m for sync in SYNCS.values() for m in sync.methods} == set(ENDPOINTS) - probes
     assert {ds.name for sync in SYNCS.values() for ds in sync.stores} == set(DATASETS)
     assert {ep.section.name for ep in ENDPOINTS.values()} == set(SECTIONS)
     assert GROUPS["prices"] == PRICES_GOODS_LIST.limits
+    # Each in its own module (a report task's pages are its ReportTask's: found by its SYNC).
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("wbsync.syncs.")]
     for sync in SYNCS.values():
-        module = sys.modules[sync.pages.__module__]
-        assert module.SYNC is sync, sync.name
+        [module] = [m for m in modules if getattr(m, "SYNC", None) is sync]
         # Its datasets are declared beside it (a method may be shared: wb/methods.py).
         assert all(ds in vars(module).values() for ds in sync.stores), sync.name
 

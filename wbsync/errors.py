@@ -6,6 +6,7 @@
     ├── ConfigError                  bad or missing setting; says which and how to fix it
     ├── RedisUnavailableError        Redis could not be reached or started
     ├── RateLimitDeferred            control signal, not a failure: a job should wait wait_ms
+    │   └── ReportPending            the same signal for WB building a report the job asked for
     ├── RateLimitExceeded            local rate limit on a path with no "later" (HTTP): retry_after
     ├── TokenError                   a WB token is malformed, expired or lacks a category;
     │                                raised before any request is sent
@@ -20,6 +21,8 @@
     │   │   │                        configured as off: WB has switched it off; try again much later
     │   │   └── WbPathNotFoundError  404 "path not found": a wrong host or path on our side (a base
     │   │                            URL setting); the section stops for the process, no retries
+    │   ├── WbReportError            a report task WB did not build within the deadline, or kept
+    │   │                            losing (purged, canceled, unknown) past the bound
     │   ├── WbServerError            5xx
     │   ├── WbTransportError         timeout, reset, refused
     │   ├── WbBadResponseError       unparseable or schema-violating body, unexpected status
@@ -71,6 +74,7 @@ __all__ = [
     "RateLimitDeferred",
     "RateLimitExceeded",
     "RedisUnavailableError",
+    "ReportPending",
     "StoreError",
     "StoreUnavailableError",
     "TokenError",
@@ -83,6 +87,7 @@ __all__ = [
     "WbPaymentRequiredError",
     "WbPermissionError",
     "WbRateLimitedError",
+    "WbReportError",
     "WbRequestError",
     "WbServerError",
     "WbSyncError",
@@ -105,13 +110,43 @@ class RedisUnavailableError(WbSyncError):
 class RateLimitDeferred(WbSyncError):
     """A job must wait ``wait_ms`` for ``scope``'s bucket: move it to delayed, do not retry.
 
-    Raised only inside a deferral context (``wbsync.observability.context``). Not a ``WbApiError``.
+    Raised only inside a deferral context (``wbsync.observability.context``). Not a
+    ``WbApiError``. ``reason`` labels the deferral (metric, job data): ``"rate_limit"`` here;
+    ``waiting_on`` is what the status page says the job waits for (the limit group).
     """
+
+    reason = "rate_limit"
 
     def __init__(self, wait_ms: int, scope: BucketScope) -> None:
         super().__init__(f"rate limit window of {scope}: defer for {wait_ms} ms")
         self.wait_ms = wait_ms
         self.scope = scope
+
+    @property
+    def waiting_on(self) -> str:
+        """What the job waits for, as the status page shows it."""
+        return self.scope.group
+
+
+class ReportPending(RateLimitDeferred):
+    """WB is still building the report task ``task_id`` of ``report``: the job gives its slot
+    back for ``wait_ms`` (the status method's poll interval; ``scope`` is its bucket), spends no
+    attempt, and polls again from its cursor. Raised only inside a deferral context
+    (``wbsync.observability.context.wait_for_upstream``); outside one the caller sleeps instead.
+    """
+
+    reason = "report"
+
+    def __init__(self, wait_ms: int, scope: BucketScope, *, report: str, task_id: str) -> None:
+        super().__init__(wait_ms, scope)
+        self.args = (f"WB is building report {report} (task {task_id}): defer for {wait_ms} ms",)
+        self.report = report
+        self.task_id = task_id
+
+    @property
+    def waiting_on(self) -> str:
+        """What the job waits for, as the status page shows it."""
+        return f"waiting on WB's report {self.report} (task {self.task_id})"
 
 
 class RateLimitExceeded(WbSyncError):
@@ -214,6 +249,13 @@ class WbPathNotFoundError(WbRequestError):
         self.url = url
         self.section = section
         self.setting = setting
+
+
+class WbReportError(WbApiError):
+    """A report task failed on WB's side in a way polling cannot fix: WB did not finish it
+    within ``WBSYNC_REPORT_DEADLINE_S`` of its creation, or lost it (purged, canceled, unknown
+    id) more than ``WBSYNC_REPORT_RECREATE_MAX`` times for one window. The job's attempt fails
+    with this reason; its next attempt asks WB for the window again."""
 
 
 class WbServerError(WbApiError):

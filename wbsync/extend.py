@@ -12,9 +12,12 @@ callable that takes a :class:`Registrar` and declares its syncs on it (docs/exte
 A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Section` with its
 :class:`TypeLimits`) and what it stores (:class:`Dataset` with its :class:`KeyField` natural
 key, its :data:`DatasetKind`, snapshot or stream, its retention, and its :data:`DatasetScope`:
-each cabinet's own rows, or the fleet's, stored once), so declaring the sync
-declares them all. The built-in syncs are declared with exactly these types, each in its own
-module, and registered through the same :class:`Registrar`. Everything not listed in
+each cabinet's own rows, or the fleet's, stored once), so declaring the sync declares them all.
+A WB report served as a task (create, poll the status, download once) is a
+:class:`ReportTask`, whose ``sync()`` is its :class:`Sync` (``Window``, ``date_params`` and
+``download_rows`` shape it; ``ReportPending`` is its deferral while WB builds the report,
+``WbReportError`` its failure). The built-in syncs are declared with exactly these types, each
+in its own module, and registered through the same :class:`Registrar`. Everything not listed in
 ``__all__`` is private to wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
@@ -28,7 +31,7 @@ docs/data.md); a plugin that needs more declares an :class:`AlembicBranch` of it
 from __future__ import annotations
 
 from wbsync.catalog.registry import BUILTIN, Registrar, Table
-from wbsync.errors import RateLimitDeferred, WbApiError
+from wbsync.errors import RateLimitDeferred, ReportPending, WbApiError, WbReportError
 from wbsync.observability.context import deferral_threshold_ms, run_with_rate_limit_deferral
 from wbsync.store.datasets import (
     DATASETS,
@@ -54,6 +57,7 @@ from wbsync.syncs.base import (
     Text,
     optional,
 )
+from wbsync.syncs.reports import ReportTask, Window, date_params, download_rows
 from wbsync.values.scope import Limit
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
@@ -104,6 +108,8 @@ __all__ = [
     "Page",
     "RateLimitDeferred",
     "Registrar",
+    "ReportPending",
+    "ReportTask",
     "Row",
     "Section",
     "Sync",
@@ -117,10 +123,14 @@ __all__ = [
     "WbApiError",
     "WbClient",
     "WbReply",
+    "WbReportError",
+    "Window",
     "bad_reply",
     "batch_pages",
     "batches",
+    "date_params",
     "deferral_threshold_ms",
+    "download_rows",
     "key_pages",
     "offset_pages",
     "optional",

@@ -32,6 +32,9 @@ READS = {
     "tariffs.pallet",
     "tariffs.return",
     "tariffs.commission",
+    "analytics.paid_storage",
+    "analytics.warehouse_remains",
+    "analytics.acceptance_report",
 }
 
 

@@ -260,6 +260,9 @@ def test_demo_json_stores_the_emulators_rows_and_reports_any_429(
         "pricing-bulk",
         "booking-slot-monitor",
         "wb-tariffs-sync",
+        "paid-storage-sync",
+        "warehouse-remains-sync",
+        "acceptance-report-sync",
     }
     for row in summary["queues"].values():
         assert row["rows_stored"] == row["rows_expected"] > 0

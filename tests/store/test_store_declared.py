@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, inspect, select, text
 
-from tests.support.databases import SCHEMA_HEAD, builtin_datasets
-from wbsync.catalog.registry import Registrar
+from tests.support.databases import SCHEMA_HEAD, builtin_datasets, plugin_tables
+from wbsync.catalog.registry import BUILTIN, Registrar
 from wbsync.errors import StoreError
 from wbsync.store import Database, Dataset, KeyField, Store
 from wbsync.store.changes import ChangeEvent
@@ -52,19 +52,12 @@ def declare() -> Iterator[Registrar]:
             claim.table._drop(claim.key)
 
 
-def _plugins(tables: tuple[str, ...]) -> tuple[str, ...]:
-    """The tables ``migrate`` made for plugins: not those of wbsync's own datasets that come
-    from their declarations (its fleet-wide ones)."""
-    own = {dataset_table(name).name for name in builtin_datasets()}
-    return tuple(t for t in tables if t not in own)
-
-
 def _tables(conn: Connection) -> set[str]:
     return set(inspect(conn).get_table_names())
 
 
 def _recorded(conn: Connection) -> list[tuple[str, str, str]]:
-    rows = conn.execute(select(declared_datasets)).all()
+    rows = conn.execute(select(declared_datasets).where(declared_datasets.c.owner != BUILTIN))
     return [(r.dataset, r.table_name, r.owner) for r in rows]
 
 
@@ -75,7 +68,7 @@ async def test_a_declared_dataset_gets_its_table_recorded_usable_and_dropped_wit
     declare.commit()
     db = empty_database
     done = await db.migrate()
-    assert _plugins(done.tables) == ("wb_plugin_rows",)
+    assert plugin_tables(done.tables) == ("wb_plugin_rows",)
     assert "wb_plugin_rows" in await db.run_sync(_tables)
     recorded = await db.run_sync(_recorded)
     assert [r for r in recorded if r[2] == OWNER] == [("plugin_rows", "wb_plugin_rows", OWNER)]
@@ -168,7 +161,7 @@ async def test_a_plugin_datasets_rows_are_change_fed_tombstoned_and_pruned(
     declare.declare(FED)
     declare.commit()
     db = empty_database
-    assert _plugins((await db.migrate()).tables) == ("wb_plugin_slots",)
+    assert plugin_tables((await db.migrate()).tables) == ("wb_plugin_slots",)
     columns = {c["name"]: c for c in await db.run_sync(lambda c: _columns(c, "wb_plugin_slots"))}
     assert {"changed_at", "seq", "deleted_at"} <= set(columns)
     if db.dialect == "postgresql":
@@ -270,7 +263,7 @@ async def test_a_plugin_table_made_before_the_change_feed_is_converted_by_its_mi
     declare.declare(DATASET)
     declare.commit()
     done = await db.migrate()
-    assert (done.after, _plugins(done.tables)) == (SCHEMA_HEAD, ())
+    assert (done.after, plugin_tables(done.tables)) == (SCHEMA_HEAD, ())
 
     store = Store(db, secret_key=None)
     page = await store.changes("plugin_rows")

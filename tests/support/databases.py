@@ -39,6 +39,13 @@ def builtin_datasets() -> list[str]:
     return [name for name in DATASETS if DATASETS.owner(name) == BUILTIN]
 
 
+def plugin_tables(tables: tuple[str, ...]) -> tuple[str, ...]:
+    """Of the tables a migration made from declarations, the plugins' (not the built-ins' that
+    come from their declarations too, the report tasks')."""
+    builtin = {f"wb_{name}" for name in builtin_datasets()}
+    return tuple(t for t in tables if t not in builtin)
+
+
 class DatabaseFactory:
     """Makes empty databases for one test session and drops them all at its end."""
 

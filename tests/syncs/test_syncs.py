@@ -33,7 +33,10 @@ PAGES = {
     "statistics.sales": 8,
     "prices.goods_list": 10,
 }
-OPTIONS = SyncOptions(lookback_days=30, stats_days=7, bid_rule=BidRule(target=400, step=50))
+# Two windows of paid storage (8 days a task), one of paid acceptance: the whole shape, briefly.
+OPTIONS = SyncOptions(
+    lookback_days=30, stats_days=7, bid_rule=BidRule(target=400, step=50), report_horizon_days=16
+)
 
 
 @pytest.fixture

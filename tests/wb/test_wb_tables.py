@@ -182,6 +182,85 @@ WB_DOCS: dict[str, tuple[str, str, str, str, Row, Row | None]] = {
     ),
 }
 
+#: WB's report tasks (Reports: paid storage, warehouse remains, paid acceptance): create, status,
+#: download; each method its own budget.
+WB_DOCS.update(
+    {
+        "analytics.paid_storage": (
+            "GET",
+            "/api/v1/paid_storage",
+            "seller-analytics-api",
+            "contentanalytics",
+            (_MIN, 1, 5),
+            (_H, 1, 1),
+        ),
+        "analytics.paid_storage_status": (
+            "GET",
+            "/api/v1/paid_storage/tasks/{task_id}/status",
+            "seller-analytics-api",
+            "contentanalytics",
+            (5.0, 1, 5),
+            (_H, 2, 2),
+        ),
+        "analytics.paid_storage_download": (
+            "GET",
+            "/api/v1/paid_storage/tasks/{task_id}/download",
+            "seller-analytics-api",
+            "contentanalytics",
+            (_MIN, 1, 1),
+            (_H, 2, 1),
+        ),
+        "analytics.warehouse_remains": (
+            "GET",
+            "/api/v1/warehouse_remains",
+            "seller-analytics-api",
+            "contentanalytics",
+            (_MIN, 1, 5),
+            (_H, 4, 1),
+        ),
+        "analytics.warehouse_remains_status": (
+            "GET",
+            "/api/v1/warehouse_remains/tasks/{task_id}/status",
+            "seller-analytics-api",
+            "contentanalytics",
+            (5.0, 1, 5),
+            (_H, 4, 1),
+        ),
+        "analytics.warehouse_remains_download": (
+            "GET",
+            "/api/v1/warehouse_remains/tasks/{task_id}/download",
+            "seller-analytics-api",
+            "contentanalytics",
+            (_MIN, 1, 1),
+            (_H, 4, 1),
+        ),
+        "analytics.acceptance_report": (
+            "GET",
+            "/api/v1/acceptance_report",
+            "seller-analytics-api",
+            "contentanalytics",
+            (_MIN, 1, 1),
+            (3 * _H, 1, 1),
+        ),
+        "analytics.acceptance_report_status": (
+            "GET",
+            "/api/v1/acceptance_report/tasks/{task_id}/status",
+            "seller-analytics-api",
+            "contentanalytics",
+            (5.0, 1, 1),
+            (_H, 2, 1),
+        ),
+        "analytics.acceptance_report_download": (
+            "GET",
+            "/api/v1/acceptance_report/tasks/{task_id}/download",
+            "seller-analytics-api",
+            "contentanalytics",
+            (_MIN, 1, 1),
+            (_H, 2, 1),
+        ),
+    }
+)
+
 #: /ping on every host: "a maximum of 3 requests every 30 seconds", no token types named.
 _PING: Row = (30.0, 3, 3)
 WB_DOCS.update(

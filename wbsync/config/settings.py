@@ -222,6 +222,34 @@ class Settings(BaseSettings):
         description="Days of sales-funnel history each run pulls; WB serves the last week only "
         f"(at most {FUNNEL_DAYS_MAX}).",
     )
+    sync_report_horizon_days: int = Field(
+        default=90,
+        ge=1,
+        le=400,
+        description="How far back a first run of a dated report task (paid storage, paid "
+        "acceptance) starts, in windows WB accepts (8 and 31 days); later runs go on from "
+        "the last day stored.",
+    )
+    sync_report_recent_days: int = Field(
+        default=8,
+        ge=1,
+        le=31,
+        description="Days before the last day stored that each later run of a dated report "
+        "task asks for again (WB recalculates recent days).",
+    )
+    report_deadline_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="A report task WB has not built this long after it was created fails the "
+        "job's attempt with that reason (scaled); the next attempt creates it again. Waiting "
+        "for WB to build a report spends no attempt.",
+    )
+    report_recreate_max: int = Field(
+        default=3,
+        ge=0,
+        description="Times a report task that WB lost (purged, canceled, unknown id) is "
+        "created again for one window before the job's attempt fails with that reason.",
+    )
     autobid_min: int = Field(default=150, ge=1, description="Autobidder: lowest bid it sets (RUB).")
     autobid_max: int = Field(default=1000, ge=1, description="Autobidder: highest bid it sets.")
     autobid_target: int = Field(default=400, ge=1, description="Autobidder: the bid it moves to.")

@@ -25,6 +25,8 @@ from wbsync.syncs import SYNCS, Sync, SyncOptions
 from wbsync.syncs.ads import advert_stats_rows
 from wbsync.syncs.autobidder import ACTIVE, biddable, campaign_items
 from wbsync.syncs.digitization import funnel_history_rows
+from wbsync.syncs.reports import ReportCursor
+from wbsync.syncs.warehouse_remains import warehouse_rows
 
 Rows = list[dict[str, Any]]
 
@@ -51,6 +53,7 @@ CUTS: dict[str, Callable[[Emulator, str, Rows], Rows]] = {
     "advert_stats": _split(advert_stats_rows),
     "funnel_history": _split(funnel_history_rows),
     "bids": _bids,
+    "warehouse_remains": _split(warehouse_rows),
 }
 
 
@@ -86,15 +89,28 @@ def window(today: date, options: SyncOptions) -> dict[str, str]:
     }
 
 
+def reaching_back() -> set[str]:
+    """The datasets of dated report tasks: a first run reaches back the report horizon
+    (``SyncOptions.report_horizon_days``), not the lookback."""
+    return {
+        ds.name
+        for sync in SYNCS.values()
+        if sync.cursor is ReportCursor and sync.incremental
+        for ds in sync.stores
+    }
+
+
 def expected_datasets(
     emu: Emulator, seller: str, *, today: date, options: SyncOptions
 ) -> dict[str, Rows]:
     """Every dataset's rows for ``seller`` after one run of every sync (those
     :func:`expected_methods` finds)."""
     params = window(today, options)
+    horizon = {**params, "date_from": today - timedelta(days=options.report_horizon_days - 1)}
+    back = reaching_back()
     out = {}
     for dataset, method in expected_methods().items():
-        rows = emu.expected(seller, method, **params)
+        rows = emu.expected(seller, method, **(horizon if dataset in back else params))
         cut = CUTS.get(dataset)
         out[dataset] = rows if cut is None else cut(emu, seller, rows)
     return out

@@ -3,7 +3,11 @@
 A processor wrapped by it runs inside ``run_with_rate_limit_deferral``. When the limiter finds a
 wait longer than the threshold it raises ``RateLimitDeferred``; the service moves the job to
 delayed for exactly that wait (no attempt spent), counts it, and lets the worker take the next
-job. The job's data (and so its cursor) is kept; the next run continues from it.
+job. The job's data (and so its cursor) is kept; the next run continues from it. A report task
+WB is still building raises ``ReportPending``
+(``wbsync.observability.context.wait_for_upstream``): the same deferral, labelled with its own
+reason (``report``) on the metric, in the job's data (``deferral_reason``) and on the status
+page (``deferred_by``: "waiting on WB's report ...").
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 from wbsync.errors import RateLimitDeferred
 from wbsync.jobs.handle import JobHandle, Processor
 from wbsync.observability.context import run_with_rate_limit_deferral
-from wbsync.observability.metrics import RESCHEDULES
+from wbsync.observability.metrics import DEFERRALS, RESCHEDULES
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +42,20 @@ class RescheduleService:
         try:
             return await run_with_rate_limit_deferral(self.threshold_ms, lambda: processor(job))
         except RateLimitDeferred as deferred:
-            RESCHEDULES.labels(job.queue, deferred.scope.group).inc()
+            reason = deferred.reason
+            DEFERRALS.labels(job.queue, reason).inc()
+            if reason == "rate_limit":
+                RESCHEDULES.labels(job.queue, deferred.scope.group).inc()
             deferrals = int(job.data.get("deferrals", 0)) + 1
             log.info(
                 "deferred for %d ms by %s (deferral %d)",
                 deferred.wait_ms,
-                deferred.scope,
+                deferred.scope if reason == "rate_limit" else deferred.waiting_on,
                 deferrals,
             )
-            await job.defer(
-                deferred.wait_ms,
-                note={"deferrals": deferrals, "deferred_by": deferred.scope.group},
-            )
+            note = {
+                "deferrals": deferrals,
+                "deferred_by": deferred.waiting_on,
+                "deferral_reason": reason,
+            }
+            await job.defer(deferred.wait_ms, note=note)

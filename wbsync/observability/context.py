@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from wbsync.system import clock
+
 if TYPE_CHECKING:
     from wbsync.errors import WbApiError
 
@@ -59,6 +61,19 @@ async def run_with_rate_limit_deferral(threshold_ms: float, fn: Callable[[], Awa
 def deferral_threshold_ms() -> float | None:
     """The current deferral threshold, or None outside a deferral context."""
     return _deferral_threshold_ms.get()
+
+
+async def wait_for_upstream(wait_ms: float, deferral: Callable[[], BaseException]) -> None:
+    """Wait ``wait_ms`` for something WB does, not us (a report WB is building).
+
+    Inside a deferral context the wait is never slept, however short: ``deferral()`` (a
+    ``ReportPending``) is raised, so the job gives its slot back and the reschedule service
+    moves it to delayed for the wait, spending no attempt. Outside one (a sync run in place, a
+    tool) the wait is slept.
+    """
+    if _deferral_threshold_ms.get() is not None:
+        raise deferral()
+    await clock.sleep_ms(wait_ms)
 
 
 def new_correlation_id() -> str:

@@ -14,6 +14,15 @@ RESCHEDULES = Counter(
     ["queue", "scope"],
 )
 
+DEFERRALS = Counter(
+    "wbsync_deferrals",
+    "Jobs moved to delayed on a wait that is not theirs, by reason: rate_limit (a window longer "
+    "than the deferral threshold; wbsync_rate_limit_reschedules has its limit group) or report "
+    "(WB still building a report task the job asked for); counted by the worker process that "
+    "deferred the job.",
+    ["queue", "reason"],
+)
+
 LIMITER_WAIT = Histogram(
     "wbsync_limiter_wait_seconds",
     "Time acquire() waited for a token, by limit group and outcome "

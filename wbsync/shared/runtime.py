@@ -114,6 +114,10 @@ class Runtime:
             lookback_days=settings.sync_lookback_days,
             stats_days=settings.sync_stats_days,
             funnel_days=settings.sync_funnel_days,
+            report_horizon_days=settings.sync_report_horizon_days,
+            report_recent_days=settings.sync_report_recent_days,
+            report_deadline_s=settings.report_deadline_s * settings.time_scale,
+            report_recreate_max=settings.report_recreate_max,
             bid_rule=BidRule(
                 min_bid=settings.autobid_min,
                 max_bid=settings.autobid_max,

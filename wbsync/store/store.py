@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any
 
 from wbsync.store.cabinet_repository import CabinetRepository
@@ -14,6 +14,7 @@ from wbsync.store.columns import read_column, set_column
 from wbsync.store.crypto import TokenCipher
 from wbsync.store.cursors import CursorRepository
 from wbsync.store.datasets import Dataset, KeyValue
+from wbsync.store.datasets import dataset as dataset_of
 from wbsync.store.db import Database
 from wbsync.store.feed import iter_changes, read_changes, read_snapshot
 from wbsync.store.ledger import Ledger
@@ -24,6 +25,7 @@ from wbsync.store.rows import PageWrite, RowRepository
 from wbsync.store.runs import RunRepository
 from wbsync.store.snapshots import SnapshotRepository
 from wbsync.store.suspensions import Suspension, SuspensionRepository
+from wbsync.store.windows import tombstone_window
 
 __all__ = ["Store"]
 
@@ -111,6 +113,19 @@ class Store:
             begin=starts,
             whole=whole,
         )
+
+    async def tombstone_window(
+        self,
+        dataset: str | Dataset,
+        cabinet_id: int,
+        first: date,
+        last: date,
+        keep: Collection[tuple[KeyValue, ...]],
+    ) -> int:
+        """Tombstone the cabinet's live rows of ``dataset`` dated ``first`` to ``last`` whose
+        keys are not in ``keep`` (a report of that window no longer has them); how many."""
+        ds = dataset_of(dataset)
+        return await tombstone_window(self.database, self._rows, ds, cabinet_id, first, last, keep)
 
     async def changes(
         self,

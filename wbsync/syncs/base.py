@@ -141,6 +141,14 @@ class SyncOptions:
     stats_days: int = 7
     funnel_days: int = FUNNEL_DAYS_MAX
     bid_rule: BidRule = BidRule()
+    report_horizon_days: int = 90
+    """How far back a dated report task's first run starts."""
+    report_recent_days: int = 8
+    """Days before the last day stored that a dated report task's later runs ask for again."""
+    report_deadline_s: float = 3600.0
+    """How long WB may take to build a report task (already scaled by the time scale)."""
+    report_recreate_max: int = 3
+    """Times a task WB lost is created again for one window."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.funnel_days <= FUNNEL_DAYS_MAX:

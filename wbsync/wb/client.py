@@ -140,6 +140,13 @@ class WbClient:
         limit = ep.limit_for(self._token.type, self._options.limit_overrides)
         return BucketScope(cabinet=self._token.seller_id, group=ep.group, limit=limit)
 
+    async def ready_in_ms(self, ep: Endpoint) -> float:
+        """Milliseconds until a call of ``ep`` could take its budget's token (0: now), read
+        from the shared bucket without taking anything. What a caller that can choose when to
+        call (a report task's status poll) times its call by."""
+        result = await self._limiter.peek(self.scope(ep))
+        return 0.0 if result.acquired else float(result.wait_ms)
+
     def _client(self) -> HttpPool:
         if self._closed:
             raise RuntimeError(f"WbClient for cabinet {self.cabinet!r} is closed")
@@ -331,11 +338,15 @@ class WbClient:
         """The error of a 4xx, with WB's words; a 404 "path not found" stops the section."""
         words = wb_words(reply.status, reply.headers, reply.content)
         rid = request_id(reply.headers, json_or_none(reply.content))
+        error = refusal(ep, reply, rid, words)
         # A probe's 404 is reported by its caller; only a sync's stops the section (a proxy
-        # that serves every section but not /ping must not stop the syncs).
+        # that serves every section but not /ping must not stop the syncs). A 404 its method
+        # declares as "no data" is WB's answer, not a wrong path: a report task's status for
+        # an id WB does not know is a bare "Not Found: not found".
         if reply.status == 404 and is_path_not_found(words) and not ep.probe:
-            return self._path_not_found(ep, rid, words)
-        return refusal(ep, reply, rid, words)
+            if not ep.says_no_data(error):
+                return self._path_not_found(ep, rid, words)
+        return error
 
     def _path_not_found(
         self, ep: Endpoint, request_id: str | None, words: str | None

@@ -32,8 +32,14 @@ class JobOut(BaseModel):
     cabinet: str
     state: str
     attempts_made: int
-    deferrals: int = Field(description="Times the job was moved to delayed by a rate limit.")
-    deferred_by: str | None = Field(description="The limit group whose window it last waited.")
+    deferrals: int = Field(
+        description="Times the job was moved to delayed by a rate limit or while WB built a "
+        "report it asked for."
+    )
+    deferred_by: str | None = Field(
+        description="What it last waited on: the limit group whose window it waited, or "
+        '"waiting on WB\'s report <report> (task <id>)".'
+    )
     resume_at: datetime | None = Field(description="For a delayed job: when it runs again.")
     resume_in_ms: int | None
     cursor: Any = None

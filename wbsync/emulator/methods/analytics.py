@@ -7,6 +7,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from wbsync.emulator import report_tasks
 from wbsync.emulator.dataset import Row, SellerData
 from wbsync.emulator.emulated import Call, EmulatedMethod, ping
 from wbsync.emulator.method import HOUR, MINUTE, Method, Rate, rates
@@ -106,5 +107,7 @@ def stocks_rows(data: SellerData, seller: SellerState, params: dict[str, Any]) -
 EMULATED = (
     EmulatedMethod(FUNNEL_HISTORY, funnel_history, expected=funnel_history_rows),
     EmulatedMethod(STOCKS, stocks, expected=stocks_rows),
+    # WB's report tasks (paid storage, warehouse remains, paid acceptance): a module of their own.
+    *report_tasks.EMULATED,
     ping("seller-analytics-api", "analytics", "analytics"),
 )
