@@ -359,6 +359,11 @@ async def test_a_removed_cabinets_record_stays_while_an_unloaded_plugins_table_h
             "INSERT INTO wb_declared_datasets (dataset, table_name, owner, key, created_at) "
             "VALUES ('ghost', 'wb_ghost', 'elsewhere', '[]', CURRENT_TIMESTAMP)",
             f"INSERT INTO wb_ghost VALUES ({cabinet}, 1)",
+            # And a fleet-wide one: no cabinet column to ask.
+            "CREATE TABLE wb_fleet_ghost (k INTEGER NOT NULL)",
+            "INSERT INTO wb_declared_datasets (dataset, table_name, owner, key, created_at) "
+            "VALUES ('fleet_ghost', 'wb_fleet_ghost', 'elsewhere', '[]', CURRENT_TIMESTAMP)",
+            "INSERT INTO wb_fleet_ghost VALUES (1)",
         ):
             await conn.execute(text(sql))
     try:
@@ -370,4 +375,7 @@ async def test_a_removed_cabinets_record_stays_while_an_unloaded_plugins_table_h
     finally:
         async with store.database.transaction() as conn:
             await conn.execute(text("DROP TABLE wb_ghost"))
-            await conn.execute(text("DELETE FROM wb_declared_datasets WHERE dataset = 'ghost'"))
+            await conn.execute(text("DROP TABLE wb_fleet_ghost"))
+            await conn.execute(
+                text("DELETE FROM wb_declared_datasets WHERE dataset IN ('ghost', 'fleet_ghost')")
+            )

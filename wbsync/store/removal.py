@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import column, exists, select
+from sqlalchemy import Connection, column, exists, inspect, select
 from sqlalchemy import table as sql_table
 
 from wbsync.store.cabinet_repository import CabinetRepository
@@ -81,14 +81,28 @@ async def _has_any(database: Database, cabinet_id: int) -> bool:
     those recorded for plugins this process has not loaded (the record's deletion would
     cascade to their rows without a change in their feeds)."""
     names = {dataset_table(name).name for name, ds in DATASETS.items() if not ds.fleet}
-    fleet = {dataset_table(name).name for name, ds in DATASETS.items() if ds.fleet}
+    known = {dataset_table(name).name for name in DATASETS}
     async with database.connection() as conn:
-        names.update(await conn.scalars(select(declared_datasets.c.table_name)))
-        for name in sorted(names - fleet):  # a fleet-wide table has no cabinet column
+        recorded = set(await conn.scalars(select(declared_datasets.c.table_name))) - known
+        # A table this process does not know the declaration of may be a fleet-wide one (no
+        # cabinet column): its columns say.
+        names.update(await conn.run_sync(_with_cabinets, sorted(recorded)))
+        for name in sorted(names):
             table = sql_table(name, column("cabinet_id"))
             if await conn.scalar(select(exists().where(table.c.cabinet_id == cabinet_id))):
                 return True
     return False
+
+
+def _with_cabinets(conn: Connection, names: list[str]) -> list[str]:
+    """Of ``names``, the tables that exist and have a cabinet column."""
+    inspector = inspect(conn)
+    return [
+        name
+        for name in names
+        if inspector.has_table(name)
+        and any(c["name"] == "cabinet_id" for c in inspector.get_columns(name))
+    ]
 
 
 async def _tombstone_batch(
