@@ -98,9 +98,8 @@ async def _pg_held(
     params: dict[str, Any] = {f"k{i}": [key[i] for key in values] for i in range(len(ds.key))}
     params["cabinet_id"] = cabinet_id
     rows = await db.fetch(_pg_held_statement(ds, column), params)
-    width = len(ds.key)
-    held = (tuple(row) for row in rows)  # asyncpg's records: the keys, then the value
-    return {row[:width]: row[width] for row in held}
+    names = [k.column for k in ds.key]
+    return {tuple(row[n] for n in names): row[column] for row in rows}
 
 
 @functools.cache
