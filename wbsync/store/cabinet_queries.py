@@ -1,13 +1,14 @@
 """The statements and predicates cabinets are read with: live (not removed) cabinets, by id or
 name, a job's read of its cabinet with a sync's cursor, and whether a suspension is in force.
 
-A job's reads are statements built once (``BY_ID``, ``WITH_CURSOR``): SQLAlchemy finds their
-compiled forms without computing a cache key per call.
+A job's reads are statements built once (``BY_ID``, ``WITH_CURSOR``), as is the write of a
+token's expiry a cabinet's first job may make (``SET_EXPIRY``): SQLAlchemy finds their compiled
+forms without computing a cache key per call.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, false, func, select
+from sqlalchemy import bindparam, false, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -18,6 +19,7 @@ __all__ = [
     "BY_ID",
     "BY_ID_ANY",
     "LIVE",
+    "SET_EXPIRY",
     "SUSPENDED",
     "WITH_CURSOR",
     "count_live",
@@ -59,6 +61,13 @@ WITH_CURSOR = (
 """A cabinet (not removed) joined with one sync's cursor; built once, so SQLAlchemy finds its
 compiled form without computing the statement's cache key (a statement built per call cost
 ~0.2 ms a job)."""
+
+SET_EXPIRY = (
+    update(cabinets)
+    .where(cabinets.c.id == bindparam("cabinet_id"))
+    .values(token_expires_at=bindparam("expires_at"))
+)
+"""Keep one cabinet's token expiry; built once (see ``WITH_CURSOR``)."""
 
 
 def possible_id(ref: CabinetRef) -> bool:

@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, insert, select, update
+from sqlalchemy import Row, delete, insert, select, update
 
 from wbsync.errors import CabinetNotFoundError, ConfigError, StoreError
 from wbsync.store.cabinet_queries import (
     BY_ID,
     BY_ID_ANY,
     LIVE,
+    SET_EXPIRY,
     WITH_CURSOR,
     count_live,
     live,
@@ -264,22 +265,20 @@ class CabinetRepository:
 
     async def set_token_expiry(self, cabinet_id: int, expires_at: datetime) -> None:
         """Keep the ``exp`` of the cabinet's stored token (read from the token itself: a row
-        stored before the expiry was kept gets it when its token is next decrypted)."""
-        await self.set_token_expiries({cabinet_id: expires_at})
+        stored before the expiry was kept gets it when its token is next decrypted).
+
+        A job's write (its cabinet's first job): one statement built once, through the driver,
+        in autocommit (no BEGIN and COMMIT round trips)."""
+        await self._db.fetch(SET_EXPIRY, {"cabinet_id": cabinet_id, "expires_at": expires_at})
 
     async def set_token_expiries(self, expiries: Mapping[int, datetime]) -> None:
         """``set_token_expiry`` for many cabinets in one transaction (the fan-out's first read
         after the migration fills every older row at once)."""
         if not expiries:
             return
-        statement = (
-            update(cabinets)
-            .where(cabinets.c.id == bindparam("cabinet_id"))
-            .values(token_expires_at=bindparam("expires_at"))
-        )
         rows = [{"cabinet_id": k, "expires_at": v} for k, v in expiries.items()]
         async with self._db.transaction() as conn:
-            await conn.execute(statement, rows)
+            await conn.execute(SET_EXPIRY, rows)
 
     async def rename(self, ref: CabinetRef, name: str) -> Cabinet:
         """Give the cabinet a new name; StoreError if it is empty or taken."""

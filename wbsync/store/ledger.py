@@ -7,10 +7,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Integer,
+    Text,
+    TextClause,
+    bindparam,
+    delete,
+    insert,
+    select,
+    text,
+    update,
+)
 
 from wbsync.store.db import Database
-from wbsync.store.schema import price_targets, sent_bids, sent_price_uploads, utcnow
+from wbsync.store.schema import (
+    UtcDateTime,
+    price_targets,
+    sent_bids,
+    sent_price_uploads,
+    utcnow,
+)
 
 __all__ = ["Ledger", "PriceTarget", "PriceUpload", "SentBid"]
 
@@ -48,6 +66,26 @@ class PriceTarget:
     discount: int | None
 
 
+_PG_RECORD_BIDS: TextClause = text(
+    """
+INSERT INTO sent_bids (cabinet_id, advert_id, nm_id, norm_query, old_bid, new_bid, sent_at)
+SELECT * FROM unnest(
+  CAST(:cabinet_id AS integer[]), CAST(:advert_id AS bigint[]), CAST(:nm_id AS bigint[]),
+  CAST(:norm_query AS text[]), CAST(:old_bid AS bigint[]), CAST(:new_bid AS bigint[]),
+  CAST(:sent_at AS timestamptz[]))
+"""
+).bindparams(
+    bindparam("cabinet_id", type_=ARRAY(Integer())),
+    bindparam("advert_id", type_=ARRAY(BigInteger())),
+    bindparam("nm_id", type_=ARRAY(BigInteger())),
+    bindparam("norm_query", type_=ARRAY(Text())),
+    bindparam("old_bid", type_=ARRAY(BigInteger())),
+    bindparam("new_bid", type_=ARRAY(BigInteger())),
+    bindparam("sent_at", type_=ARRAY(UtcDateTime())),
+)
+"""PostgreSQL: a batch of bids in one statement built once, each column as one array."""
+
+
 class Ledger:
     """Append-only logs of what was sent to WB, and the price targets still to send."""
 
@@ -55,10 +93,25 @@ class Ledger:
         self._db = database
 
     async def record_bids(self, bids: Sequence[SentBid]) -> None:
-        """Append bid changes to ``sent_bids`` (``sent_at`` defaults to now)."""
+        """Append bid changes to ``sent_bids`` (``sent_at`` defaults to now).
+
+        On PostgreSQL one statement (built once, through the driver, in autocommit) writes the
+        whole batch: the autobidder records each batch of bids it sets, every run."""
         if not bids:
             return
         now = utcnow()
+        if self._db.dialect == "postgresql":
+            columns: dict[str, list[Any]] = {
+                "cabinet_id": [b.cabinet_id for b in bids],
+                "advert_id": [b.advert_id for b in bids],
+                "nm_id": [b.nm_id for b in bids],
+                "norm_query": [b.norm_query for b in bids],
+                "old_bid": [b.old_bid for b in bids],
+                "new_bid": [b.new_bid for b in bids],
+                "sent_at": [b.sent_at or now for b in bids],
+            }
+            await self._db.fetch(_PG_RECORD_BIDS, columns)
+            return
         params = [
             {
                 "cabinet_id": b.cabinet_id,

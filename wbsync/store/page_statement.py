@@ -46,10 +46,11 @@ from sqlalchemy import (
 from wbsync.store.datasets import Dataset
 from wbsync.store.schema import UtcDateTime, dataset_table, pg_quote
 
-__all__ = ["pg_page_statement"]
+__all__ = ["PG_KEY_ARRAYS", "PG_KEY_TYPES", "pg_page_statement"]
 
-_PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
-_PG_ARRAYS: dict[str, ARRAY[Any]] = {
+#: A key column's values as one array parameter: its SQL type, and the bound parameter's type.
+PG_KEY_TYPES = {"int": "bigint[]", "str": "text[]", "date": "text[]"}
+PG_KEY_ARRAYS: dict[str, ARRAY[Any]] = {
     "int": ARRAY(BigInteger()),
     "str": ARRAY(Text()),
     "date": ARRAY(Text()),
@@ -63,7 +64,7 @@ def pg_page_statement(ds: Dataset) -> TextClause:
     params = [f"k{i}" for i in range(len(ds.key))]
     name = pg_quote(dataset_table(ds).name)
     unnest = ", ".join(
-        f"CAST(:{p} AS {_PG_KEY_TYPES[k.kind]})" for p, k in zip(params, ds.key, strict=True)
+        f"CAST(:{p} AS {PG_KEY_TYPES[k.kind]})" for p, k in zip(params, ds.key, strict=True)
     )
     conflict = ", ".join(["cabinet_id", *keys])
     sql = f"""
@@ -157,7 +158,7 @@ SELECT (SELECT count(*) FROM wb_change_sequences WHERE dataset = :dataset) AS kn
 FROM ends
 """
     return text(sql).bindparams(
-        *(bindparam(p, type_=_PG_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
+        *(bindparam(p, type_=PG_KEY_ARRAYS[k.kind]) for p, k in zip(params, ds.key, strict=True)),
         bindparam("data", type_=LargeBinary()),
         bindparam("dataset", type_=String()),
         bindparam("cabinet_id", type_=Integer()),
