@@ -135,6 +135,7 @@ def run_of(status: dict[str, Any], queue: str = QUEUE) -> dict[str, Any]:
     return found[0]
 
 
+@pytest.mark.long
 def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
     tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
 ) -> None:
@@ -266,6 +267,7 @@ def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
             assert f'<tr class="unloaded"><td>{queue}</td>' in page.text
 
 
+@pytest.mark.long
 def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(
     tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
 ) -> None:

@@ -73,6 +73,7 @@ def test_a_stock_process_lists_cabinets_with_a_plugins_names_in_the_settings(
     _says_not_loaded_once(done.stderr)
 
 
+@pytest.mark.long
 def test_a_stock_worker_starts_and_stops_cleanly_with_a_plugins_names_in_the_settings(
     tmp_path: Path, redis_url: str, prefix: str
 ) -> None:
