@@ -282,8 +282,7 @@ def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(
         WBSYNC_API_KEYS=f'["{API_KEY}"]',
         WBSYNC_PLUGINS='["deductions"]',
     )
-    _wbsync(env, "migrate")
-    port = free_port()
+    port = free_port()  # `wbsync api` migrates the new database as it starts
     with _serving(["api", "--port", str(port)], env, f"http://127.0.0.1:{port}/healthz"):
         base = f"http://127.0.0.1:{port}/api/v1/datasets"
         listed = httpx.get(base, headers=AUTH).json()["datasets"]
