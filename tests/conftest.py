@@ -140,6 +140,13 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` first, each group in its order: pytest-xdist hands tests out in
+    this order, so the longest start while the others fill the workers around them, and none
+    of them is left to run alone at the end (docs/development.md)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
     """The suite's tests run on the loop wbsync's processes run on (``wbsync.system.eventloop``)."""
     return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}

@@ -140,6 +140,7 @@ def test_every_command_reports_a_bad_setting_in_one_line_with_status_2(
         get_settings.cache_clear()
 
 
+@pytest.mark.long
 def test_the_installed_command_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "WBSYNC_API_KEYS": "not json"}
     done = subprocess.run(

@@ -50,6 +50,7 @@ def test_waits_forever_in_the_loop():
 """
 
 
+@pytest.mark.long
 def test_a_test_hung_in_the_loop_fails_past_the_suites_timeout(tmp_path: Path) -> None:
     """The suite's bound on one test (pyproject.toml's ``timeout``, here cut to 2 s) reaches a
     test blocked in uvloop's C loop, where a signal would not: it fails, naming the test,
@@ -76,6 +77,7 @@ def test_after_it():
 """
 
 
+@pytest.mark.long
 def test_an_async_test_near_the_suites_bound_fails_with_its_loops_tasks(tmp_path: Path) -> None:
     """Before the bound (cut to 4 s here) kills its process, a stuck asyncio test is cancelled
     with every task's stack in its report, and the run goes on (``tests.support.hangs``)."""

@@ -135,6 +135,7 @@ def run_of(status: dict[str, Any], queue: str = QUEUE) -> dict[str, Any]:
     return found[0]
 
 
+@pytest.mark.long
 def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
     tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
 ) -> None:
@@ -268,6 +269,7 @@ def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
             assert f'<tr class="unloaded"><td>{queue}</td>' in page.text
 
 
+@pytest.mark.long
 def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(
     tmp_path: Path, sites: list[Path], redis_url: str, prefix: str
 ) -> None:
@@ -282,8 +284,7 @@ def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(
         WBSYNC_API_KEYS=f'["{API_KEY}"]',
         WBSYNC_PLUGINS='["deductions"]',
     )
-    _wbsync(env, "migrate")
-    port = free_port()
+    port = free_port()  # `wbsync api` migrates the new database as it starts
     with _serving(["api", "--port", str(port)], env, f"http://127.0.0.1:{port}/healthz"):
         base = f"http://127.0.0.1:{port}/api/v1/datasets"
         listed = httpx.get(base, headers=AUTH).json()["datasets"]

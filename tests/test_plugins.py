@@ -111,6 +111,7 @@ def test_an_installed_plugin_is_loaded_and_listed_with_what_it_declares(good: Pa
     assert entry["declared"]["limit group"] == ["goodreports.list"]
 
 
+@pytest.mark.long
 def test_the_allow_list_leaves_an_installed_plugin_unloaded(good: Path) -> None:
     [entry] = _listing(plugin_env(good, WBSYNC_PLUGINS="[]"))
     assert entry["loaded"] is False
@@ -218,6 +219,7 @@ def test_an_emulator_token_grants_what_plugins_methods_need_and_refuses_unknown_
     assert refused.stderr.count("\n") == 1
 
 
+@pytest.mark.long
 def test_plugins_lists_every_plugin_with_the_broken_one_and_why_then_exits_2(
     tmp_path: Path, good: Path
 ) -> None:

@@ -63,6 +63,7 @@ async def _count(store: Store) -> int:
         return int(await conn.scalar(select(func.count()).select_from(table)) or 0)
 
 
+@pytest.mark.long
 async def test_days_age_out_of_retention_while_the_sync_adds_new_ones(
     origin: datetime, store: Store, limiter_factory: LimiterFactory
 ) -> None:

@@ -134,6 +134,7 @@ def _upload(port: int, *, headers: str, size: int) -> tuple[bytes, int]:
     return reply.split(b"\r\n", 1)[0], sent
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc to read RSS")
 def test_a_40_mb_upload_costs_the_server_no_memory(
     tmp_path: Path, redis_url: str, prefix: str

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.api import API_KEY, AUTH
 from wbsync.system.procs import free_port
@@ -18,6 +19,7 @@ from wbsync.system.procs import free_port
 WBSYNC = [sys.executable, "-m", "wbsync"]
 
 
+@pytest.mark.long
 def test_api_and_run_with_api_refuse_to_start_without_api_keys(tmp_path: Path) -> None:
     env = {**os.environ, "WBSYNC_API_KEYS": "[]"}
     processes = [
@@ -39,6 +41,7 @@ def test_api_and_run_with_api_refuse_to_start_without_api_keys(tmp_path: Path) -
     assert not (tmp_path / "wbsync.db").exists()  # nothing was opened
 
 
+@pytest.mark.long
 def test_run_with_api_serves_beside_the_workers_and_stops_on_sigterm(
     tmp_path: Path, redis_url: str, prefix: str
 ) -> None:
@@ -73,6 +76,7 @@ def test_run_with_api_serves_beside_the_workers_and_stops_on_sigterm(
     assert API_KEY not in stderr
 
 
+@pytest.mark.long
 def test_run_whose_api_cannot_listen_stops_with_an_error(tmp_path: Path, redis_url: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

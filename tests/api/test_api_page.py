@@ -125,6 +125,7 @@ async def _submit(page: Page, fields: dict[str, str]) -> None:
         await page.click("form.search button")
 
 
+@pytest.mark.long
 @pytest.mark.skipif(BROWSER is None, reason="no Chromium binary (apt-get install chromium)")
 @pytest.mark.parametrize("db_backend", ["sqlite"])  # about the page: one backend is enough
 async def test_the_page_in_chromium_searches_filters_and_retries(

@@ -128,6 +128,7 @@ def _operations(schema: OpenApiSchema) -> list[APIOperation[Any, Any, Any, Any]]
     return operations
 
 
+@pytest.mark.long
 def test_generated_requests_get_documented_replies_and_no_5xx(api_schema: OpenApiSchema) -> None:
     operations = _operations(api_schema)
     assert len(operations) >= 12
@@ -147,6 +148,7 @@ def test_generated_requests_get_documented_replies_and_no_5xx(api_schema: OpenAp
         call()
 
 
+@pytest.mark.long  # beside the test above: they share the served API
 def test_without_a_key_every_protected_route_is_401(served: str, api_schema: OpenApiSchema) -> None:
     protected = 0
     for operation in _operations(api_schema):

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.api import API_KEY, AUTH, SELLERS
 from tests.support.waiting import wait_for
@@ -46,6 +47,7 @@ async def _status(api: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.long
 async def test_ten_thousand_cabinets_page_search_filter_under_twenty_readers(
     api: httpx.AsyncClient, api_runtime: Runtime, api_emulator: Emulator
 ) -> None:

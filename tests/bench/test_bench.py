@@ -112,6 +112,7 @@ async def test_scale_defers_every_job_once(private_redis: str) -> None:
     assert result["redis_bytes_per_delayed_job"] > 0
 
 
+@pytest.mark.long
 async def test_slots_defer_beats_block(redis_url: str) -> None:
     params = slots.Params(cabinets=4, pages=3, time_scale=0.005)
     result = await slots.run(redis_url, params)
@@ -160,6 +161,7 @@ def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:
     assert "lateness" in json.loads((tmp_path / "benchmarks.json").read_text("utf-8"))
 
 
+@pytest.mark.long
 async def test_status_reads_the_page_and_the_api_under_readers(redis_url: str) -> None:
     params = status.Params(cabinets=40, readers=3, requests=2)
     result = await status.run(redis_url, params)
@@ -169,6 +171,7 @@ async def test_status_reads_the_page_and_the_api_under_readers(redis_url: str) -
     assert 0 < result["page_p50_ms"] <= result["page_p95_ms"]
 
 
+@pytest.mark.long
 def test_scaleout_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     """Two cabinets, one `wbsync run` process, single Redis: every job done, every refusal
     waited out, the figures present, the docs section and its plot written."""
@@ -205,6 +208,7 @@ def test_scaleout_refuses_a_bad_process_list() -> None:
     assert "'1,two' is not a comma-separated list of whole numbers" in said
 
 
+@pytest.mark.long
 def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     """The finance sync for one cabinet, one round, SQLite: wbsync's worker, every bare variant
     and the floor (the fastest pair in a job; the run raises unless its job completed) measured
@@ -312,6 +316,7 @@ def test_capacity_reads_the_run_queue_wait_of_this_process() -> None:
     assert capacity_lag.scheduled_s([2**22 + 7]) == (0.0, 0.0)  # no such process: nothing
 
 
+@pytest.mark.long
 def test_capacity_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     """Two cabinets, one process, a short window at time scale 0.01: lag and CPU measured,
     the docs section and its plot written."""
@@ -439,6 +444,7 @@ async def test_data_on_sqlite_states_no_check(redis_url: str) -> None:
     assert result["check"] is None and result["postgres"] == {}
 
 
+@pytest.mark.long
 def test_feed_reads_every_row_once_through_the_api_and_the_export(tmp_path: Path) -> None:
     """Two small feeds (SQLite): every reader, a child process each, reads every row once and
     ends at the last sequence number; its CPU and peak RSS are measured; the docs written."""
@@ -471,14 +477,17 @@ def test_feed_refuses_a_size_below_one() -> None:
     assert "sizes must be whole numbers >= 1" in said
 
 
+@pytest.mark.long
 def test_soak_samples_every_table_over_the_simulated_days(tmp_path: Path) -> None:
-    """A quarter of a simulated day (about 11 s) for one cabinet on SQLite: five samples in
-    simulated-time order, every table in each, the cabinet counted in every one; growth per
-    table between the half and the end; the docs section and its plot written."""
+    """A quarter of a simulated day (about 5 s at twice the default speed) for one cabinet on
+    SQLite: five samples in simulated-time order, every table in each, the cabinet counted in
+    every one; growth per table between the half and the end; the docs section and its plot
+    written."""
     reply = CliRunner().invoke(
         app,
         [
             *("soak", "--cabinets", "1", "--days", "0.25", "--sample-hours", "1.5"),
+            *("--time-scale", "0.00025"),
             *("--json", "--write-docs", "--docs-dir", str(tmp_path)),
         ],
     )

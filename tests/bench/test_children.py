@@ -55,6 +55,7 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.long
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 async def test_a_killed_benchmark_takes_its_children_with_it(tmp_path: Path) -> None:
     """SIGKILL (what a timeout sends) gives the parent no chance to stop anything: its Redis,

@@ -92,6 +92,7 @@ async def stored_finance(runtime: Runtime, cabinet_id: int) -> dict[Any, Any]:
     return {spec.row_key(r): r for r in rows}
 
 
+@pytest.mark.long
 async def test_worker_killed_mid_sync_recovers_without_loss_or_duplicates(
     runtime_factory: Callable[..., Any],
     emulator: Emulator,

@@ -201,6 +201,7 @@ async def _leader_pid(redis: Redis, prefix: str) -> int | None:
     return int(str(owner).split(":")[-2]) if owner else None
 
 
+@pytest.mark.long
 async def test_leader_killed_mid_run_another_takes_over_without_an_enqueue_storm(
     redis_url: str,
     redis: Redis,

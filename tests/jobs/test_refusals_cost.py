@@ -27,7 +27,7 @@ from wbsync.system import clock
 from wbsync.wb.tokens import token_expiry
 
 SCALE = 0.005
-PROBE_S = 600.0  # scaled: 3 s
+PROBE_S = 240.0  # scaled: 1.2 s, four fan-out intervals
 INTERVAL_S = 60.0  # every queue every WB minute: 0.3 s
 PROBES = 4  # run for this many probe intervals
 SELLER = "0000000e-0000-4000-8000-0000000000cc"

@@ -31,6 +31,7 @@ def _schema(conn: Connection) -> tuple[list[str], set[str]]:
     return versions, set(inspect(conn).get_table_names())
 
 
+@pytest.mark.long
 async def test_processes_migrating_at_once_migrate_a_fresh_database_once(
     db_backend: str, database_factory: DatabaseFactory
 ) -> None:

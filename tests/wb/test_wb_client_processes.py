@@ -55,6 +55,7 @@ async def slow_emulator() -> AsyncIterator[Emulator]:
         yield emu
 
 
+@pytest.mark.long
 async def test_two_processes_share_one_bucket_and_see_no_429(
     slow_emulator: Emulator, redis_url: str, prefix: str
 ) -> None:

@@ -97,6 +97,7 @@ def _by_pair(emu: Emulator) -> dict[tuple[str, str], list[int]]:
 TEN_SELLERS = tuple(str(uuid.uuid5(uuid.NAMESPACE_URL, f"seller-{i}")) for i in range(10))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("sellers", "eps"),
     [
