@@ -70,7 +70,7 @@ from wbsync_bench.capacity_lag import (
     observe,
     scheduled_s,
 )
-from wbsync_bench.common import fresh_database, syncs, table
+from wbsync_bench.common import fresh_database, report_life, syncs, table
 from wbsync_bench.processes import RedisUnderTest, WorkerProcesses, redis_under_test, seller_id
 from wbsync_bench.upstream import EmulatorProcess
 
@@ -316,6 +316,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         time_scale=params.time_scale,
         anchor_date=wb_today(),
         latency=ReplyLatency(median_ms=params.latency_ms),
+        report_tasks=report_life(params.time_scale),
         serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )
     results = []

@@ -36,7 +36,7 @@ from wbsync.shared.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet, ChangeEvent
 from wbsync.syncs import SYNCS, SyncInput, SyncPage, run_sync
 from wbsync.system.clock import monotonic, wb_today
-from wbsync_bench.common import fresh_database, table, unique_prefix
+from wbsync_bench.common import fresh_database, report_life, table, unique_prefix
 
 __all__ = ["DEAD_TOLERANCE", "Params", "run", "tables"]
 
@@ -144,6 +144,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
         emulator = EmulatorConfig(
             time_scale=params.time_scale,
             anchor_date=wb_today(),
+            report_tasks=report_life(params.time_scale),
             serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
         )
         async with (

@@ -51,7 +51,7 @@ from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
 from wbsync.store.schema import sync_runs
 from wbsync.system.clock import wb_today
-from wbsync_bench.common import fresh_database, rounds, syncs, table
+from wbsync_bench.common import fresh_database, report_life, rounds, syncs, table
 from wbsync_bench.processes import (
     FAR_AHEAD_MS,
     RedisUnderTest,
@@ -329,6 +329,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         anchor_date=wb_today(),
         grace_ms=params.grace_ms,
         latency=ReplyLatency(median_ms=params.latency_ms, sigma=params.latency_sigma),
+        report_tasks=report_life(params.time_scale),
         serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
