@@ -189,7 +189,7 @@ async def _steady(
     intervals: dict[str, float],
     n: int,
 ) -> dict[str, Any]:
-    ledger = Ledger(intervals)
+    ledger = Ledger(intervals, fleet=[q for q in intervals if syncs()[q].fleet])
     database, database_url = runtime.database, runtime.settings.database_url
     since = datetime.now(UTC)
     lookback = since
@@ -205,7 +205,7 @@ async def _steady(
 
     limit_s = params.warmup_limit_s(n)
     deadline = time.monotonic() + limit_s
-    while not ledger.first_pass_done(n, len(intervals)):
+    while not ledger.first_pass_done(n):
         if time.monotonic() > deadline:
             waiting = ledger.not_yet_run(n)
             raise _Overloaded(
