@@ -18,6 +18,7 @@ from wbsync_bench import (
     bare,
     capacity,
     capacity_lag,
+    common,
     data,
     feed,
     lateness,
@@ -39,6 +40,7 @@ from tests.support.databases import DatabaseFactory
 from tests.support.runtimes import runtime_starter
 from wbsync.config import Settings
 from wbsync.errors import ConfigError
+from wbsync.jobs.contract import FLEET_JOB
 from wbsync.jobs.fanout import offset_ms
 from wbsync.redis.redis_server import EmbeddedRedis
 from wbsync.system.procs import free_port
@@ -185,13 +187,17 @@ def test_scaleout_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert reply.exit_code == 0, reply.output
     result = json.loads(reply.stdout)
     [run] = result["runs"]
-    assert (run["redis"], run["processes"], run["jobs"]) == ("single", 1, 18)
-    assert run["completed_jobs"] == 18 and run["failed_jobs"] == 0
+    fleet = [name for name, sync in common.syncs().items() if sync.fleet]
+    jobs = 2 * (len(common.syncs()) - len(fleet)) + len(fleet)  # the fleet's: one job each
+    assert (run["redis"], run["processes"], run["jobs"]) == ("single", 1, jobs)
+    assert run["completed_jobs"] == jobs and run["failed_jobs"] == 0
+    # A fleet-wide sync's pages are its one run's, not shared out over the cabinets.
+    assert fleet and run["per_cabinet_by_sync"]["wb-tariffs-sync"]["pages"] == 4
     # A 429 means a request reached the emulator more than its grace after our limiter granted
     # it: a loaded machine can stall a process that long. The job waits the window out and asks
     # again, so a refused request is one more request, never a lost page.
     assert run["requests"] >= run["pages"] + run["rate_limited"]
-    assert run["pages"] > 18  # some syncs page, some pages take 2 requests
+    assert run["pages"] > jobs  # some syncs page, some pages take 2 requests
     assert run["rows"] > 0 and run["pages_per_s"] > 0
     assert 0 < run["lower_bound_s"] < run["makespan_s"]
     assert run["redis_commands_per_page"] > 10  # BullMQ, the limiter, the job data: all counted
@@ -287,6 +293,30 @@ def test_capacity_pairs_each_due_time_with_the_run_that_served_it() -> None:
     # nothing served it by now (missed, 2,000 ms so far).
     assert lags["q"] == pytest.approx([50.0, 950.0, -2_000.0])
     assert ledger.pages(o + 1_500.0, o + 4_500.0) == 3
+
+
+def test_capacity_counts_a_fleet_wide_queues_runs_for_its_one_entry() -> None:
+    """A fleet-wide queue has one entry (due at the fleet job's offset) whichever cabinet
+    carried its run; its first pass is that one run, not one per cabinet."""
+    ledger = capacity_lag.Ledger({"q": 1.0, "f": 1.0}, fleet=["f"])
+    o = offset_ms(FLEET_JOB, "f", 1_000)
+    ledger.ran(7, "q", _at(500), 1)
+    ledger.ran(7, "f", _at(o + 1_100), 2)
+    assert not ledger.first_pass_done(2) and ledger.not_yet_run(2) == {"q": 1}
+    ledger.ran(8, "q", _at(600), 1)
+    assert ledger.first_pass_done(2) and ledger.not_yet_run(2) == {}
+    ledger.ran(8, "f", _at(o + 2_050), 2)  # another carrier: the same entry's next run
+    lags = ledger.lags(o + 1_500.0, o + 2_500.0, now_ms=o + 3_000.0)
+    assert lags["f"] == pytest.approx([50.0])  # due at 2k, served at 2_050
+    assert ledger.pages(o + 1_000.0, o + 2_500.0) == 4
+
+
+def test_benchmark_reports_are_kept_for_their_download_at_any_scale() -> None:
+    """WB's life of a report task, but a built report kept at least the real floor."""
+    tiny = common.report_life(1e-6)
+    assert (tiny.new_s, tiny.build_s) == (2.0, 20.0)  # WB's
+    assert tiny.kept_s * 1e-6 == pytest.approx(common.REPORT_KEPT_REAL_S)
+    assert common.report_life(1.0).kept_s == 7200.0  # WB's 2 hours, already long enough
 
 
 def test_capacity_start_lags_are_the_runs_due_in_the_window() -> None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         FaultRule,
         LimitSpec,
         ReplyLatency,
+        ReportTaskLife,
         SellerSizes,
     )
     from wbsync.emulator.emulated import expected_rows
@@ -27,6 +28,7 @@ _HOMES = {  # name: the module that defines it
     "FaultRule": "config",
     "LimitSpec": "config",
     "ReplyLatency": "config",
+    "ReportTaskLife": "config",
     "SellerSizes": "config",
     "expected_rows": "emulated",
     "running_emulator": "server",
@@ -39,6 +41,7 @@ __all__ = [
     "FaultRule",
     "LimitSpec",
     "ReplyLatency",
+    "ReportTaskLife",
     "SellerSizes",
     "expected_rows",
     "running_emulator",

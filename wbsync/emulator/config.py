@@ -36,6 +36,7 @@ __all__ = [
     "LimitOverride",
     "LimitSpec",
     "ReplyLatency",
+    "ReportTaskLife",
     "SellerSizes",
     "moscow_date",
 ]
@@ -219,6 +220,34 @@ class ReplyLatency(BaseModel):
         return min(delay_ms, self.max_ms) / 1000.0
 
 
+class ReportTaskLife(BaseModel):
+    """How long a report task (``wbsync.emulator.report_tasks``) spends in each state, in
+    WB-seconds (scaled by the time scale, as every WB period): WB's figures by default.
+
+    A benchmark at a tiny time scale keeps built reports longer (``kept_s``): WB's 2 hours at
+    a minute of 60 us are 7 ms, less than a loaded machine takes between a report's status
+    and its download.
+    """
+
+    model_config = _STRICT
+
+    new_s: float = Field(default=2.0, ge=0, description="A task is 'new' this long.")
+    build_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="From a task's creation to its report being built ('processing' between).",
+    )
+    kept_s: float = Field(
+        default=2 * 3600.0, gt=0, description="A built report is kept this long, then purged."
+    )
+
+    @model_validator(mode="after")
+    def _built_after_new(self) -> ReportTaskLife:
+        if self.build_s < self.new_s:
+            raise ValueError("build_s: a task is built after it stops being new (>= new_s)")
+        return self
+
+
 class EmulatorConfig(BaseModel):
     """All the emulator's knobs."""
 
@@ -270,6 +299,11 @@ class EmulatorConfig(BaseModel):
         description="The lowest search-cluster bid WB sets, in kopecks (WB publishes it per item "
         "through its minimum-bids method; by default 1 ruble, the lowest v0 takes): a lower bid "
         "fails alone in v1's reply and refuses a v0 call whole.",
+    )
+    report_tasks: ReportTaskLife = Field(
+        default_factory=ReportTaskLife,
+        description="How long a report task is new, building and kept once built (WB's by "
+        "default).",
     )
     faults: list[FaultRule] = Field(default_factory=list)
     disabled: list[str] = Field(

@@ -7,13 +7,14 @@ Analytics), each with WB's own limits: create (``GET /api/v1/<report>``, answers
 "status"}}``) and download (``.../tasks/{task_id}/download``, the rows as a JSON array). Paid
 storage takes at most 8 days a task, paid acceptance 31 (a 400 in WB's words past that).
 
-A task's life, on the emulator's clock at its time scale: ``new`` for ``NEW_S``, ``processing``
-until ``BUILD_S`` after its creation, then ``done``; WB keeps a built report for 2 hours
-(``KEPT_S``), then it is ``purged``. An id WB never gave (or another seller's) is a 404 ``{"title":
-"Not Found", "detail": "not found"}``. A task's rows are taken when it is created (the report
-WB builds is of that moment). ``plan_tasks`` lets a test give a seller's next tasks another
-fate: ``canceled`` (WB declines it), ``stuck`` (processing for ever), ``lost`` (WB forgets the
-id: 404) or ``purged`` (purged as soon as it is built).
+A task's life, on the emulator's clock at its time scale, with WB's figures by default
+(``EmulatorConfig.report_tasks``): ``new`` for 2 s, ``processing`` until 20 s after its creation
+(``BUILD_S``), then ``done``; WB keeps a built report for 2 hours, then it is ``purged``. An id
+WB never gave (or another seller's) is a 404 ``{"title": "Not Found", "detail": "not found"}``.
+A task's rows are taken when it is created (the report WB builds is of that moment).
+``plan_tasks`` lets a test give a seller's next tasks another fate: ``canceled`` (WB declines
+it), ``stuck`` (processing for ever), ``lost`` (WB forgets the id: 404) or ``purged`` (purged as
+soon as it is built).
 
 Declared as built-in emulated methods with the types a plugin declares its own with
 (``wbsync.emulator.extend``), each with its expected rows: ``EMULATED``, which the analytics
@@ -30,6 +31,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from wbsync.emulator.config import EmulatorConfig, ReportTaskLife
 from wbsync.emulator.dataset import WAREHOUSES, Row, SellerData
 from wbsync.emulator.emulated import Call, EmulatedMethod
 from wbsync.emulator.method import Method, Rate
@@ -38,14 +40,11 @@ from wbsync.emulator.state import SellerState
 from wbsync.emulator.tokens import Kind
 from wbsync.system import clock
 
-__all__ = ["BUILD_S", "EMULATED", "FATES", "KEPT_S", "NEW_S", "plan_tasks"]
+__all__ = ["BUILD_S", "EMULATED", "FATES", "plan_tasks"]
 
-NEW_S = 2.0
-"""WB-seconds a task is ``new`` before WB starts building it."""
-BUILD_S = 20.0
-"""WB-seconds from a task's creation to its report being built (WB: seconds to minutes)."""
-KEPT_S = 2 * 3600.0
-"""WB keeps a built report for 2 hours, then purges it."""
+BUILD_S = ReportTaskLife().build_s
+"""WB-seconds from a task's creation to its report being built by default (WB: seconds to
+minutes)."""
 FATES = ("done", "canceled", "stuck", "lost", "purged")
 _KEY = "report_tasks"  # the seller state's plugins key
 _HOST, _CATEGORY, _X_CATEGORY = "seller-analytics-api", "analytics", "contentanalytics"
@@ -87,17 +86,18 @@ def plan_tasks(seller: SellerState, *fates: str) -> None:
     _tasks(seller).fates.extend(fates)
 
 
-def _status(task: _Task, scale: float) -> str:
-    age = (clock.monotonic() - task.created) / scale
+def _status(task: _Task, config: EmulatorConfig) -> str:
+    life = config.report_tasks
+    age = (clock.monotonic() - task.created) / config.time_scale
     if task.fate == "stuck":
-        return "new" if age < NEW_S else "processing"
-    if age < NEW_S:
+        return "new" if age < life.new_s else "processing"
+    if age < life.new_s:
         return "new"
     if task.fate == "canceled":
         return "canceled"
-    if age < BUILD_S:
+    if age < life.build_s:
         return "processing"
-    if task.fate == "purged" or age >= BUILD_S + KEPT_S:
+    if task.fate == "purged" or age >= life.build_s + life.kept_s:
         return "purged"
     return "done"
 
@@ -305,7 +305,7 @@ def _report(
         if found is None:
             return _not_found()
         task_id, task = found
-        state = _status(task, call.config.time_scale)
+        state = _status(task, call.config)
         return json_reply({"data": {"id": task_id, "status": state}})
 
     async def download(call: Call) -> Response:
@@ -313,7 +313,7 @@ def _report(
         if found is None:
             return _not_found()
         _, task = found
-        state = _status(task, call.config.time_scale)
+        state = _status(task, call.config)
         if state == "purged":
             return _not_found()
         if state != "done":

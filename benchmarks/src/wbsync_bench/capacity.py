@@ -70,7 +70,7 @@ from wbsync_bench.capacity_lag import (
     observe,
     scheduled_s,
 )
-from wbsync_bench.common import fresh_database, syncs, table
+from wbsync_bench.common import fresh_database, report_life, syncs, table
 from wbsync_bench.processes import RedisUnderTest, WorkerProcesses, redis_under_test, seller_id
 from wbsync_bench.upstream import EmulatorProcess
 
@@ -189,7 +189,7 @@ async def _steady(
     intervals: dict[str, float],
     n: int,
 ) -> dict[str, Any]:
-    ledger = Ledger(intervals)
+    ledger = Ledger(intervals, fleet=[q for q in intervals if syncs()[q].fleet])
     database, database_url = runtime.database, runtime.settings.database_url
     since = datetime.now(UTC)
     lookback = since
@@ -205,7 +205,7 @@ async def _steady(
 
     limit_s = params.warmup_limit_s(n)
     deadline = time.monotonic() + limit_s
-    while not ledger.first_pass_done(n, len(intervals)):
+    while not ledger.first_pass_done(n):
         if time.monotonic() > deadline:
             waiting = ledger.not_yet_run(n)
             raise _Overloaded(
@@ -316,6 +316,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         time_scale=params.time_scale,
         anchor_date=wb_today(),
         latency=ReplyLatency(median_ms=params.latency_ms),
+        report_tasks=report_life(params.time_scale),
         serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )
     results = []

@@ -6,6 +6,10 @@ leader follows). It is split in two: the start lag, the run's first start minus 
 which the workers record in Redis (``wbsync.jobs.lag``: waiting for the leader's step, in the
 queue and for a slot), and the rest, the run itself (its requests, WB's windows between pages
 of a multi-page sync, its Redis and database writes).
+
+A fleet-wide queue (``Sync.fleet``) has one entry for the whole fleet, :data:`FLEET_JOB`, due
+at its own offset as a cabinet is, whichever cabinet's token carried its run: its runs count
+for that one entry, not for the cabinet that carried them.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
+from wbsync.jobs.contract import FLEET_JOB
 from wbsync.jobs.fanout import offset_ms
 from wbsync.jobs.lag import LAG_SAMPLES
 from wbsync.redis import keys
@@ -97,25 +103,31 @@ def scheduled_s(pids: list[int]) -> tuple[float, float]:
 
 
 class Ledger:
-    """Completions per (cabinet, queue) and start lags per queue, as they are observed."""
+    """Completions per (entry, queue) and start lags per queue, as they are observed: an
+    entry is a cabinet (its id as text), or :data:`FLEET_JOB` for a fleet-wide queue."""
 
-    def __init__(self, intervals_s: dict[str, float]) -> None:
+    def __init__(self, intervals_s: dict[str, float], fleet: Iterable[str] = ()) -> None:
         self.intervals_ms = {q: max(1, round(s * 1000)) for q, s in intervals_s.items()}
-        self.last: dict[tuple[int, str], datetime] = {}
-        self.completions: dict[tuple[int, str], list[tuple[float, int]]] = defaultdict(list)
+        self.fleet = frozenset(fleet)
+        """The fleet-wide queues: one entry each (``FLEET_JOB``), not one per cabinet."""
+        self.last: dict[tuple[str, str], datetime] = {}
+        self.completions: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
         self.failures = 0
-        self._failed_seen: dict[tuple[int, str], datetime] = {}
+        self._failed_seen: dict[tuple[str, str], datetime] = {}
         self.starts: dict[str, set[tuple[int, int]]] = defaultdict(set)  # (started, lag) ms
 
+    def _key(self, cabinet: int, queue: str) -> tuple[str, str]:
+        return (FLEET_JOB if queue in self.fleet else str(cabinet), queue)
+
     def ran(self, cabinet: int, queue: str, at: datetime, pages: int) -> None:
-        key = (cabinet, queue)
+        key = self._key(cabinet, queue)
         if key in self.last and at <= self.last[key]:
             return
         self.last[key] = at
         self.completions[key].append((at.timestamp() * 1000.0, pages))
 
     def failed(self, cabinet: int, queue: str, at: datetime) -> None:
-        key = (cabinet, queue)
+        key = self._key(cabinet, queue)
         if self._failed_seen.get(key) != at:
             self._failed_seen[key] = at
             self.failures += 1
@@ -126,20 +138,29 @@ class Ledger:
             started, _, lag = (entry.decode() if isinstance(entry, bytes) else entry).partition(":")
             self.starts[queue].add((int(started), int(lag)))
 
+    def _entries(self, queue: str, cabinets: int) -> int:
+        return 1 if queue in self.fleet else cabinets
+
     def not_yet_run(self, cabinets: int) -> dict[str, int]:
-        """Per queue, how many of the cabinets have neither completed nor failed yet."""
+        """Per queue, how many of its entries (the cabinets; a fleet-wide queue's one) have
+        neither completed nor failed yet."""
         seen = self.completions.keys() | self._failed_seen.keys()
-        out = {q: cabinets - sum(1 for _, name in seen if name == q) for q in self.intervals_ms}
+        out = {
+            q: self._entries(q, cabinets) - sum(1 for _, name in seen if name == q)
+            for q in self.intervals_ms
+        }
         return {q: left for q, left in out.items() if left}
 
-    def first_pass_done(self, cabinets: int, queues: int) -> bool:
-        return len(self.completions.keys() | self._failed_seen.keys()) >= cabinets * queues
+    def first_pass_done(self, cabinets: int) -> bool:
+        """Whether every entry of every queue has completed or failed once."""
+        wanted = sum(self._entries(q, cabinets) for q in self.intervals_ms)
+        return len(self.completions.keys() | self._failed_seen.keys()) >= wanted
 
     def lags(self, start_ms: float, end_ms: float, now_ms: float) -> dict[str, list[float]]:
         """Per queue: the lag (ms) of every cabinet's run for every time it was due in
         [start, end).
 
-        A (cabinet, queue) is due at its own offset in every interval (the fan-out's
+        An (entry, queue) is due at its own offset in every interval (the fan-out's
         ``offset_ms``, epoch-aligned), and that due time is served by the pair's first
         completion after it that served no earlier one: a completion before it (a run still
         going when it came, whose job the fan-out skipped as live) does not count for it. The
@@ -147,10 +168,10 @@ class Ledger:
         ``-(now - due)``: negative marks it missed.
         """
         out: dict[str, list[float]] = defaultdict(list)
-        cabinets = {c for c, _ in self.completions}
+        cabinets = {c for c, q in self.completions if q not in self.fleet}
         for queue, interval in self.intervals_ms.items():
-            for cabinet in cabinets:
-                offset = offset_ms(str(cabinet), queue, interval)
+            for cabinet in {FLEET_JOB} if queue in self.fleet else cabinets:
+                offset = offset_ms(cabinet, queue, interval)
                 first = start_ms - (start_ms - offset) % interval
                 moments = [
                     first + k * interval for k in range(int((end_ms - first) // interval) + 1)

@@ -4,8 +4,9 @@
    ``--postgres`` a PostgreSQL database created for the run, autovacuum off on its tables so
    dead tuples stay countable) gets N cabinets.
 2. Every sync runs R times for every cabinet, as a worker runs it (``run_sync``; the cabinets of
-   one sync side by side), each run after the previous one ended. Per run and sync: the rows WB
-   returned, the rows written (inserted or changed), the rows tombstoned.
+   one sync side by side; a fleet-wide sync once, as its one job), each run after the previous
+   one ended. Per run and sync: the rows WB returned, the rows written (inserted or changed),
+   the rows tombstoned.
 3. With PostgreSQL, after the runs (the pool closed, so every backend flushed its statistics):
    ``pg_stat_user_tables`` inserts, updates and dead tuples of the dataset tables, against the
    rows that really changed: every write wbsync counted (all runs, tombstones included) less
@@ -36,7 +37,7 @@ from wbsync.shared.runtime import Runtime, open_runtime
 from wbsync.store import Cabinet, ChangeEvent
 from wbsync.syncs import SYNCS, SyncInput, SyncPage, run_sync
 from wbsync.system.clock import monotonic, wb_today
-from wbsync_bench.common import fresh_database, table, unique_prefix
+from wbsync_bench.common import fresh_database, report_life, table, unique_prefix
 
 __all__ = ["DEAD_TOLERANCE", "Params", "run", "tables"]
 
@@ -61,7 +62,9 @@ def _seller(i: int) -> str:
 
 
 async def _one_sync(runtime: Runtime, name: str, cabinets: list[Cabinet]) -> dict[str, int]:
-    """One run of sync ``name`` for every cabinet, side by side: rows fetched, written, gone."""
+    """One run of sync ``name`` for every cabinet, side by side: rows fetched, written, gone.
+    A fleet-wide sync (``Sync.fleet``) runs once, with the first cabinet's token: its rows are
+    the fleet's, one job for the fleet in wbsync."""
     store, sync = runtime.store, SYNCS[name]
     fetched = 0
 
@@ -77,7 +80,7 @@ async def _one_sync(runtime: Runtime, name: str, cabinets: list[Cabinet]) -> dic
         totals = await run_sync(sync, inp, on_page=counted)
         return totals.rows, totals.tombstoned
 
-    done = await asyncio.gather(*(one(c) for c in cabinets))
+    done = await asyncio.gather(*(one(c) for c in (cabinets[:1] if sync.fleet else cabinets)))
     return {
         "fetched": fetched,
         "written": sum(w for w, _ in done),
@@ -144,6 +147,7 @@ async def run(url: str, params: Params | None = None) -> dict[str, Any]:
         emulator = EmulatorConfig(
             time_scale=params.time_scale,
             anchor_date=wb_today(),
+            report_tasks=report_life(params.time_scale),
             serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
         )
         async with (

@@ -6,7 +6,10 @@ emulator in a child process on loopback, answering at once (no reply delay). The
 tiny (WB's minute is 60 µs), so WB's limits never make a run wait: what is measured is work, not
 waiting. For each sync, a measurement enqueues the sync's job for ``cabinets`` new cabinets (new
 cabinets every time: a first run of each, the same as the bare pipeline's) and waits until the
-runs are recorded in ``sync_runs``. Between the two moments it reads:
+runs are recorded in ``sync_runs`` (a fleet-wide sync, one job for the fleet: as many fleet jobs
+one after the other, ``wbsync_bench.page_wbsync``). The emulator keeps a built report long
+enough for its download (``common.report_life``: WB's 2 hours would be 7 ms at this scale), so
+a report sync's runs are measured as WB serves them. Between the two moments it reads:
 
 * the worker's CPU: the child's threads' CPU time from ``/proc/<pid>/task/*/schedstat``
   (nanoseconds; the per-process tick count is too coarse for a few hundred ms), over the pages
@@ -27,36 +30,36 @@ fastest bare variant's, per sync.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import func, select
 
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.errors import ConfigError
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.shared.runtime import Runtime
-from wbsync.store import Database
 from wbsync.store.cabinets import Cabinet, NewCabinet
-from wbsync.store.schema import sync_runs
 from wbsync.system.clock import wb_today
 from wbsync_bench.bare import BARE_VARIANTS, FLOOR, Bare, Recording, record
-from wbsync_bench.common import fresh_database, median, ratio, rounds, syncs, table
-from wbsync_bench.monitor import monitored
+from wbsync_bench.common import (
+    fresh_database,
+    median,
+    ratio,
+    report_life,
+    rounds,
+    syncs,
+    table,
+)
+from wbsync_bench.page_wbsync import measure_wbsync
 from wbsync_bench.processes import (
     FAR_AHEAD_MS,
     RedisUnderTest,
     WorkerProcesses,
     redis_under_test,
     seller_id,
-    threads_cpu_s,
 )
 from wbsync_bench.upstream import EmulatorProcess
 
@@ -68,9 +71,6 @@ FINANCE = "rnp-finance-sync"
 TARGET_FINANCE_CPU_MS = 3.0
 TARGET_RATIO = 1.5
 TARGET_COMMANDS = 15.0
-_POLL_S = 0.01
-_RUN_TIMEOUT_S = 120.0
-_EXCLUDED_COMMANDS = frozenset({"info"})  # the benchmark's own reads of the counters
 MODES = (WBSYNC, *BARE_VARIANTS, FLOOR)
 """What each round measures, in ABBA order: wbsync, the bare variants, the floor."""
 
@@ -105,81 +105,6 @@ class Params:
     def names(self) -> list[str]:
         """The syncs measured, in the registry's order."""
         return [n for n in syncs() if not self.only or n in self.only]
-
-
-# --- wbsync, the real path ----------------------------------------------------------------------
-
-
-async def _finished(database: Database, sync: str, ids: list[int], since: datetime) -> list[Any]:
-    async with database.connection() as conn:
-        rows = await conn.execute(
-            select(sync_runs.c.success_at, sync_runs.c.success_pages, sync_runs.c.failure_at)
-            .where(sync_runs.c.sync == sync)
-            .where(sync_runs.c.cabinet_id.in_(ids))
-            .where((sync_runs.c.success_at >= since) | (sync_runs.c.failure_at >= since))
-        )
-        return list(rows)
-
-
-async def _pages(database: Database, sync: str, ids: list[int], since: datetime) -> int:
-    async with database.connection() as conn:
-        total = await conn.scalar(
-            select(func.coalesce(func.sum(sync_runs.c.success_pages), 0))
-            .where(sync_runs.c.sync == sync)
-            .where(sync_runs.c.cabinet_id.in_(ids))
-            .where(sync_runs.c.success_at >= since)
-        )
-    return int(total or 0)
-
-
-async def measure_wbsync(
-    runtime: Runtime,
-    workers: WorkerProcesses,
-    redis: RedisUnderTest,
-    name: str,
-    cabinets: list[Cabinet],
-) -> dict[str, Any]:
-    """One fan-out of ``name`` over ``cabinets`` through the worker: CPU and commands."""
-    ids = [c.id for c in cabinets]
-    queue = runtime.queue(name)
-    pid = workers.procs[0].pid
-    async with monitored(redis.url) as log:
-        before = await redis.totals()
-        cpu = threads_cpu_s(pid)
-        since = datetime.now(UTC)
-        await queue.enqueue_many([str(i) for i in ids])
-        deadline = time.monotonic() + _RUN_TIMEOUT_S
-        while True:
-            done = await _finished(runtime.database, name, ids, since)
-            if len(done) >= len(ids):
-                break
-            died = workers.died()
-            if died or time.monotonic() > deadline:
-                raise ConfigError(died or f"{name}: {len(done)} of {len(ids)} runs ended in time")
-            await asyncio.sleep(_POLL_S)
-        cpu = threads_cpu_s(pid) - cpu
-        after = await redis.totals()
-    failed = sum(1 for success_at, _, _ in done if success_at is None or success_at < since)
-    pages = await _pages(runtime.database, name, ids, since)
-    by_name = {
-        cmd: calls - before["by_name"].get(cmd, 0)
-        for cmd, calls in after["by_name"].items()
-        if cmd not in _EXCLUDED_COMMANDS and calls > before["by_name"].get(cmd, 0)
-    }
-    origins = log.origins()
-    return {
-        "cpu_s": cpu,
-        "pages": pages,
-        "jobs": len(ids),
-        "failed": failed,
-        "commands": by_name,
-        "monitored": {
-            "total": origins.total,
-            "bullmq": origins.bullmq,
-            "wbsync": origins.wbsync,
-            "client_calls": origins.client_calls,
-        },
-    }
 
 
 # --- the whole benchmark -------------------------------------------------------------------
@@ -326,7 +251,10 @@ async def run(params: Params | None = None) -> dict[str, Any]:
     params = params or Params()
     # Every sync runs, the booking monitor's too (WB documents its method as disabled).
     config = EmulatorConfig(
-        time_scale=TIME_SCALE, anchor_date=wb_today(), serve_disabled_in_docs=True
+        time_scale=TIME_SCALE,
+        anchor_date=wb_today(),
+        report_tasks=report_life(TIME_SCALE),  # WB's 2 hours would be 7 ms here
+        serve_disabled_in_docs=True,
     )
     results = []
     with tempfile.TemporaryDirectory(prefix="wbsync-page-") as tmp:

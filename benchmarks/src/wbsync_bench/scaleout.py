@@ -35,11 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
 from wbsync.emulator import Emulator, EmulatorConfig, ReplyLatency
-from wbsync.emulator.tokens import Kind
-from wbsync.emulator.wbdocs import METHODS
 from wbsync.errors import ConfigError, RedisUnavailableError
 from wbsync.jobs.fanout import ActiveCabinets, FanOut
 from wbsync.jobs.leader import FanOutLeases
@@ -49,9 +45,8 @@ from wbsync.redis.redis_server import find_redis
 from wbsync.shared.runtime import Runtime
 from wbsync.store import Database
 from wbsync.store.cabinets import NewCabinet
-from wbsync.store.schema import sync_runs
 from wbsync.system.clock import wb_today
-from wbsync_bench.common import fresh_database, rounds, syncs, table
+from wbsync_bench.common import fresh_database, report_life, rounds, syncs, table
 from wbsync_bench.processes import (
     FAR_AHEAD_MS,
     RedisUnderTest,
@@ -60,6 +55,7 @@ from wbsync_bench.processes import (
     redis_under_test,
     seller_id,
 )
+from wbsync_bench.scaleout_figures import lower_bound_s, per_sync, progress
 from wbsync_bench.upstream import EmulatorProcess
 
 REDIS_KINDS = ("single", "cluster")
@@ -99,69 +95,7 @@ class Params:
         return self.timeout_s or 120.0 + self.cabinets * len(syncs()) * 0.1
 
 
-# --- one run: its figures --------------------------------------------------------------------
-
-
-def _lower_bound_s(counters: dict[str, Any], time_scale: float, grace_s: float) -> float:
-    """The busiest bucket's requests beyond its burst, times its interval (scaled seconds), less
-    the emulator's grace (it lets the last request through that much early: the debt is kept, so
-    the grace is given once, not per request).
-
-    Requests WB refused count too: the emulator takes a token only for the ones it let through,
-    but every one of them had to wait its turn.
-    """
-    worst = 0.0
-    for methods in counters.get("sellers", {}).values():
-        per_group: dict[str, tuple[int, float, int]] = {}
-        for method, count in methods.items():
-            spec = METHODS.get(method)
-            rate = spec.rate(Kind.PERSONAL) if spec else None
-            if spec is None or rate is None:
-                continue
-            interval = rate.period_s / rate.limit * time_scale
-            done, _, burst = per_group.get(spec.group, (0, interval, rate.burst))
-            per_group[spec.group] = (done + int(count["requests"]), interval, burst)
-        for done, interval, burst in per_group.values():
-            worst = max(worst, max(0, done - burst) * interval)
-    return max(0.0, worst - grace_s)
-
-
-async def _progress(database: Database, since: datetime) -> tuple[int, int, int, int]:
-    """(succeeded, failed for good, pages, rows) of the runs recorded since ``since``."""
-    async with database.connection() as conn:
-        ok = sync_runs.c.success_at >= since
-        failed = (sync_runs.c.failure_at >= since) & (
-            sync_runs.c.success_at.is_(None) | (sync_runs.c.success_at < since)
-        )
-        row = (
-            await conn.execute(
-                select(
-                    func.count().filter(ok),
-                    func.count().filter(failed),
-                    func.coalesce(func.sum(sync_runs.c.success_pages).filter(ok), 0),
-                    func.coalesce(func.sum(sync_runs.c.success_rows).filter(ok), 0),
-                )
-            )
-        ).one()
-    return int(row[0]), int(row[1]), int(row[2]), int(row[3])
-
-
-async def _per_sync(database: Database, since: datetime, cabinets: int) -> dict[str, Any]:
-    """Pages and rows a cabinet's run of each sync took (from ``sync_runs``)."""
-    async with database.connection() as conn:
-        rows = await conn.execute(
-            select(
-                sync_runs.c.sync,
-                func.sum(sync_runs.c.success_pages),
-                func.sum(sync_runs.c.success_rows),
-            )
-            .where(sync_runs.c.success_at >= since)
-            .group_by(sync_runs.c.sync)
-        )
-        return {
-            sync: {"pages": int(pages) / cabinets, "rows": int(stored) / cabinets}
-            for sync, pages, stored in rows
-        }
+# --- one run ----------------------------------------------------------------------------------
 
 
 async def _one_run(
@@ -205,7 +139,7 @@ async def _one_run(
     total = counters.get("total", {})
     makespan = figures["makespan_s"]
     pages, rows = figures["pages"], figures["rows"]
-    bound = _lower_bound_s(counters, params.time_scale, params.grace_ms / 1000.0)
+    bound = lower_bound_s(counters, params.time_scale, params.grace_ms / 1000.0)
     return {
         "redis": kind,
         "processes": processes,
@@ -275,7 +209,7 @@ async def _measured(
     peak = before["memory"]
     deadline = time.monotonic() + params.deadline_s()
     while True:
-        succeeded, failed, pages, rows = await _progress(database, since)
+        succeeded, failed, pages, rows = await progress(database, since)
         # A failure recorded for a job still live is an attempt, not the job's end: the job may
         # yet succeed (and then counts as succeeded).
         if succeeded + failed >= jobs and not await _any_live(queues):
@@ -291,7 +225,7 @@ async def _measured(
     after = await redis.totals()
     return {
         "makespan_s": makespan,
-        "per_sync": await _per_sync(database, since, params.cabinets),
+        "per_sync": await per_sync(database, since, params.cabinets),
         "succeeded": succeeded,
         "failed": failed,
         "pages": pages,
@@ -329,6 +263,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
         anchor_date=wb_today(),
         grace_ms=params.grace_ms,
         latency=ReplyLatency(median_ms=params.latency_ms, sigma=params.latency_sigma),
+        report_tasks=report_life(params.time_scale),
         serve_disabled_in_docs=True,  # every sync runs, the booking monitor's too
     )
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}

@@ -37,7 +37,7 @@ from wbsync.store.schema import dataset_table
 from wbsync.syncs import SYNCS
 from wbsync.system import clock
 from wbsync_bench import soak_retention
-from wbsync_bench.common import fresh_database, table
+from wbsync_bench.common import fresh_database, report_life, table
 from wbsync_bench.processes import WorkerProcesses, redis_under_test, seller_id
 from wbsync_bench.upstream import EmulatorProcess
 
@@ -113,6 +113,7 @@ async def _run(params: Params) -> dict[str, Any]:
         time_scale=params.time_scale,
         anchor_date=origin.date(),
         calendar_origin=origin,
+        report_tasks=report_life(params.time_scale),
         serve_disabled_in_docs=True,
     )
     samples: list[dict[str, Any]] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wbsync_bench.common import REPORT_KEPT_REAL_S
 from wbsync_bench.docs.markdown import check, fmt, table
 
 TITLE = "page: worker CPU and Redis commands per page, against bare pipelines"
@@ -20,7 +21,12 @@ def render(r: dict[str, Any]) -> str:
         "each) and worked by one `wbsync run` process (every queue's worker, "
         f"{p['concurrency']} jobs per queue) on a private Redis, a fresh database and the WB "
         "emulator answering at once on loopback, at a time scale where WB's minute lasts "
-        f"{p['wb_minute_ms']:g} ms (no run waits for WB's limits). wbsync's CPU is the worker "
+        f"{p['wb_minute_ms']:g} ms (no run waits for WB's limits). A fleet-wide sync (one job "
+        f"for the whole fleet) runs {p['cabinets']} fleet jobs instead, one after the other; "
+        f"the emulator keeps a built report {REPORT_KEPT_REAL_S / 60:g} real minutes (WB's 2 "
+        "hours would be milliseconds "
+        "at this scale), so a report sync's runs create, poll (deferring while WB builds) and "
+        "download as at WB. wbsync's CPU is the worker "
         "process's (its threads' `schedstat`) from the enqueue to the last run recorded, over "
         "the pages recorded; commands are `INFO commandstats` deltas of the private Redis "
         "(Lua's inner commands included; the producer's enqueue and the idle workers' blocking "
