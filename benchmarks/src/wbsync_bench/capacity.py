@@ -89,6 +89,8 @@ WARMUP_S_PER_CABINET = 0.5
 SETTLE_POLLS = 3
 #: How long after the first pass the backlog may take to drain before the window starts anyway.
 SETTLE_LIMIT_S = 60.0
+#: The dated report tasks' first runs start this many days back (their recent days).
+REPORT_HORIZON_DAYS = 8
 _POLL_S = 0.2
 _LOOKBACK_S = 60.0
 """Completions are re-read this far back: a run's `success_at` is stamped before its write waits
@@ -159,7 +161,11 @@ async def _one_n(params: Params, emu: EmulatorProcess, n: int, tmp: Path) -> dic
                 concurrency=params.concurrency,
                 queue_concurrency=params.queue_concurrency,
             )
-            settings = workers.settings(database_url)
+            # The steady state: a dated report's history (90 days by default, 12 tasks of paid
+            # storage a cabinet) is a one-time backfill, measured by the report fleet's test.
+            settings = workers.settings(database_url).model_copy(
+                update={"sync_report_horizon_days": REPORT_HORIZON_DAYS}
+            )
             runtime = await Runtime(settings, redis_url=redis.url).start()
             try:
                 model = Emulator(emu.config)
@@ -341,6 +347,7 @@ async def run(params: Params | None = None) -> dict[str, Any]:
             **{k: v for k, v in asdict(params).items() if k != "postgres"},
             "slots": _slots(params),
             "settle_polls": SETTLE_POLLS,
+            "report_horizon_days": REPORT_HORIZON_DAYS,
         },
         "database": "postgresql" if params.postgres else "sqlite",
         "lag_target": LAG_TARGET,
