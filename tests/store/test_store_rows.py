@@ -32,6 +32,17 @@ SAMPLE_ROWS: dict[str, dict[str, Any]] = {
         "boxTypeID": 6,
         "coefficient": -1,
     },
+    # WB's report tasks.
+    "paid_storage": {
+        "date": "2026-08-01",
+        "nmId": 5,
+        "chrtId": 9,
+        "giId": 123,
+        "warehouse": "Коледино",
+        "warehousePrice": 1.25,
+    },
+    "warehouse_remains": {"nmId": 5, "barcode": "2000", "warehouseName": "Тула", "quantity": 3},
+    "acceptance_report": {"incomeId": 41, "nmID": 5, "shkCreateDate": "2026-08-01", "total": 2},
     # Fleet-wide (no cabinet): WB's tariffs.
     "tariffs_box": {"warehouseName": "Коледино", "date": "2026-08-01", "boxDeliveryBase": "48"},
     "tariffs_pallet": {"warehouseName": "Тула", "date": "2026-08-01", "palletDeliveryExpr": "170"},

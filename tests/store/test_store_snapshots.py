@@ -107,6 +107,7 @@ def test_the_declared_kinds() -> None:
         "prices",
         "acceptance_coefficients",
         "tariffs_commission",
+        "warehouse_remains",
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from wbsync import syncs  # noqa: F401  the built-in datasets, declared, as `wbsync migrate` has
 from wbsync.store import Database
 from wbsync.system import eventloop
 

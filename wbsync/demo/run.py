@@ -37,6 +37,8 @@ from wbsync.system import clock
 from wbsync.wb.endpoints import ENDPOINTS
 
 DEMO_SCALE = 0.01
+DEMO_REPORT_HORIZON_DAYS = 8
+"""How far back the demo's dated report tasks reach: one window of paid storage."""
 DEMO_SIZES = SellerSizes(products=60, campaigns=6, report_rows=60, orders=40, sales=30)
 # Pages small enough that the brutal buckets (finance, sales) need several windows.
 DEMO_PAGES = {"finance.detailed_report": 10, "statistics.orders": 10, "statistics.sales": 10}
@@ -178,6 +180,9 @@ async def run_demo(
             "database_url": f"sqlite+aiosqlite:///{database}",
             "secret_key": base.secret_key or SecretStr(secrets.token_urlsafe(32)),
             "redis_prefix": f"{base.redis_prefix}-demo-{uuid.uuid4().hex[:8]}",
+            # The dated report tasks' recent days, not a history's backfill (12 paid storage
+            # tasks a cabinet by default): the demo shows each report's life once a cabinet.
+            "sync_report_horizon_days": DEMO_REPORT_HORIZON_DAYS,
         }
     )
     config = EmulatorConfig(
