@@ -18,7 +18,7 @@ from wbsync.config import Settings
 from wbsync.jobs.fanout import FanOut
 from wbsync.jobs.leader import FanOutLeases
 from wbsync.shared.runtime import Runtime
-from wbsync.system.supervise import supervise
+from wbsync.system.supervise import reap, supervise
 
 QUEUE = "pricing-bulk"
 
@@ -75,3 +75,25 @@ async def test_a_fanout_crashing_on_a_bad_row_is_logged_and_restarted(
         stop.set()
         await asyncio.wait_for(task, 10)
     assert task.exception() is None
+
+
+async def test_reap_ends_quietly_on_the_tasks_cancel_but_passes_on_the_reapers() -> (
+    None
+):
+    forever = asyncio.Event()
+    child = asyncio.create_task(forever.wait())
+    child.cancel()
+    await reap(child)  # its own cancellation is its end
+    assert child.cancelled()
+
+    slow = asyncio.create_task(forever.wait())
+
+    async def reaper() -> None:
+        await reap(slow)
+
+    outer = asyncio.create_task(reaper())
+    await asyncio.sleep(0)  # the reaper awaits the task
+    outer.cancel()  # a Ctrl-C of the reaper: cancels what it awaits, and is not swallowed
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    assert slow.cancelled()

@@ -18,6 +18,7 @@ from wbsync.emulator.dataset import Row
 from wbsync.emulator.emulated import expected
 from wbsync.emulator.state import Counters, EmulatorState
 from wbsync.emulator.tokens import CATEGORY_BITS, LIFETIME, Kind, mint, token_id
+from wbsync.system.supervise import reap
 
 __all__ = ["ALL_CATEGORIES", "Emulator", "running_emulator", "serve"]
 
@@ -180,8 +181,7 @@ async def running_emulator(
         yield emu
     finally:
         server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await reap(task)
         sock.close()
         sandbox.close()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from sqlalchemy import ARRAY, Integer, Text, and_, bindparam, case, func, or_, s
 from wbsync.errors import StoreError, WbMethodDisabledError
 from wbsync.store.db import Database
 from wbsync.store.schema import UtcDateTime, cabinets, sync_runs, utcnow
+from wbsync.system.supervise import reap
 
 __all__ = [
     "REASON_MAX_CHARS",
@@ -314,8 +314,7 @@ class RunLog:
         self._closed = True
         if self._flusher is not None:
             self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+            await reap(self._flusher)
         if not self._waiting:
             return
         try:

@@ -51,3 +51,14 @@ async def supervise(
         except TimeoutError:
             pass
         wait = min(wait * 2, backoff_max_s)
+
+
+async def reap(task: asyncio.Task[object]) -> None:
+    """Await ``task`` (cancelled or told to end) to its end, its own cancellation taken as its
+    end; a cancel of the awaiting task itself (a Ctrl-C, a stop) still propagates."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
