@@ -77,9 +77,7 @@ async def test_a_fanout_crashing_on_a_bad_row_is_logged_and_restarted(
     assert task.exception() is None
 
 
-async def test_reap_ends_quietly_on_the_tasks_cancel_but_passes_on_the_reapers() -> (
-    None
-):
+async def test_reap_ends_quietly_on_the_tasks_cancel_but_passes_on_the_reapers() -> None:
     forever = asyncio.Event()
     child = asyncio.create_task(forever.wait())
     child.cancel()
