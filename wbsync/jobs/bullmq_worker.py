@@ -19,9 +19,8 @@ import bullmq
 
 from wbsync.errors import MalformedJobError
 from wbsync.jobs.job_data import decode
-from wbsync.jobs.model import as_text
 from wbsync.redis import redis_bounds
-from wbsync.redis.redis_client import RedisClient, describe, is_redis_failure
+from wbsync.redis.redis_client import RedisClient, as_text, describe, is_redis_failure
 from wbsync.system import clock
 
 log = logging.getLogger(__name__)

@@ -59,8 +59,3 @@ def cabinet_or_blank(data: Any) -> str:
         return contract.cabinet_of(data)
     except MalformedJobError:
         return ""
-
-
-def as_text(value: str | bytes) -> str:
-    """A Redis reply as text (replies are bytes unless the client decodes them)."""
-    return value.decode() if isinstance(value, bytes) else value

@@ -20,13 +20,12 @@ from wbsync.jobs.model import (
     FINISHED_STATES,
     LIVE_STATES,
     EnqueueResult,
-    as_text,
     cabinet_or_blank,
     job_id,
 )
 from wbsync.jobs.views import JobView, job_states, read_jobs
 from wbsync.redis import keys, redis_bounds, redis_client
-from wbsync.redis.redis_client import describe, is_redis_failure, redis_failures
+from wbsync.redis.redis_client import as_text, describe, is_redis_failure, redis_failures
 
 _KEEP_FAILED = 1000
 ENQUEUE_BATCH = 1000

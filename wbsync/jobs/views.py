@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 from wbsync.errors import MalformedJobError, QueueError
 from wbsync.jobs.job_data import decode
-from wbsync.jobs.model import as_text, job_id
+from wbsync.jobs.model import job_id
 from wbsync.redis import redis_client
 from wbsync.redis.lua import lua_script
-from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.redis.redis_client import RedisClient, as_text, redis_failures
 
 
 @dataclass(frozen=True, slots=True)

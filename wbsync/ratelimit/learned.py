@@ -18,7 +18,7 @@ from typing import cast
 from wbsync.observability.metrics import LEARNED_LIMITS
 from wbsync.redis import keys
 from wbsync.redis.lua import lua_script
-from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.redis.redis_client import RedisClient, as_text, redis_failures
 from wbsync.system import clock
 from wbsync.values.scope import BucketScope, Limit
 
@@ -132,9 +132,9 @@ class LearnedLimits:
                 pipe.hget(key, limiter_id)
                 pipe.pexpire(key, max(1, math.ceil(self._learned_ttl_ms)))
                 _, first, _ = await pipe.execute()
-            if _text(first) == scope.group:
+            if as_text(first) == scope.group:
                 return False
-            if _text(first) != _MANY_GROUPS:
+            if as_text(first) != _MANY_GROUPS:
                 await self._redis.hset(key, limiter_id, _MANY_GROUPS)
         return True
 
@@ -160,7 +160,7 @@ class LearnedLimits:
                 "list[str | bytes]",
                 await self._redis.zrangebyscore(self._learned_index, clock.now_ms(), "+inf"),
             )
-        return {_text(m).rpartition(":")[0] for m in members}
+        return {as_text(m).rpartition(":")[0] for m in members}
 
     async def learned_many(self, scopes: Sequence[BucketScope]) -> list[Learned | None]:
         """The learned limit in force for each bucket (None: none), in the order given, in one
@@ -194,7 +194,3 @@ def index_member(scope: BucketScope) -> str:
     """The bucket in the indexes of learned limits and penalties (group names hold no
     colon)."""
     return f"{scope.cabinet}:{scope.group}"
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value

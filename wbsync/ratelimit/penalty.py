@@ -14,7 +14,7 @@ from typing import cast
 
 from wbsync.redis import keys
 from wbsync.redis.lua import lua_script
-from wbsync.redis.redis_client import RedisClient, redis_failures
+from wbsync.redis.redis_client import RedisClient, as_text, redis_failures
 from wbsync.system import clock
 
 __all__ = ["GLOBAL_GROUP", "Penalty", "PenaltyBook"]
@@ -72,14 +72,14 @@ class PenaltyBook:
         now_ms = clock.now_ms()
         with redis_failures(_FAILED):
             members = cast("list[str | bytes]", await self._redis.zrange(self._index, 0, -1))
-            names = [_text(m) for m in members]
+            names = [as_text(m) for m in members]
             async with self._redis.pipeline(transaction=False) as pipe:
                 for name in names:
                     seller, _, group = name.rpartition(":")
                     pipe.hmget(keys.penalty_key(self._prefix, seller, group), "until_ms", "words")
                 records = await pipe.execute()
         found = [
-            penalty_of(name, float(until), now_ms, _text(words) if words else None)
+            penalty_of(name, float(until), now_ms, as_text(words) if words else None)
             for name, (until, words) in zip(names, records, strict=True)
             if until is not None and float(until) > now_ms
         ]
@@ -94,9 +94,5 @@ class PenaltyBook:
             await self._redis.zrem(self._index, f"{seller}:{group}")
         if not reply:
             return None
-        until, words, now_ms = (_text(v) for v in reply)
+        until, words, now_ms = (as_text(v) for v in reply)
         return penalty_of(f"{seller}:{group}", float(until), float(now_ms), words or None)
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -222,6 +222,7 @@ async def run_scripts(
 __all__ = [
     "ClusterSeeds",
     "RedisClient",
+    "as_text",
     "connect",
     "describe",
     "is_cluster",
@@ -231,3 +232,8 @@ __all__ = [
     "run_scripts",
     "url_problem",
 ]
+
+
+def as_text(value: str | bytes) -> str:
+    """A Redis reply as text (replies are bytes unless the client decodes them)."""
+    return value.decode() if isinstance(value, bytes) else value
