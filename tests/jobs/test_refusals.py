@@ -34,7 +34,7 @@ from wbsync.system import clock
 
 SCALE = 0.005  # WB's hour is 18 s
 PROBE_S = 21600.0  # the default: scaled, a probe every 108 s (none within a test)
-SHORT_PROBE_S = 400.0  # scaled: a probe every 2 s
+SHORT_PROBE_S = 800.0  # scaled: a probe every 4 s (a loaded machine runs a job well within it)
 SELLER = "0000000e-0000-4000-8000-0000000000bb"
 FINANCE = "rnp-finance-sync"
 METHOD = "finance.detailed_report"
