@@ -241,6 +241,7 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
     """The docs section (``markdown_table`` is docs' table helper)."""
     p, growth = r["params"], r["growth"]
     dated = {dataset_table(n).name for n in soak_retention.dated_datasets()}
+    measured = sorted(n for n in dated if n in growth)  # a dataset newer than the run has none
     grown = sorted(n for n, g in growth.items() if not g["flat"])
     real_s = p["days"] * _DAY_S * p["time_scale"]
     return "\n".join(
@@ -269,9 +270,9 @@ def render(r: dict[str, Any], markdown_table: Any) -> str:
             "Rows flat over the second half: "
             + ("every table." if not grown else f"all but {', '.join(f'`{n}`' for n in grown)}.")
             + " Dated datasets ("
-            + ", ".join(f"`{n}`" for n in sorted(dated))
+            + ", ".join(f"`{n}`" for n in measured)
             + "): "
-            + ", ".join(_signed(growth[n]["rows_growth"]) for n in sorted(dated) if n in growth)
+            + ", ".join(_signed(growth[n]["rows_growth"]) for n in measured)
             + ". "
             + _sizes(growth),
             "",
