@@ -259,7 +259,8 @@ async def test_an_operator_lifts_it_through_the_cli_and_the_api(
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
     assert "lifted finance payment (WB said: no balance)" in result.output
-    assert any("resumed by hand" in r.getMessage() for r in caplog.records)
+    audit = [r.getMessage() for r in caplog.records if "resumed by hand" in r.getMessage()]
+    assert len(audit) == 1 and "by the command line (user " in audit[0], audit
     assert [s.section for s in await store.suspensions()] == ["statistics"]
     assert await _fed(runtime) == 1  # finance is fed again
 
@@ -269,6 +270,8 @@ async def test_an_operator_lifts_it_through_the_cli_and_the_api(
         assert reply.status_code == 200, reply.text
         body = reply.json()
         assert [(s["section"], s["kind"]) for s in body["lifted"]] == [("statistics", "payment")]
+        said = [r.getMessage() for r in caplog.records if "resumed by hand" in r.getMessage()]
+        assert "by API key #1 of WBSYNC_API_KEYS from " in said[-1], said
         again = await api.post(
             f"/api/v1/cabinets/{cabinet.id}/resume", json={"section": "x"}, headers=AUTH
         )

@@ -134,7 +134,8 @@ async def resume_from_page(
     that section's only), as ``POST /api/v1/cabinets/{id}/resume`` does, then back to the page
     it was on; a bodiless form, like Retry."""
     require_page_key(request)
-    await resume(runtime, await runtime.store.cabinets.get(cabinet_id), section)
+    cabinet = await runtime.store.cabinets.get(cabinet_id)
+    await resume(runtime, cabinet, section, by=caller_of(request))
     status_reader(request).invalidate()
     return RedirectResponse(_link(query), status_code=303)
 

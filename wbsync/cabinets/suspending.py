@@ -35,8 +35,11 @@ __all__ = [
     "Admission",
     "SuspendedFilter",
     "SuspensionGate",
+    "resume",
     "sections_of",
 ]
+
+audit = logging.getLogger("wbsync.audit")
 
 log = logging.getLogger(__name__)
 
@@ -243,3 +246,24 @@ class SuspendedFilter:
             return False
         relevant = _relevant(held, self._sections.get(queue, frozenset()))
         return bool(relevant) and not _due(relevant, self._now)
+
+
+async def resume(
+    store: Store, cabinet: Cabinet, section: str | None, *, by: str
+) -> list[Suspension]:
+    """Lift the cabinet's suspensions (all, or ``section``'s only) by hand, and say so in one
+    audit line (``wbsync.audit``) naming ``by``, who lifted them; what was lifted.
+
+    WARNING: what WB refused may now be asked again; the log must show who allowed it.
+    """
+    lifted = await store.lift_suspensions(cabinet.id, section)
+    audit.warning(
+        "cabinet %d %r resumed by hand by %s: %d suspension(s) lifted%s",
+        cabinet.id,
+        cabinet.name,
+        by,
+        len(lifted),
+        f" in section {section}" if section else "",
+        extra={"cabinet": str(cabinet.id)},
+    )
+    return lifted

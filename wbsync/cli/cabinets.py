@@ -19,6 +19,7 @@ from wbsync.cli.running import (
     configured_settings,
     fail,
     open_store,
+    operator,
     run_async,
 )
 from wbsync.errors import WbSyncError
@@ -143,20 +144,13 @@ def cabinets_resume(
 ) -> None:
     """Lift a cabinet's suspensions (what WB refused for good), all or one section's; its jobs
     continue from their cursors at the fan-out's next read."""
-    import logging
+    from wbsync.cabinets.suspending import resume
 
     async def go() -> None:
         async with open_store() as store:
             cabinet = await store.cabinets.get(cabinet_ref(ref))
-            lifted = await store.lift_suspensions(cabinet.id, section)
+            lifted = await resume(store, cabinet, section, by=operator())
         where = f" in section {section}" if section else ""
-        logging.getLogger("wbsync.audit").info(
-            "cabinet %d %r resumed by hand: %d suspension(s) lifted%s",
-            cabinet.id,
-            cabinet.name,
-            len(lifted),
-            where,
-        )
         if not lifted:
             typer.echo(f"cabinet {cabinet.id} {cabinet.name!r}: nothing suspended{where}")
         for s in lifted:

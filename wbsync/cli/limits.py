@@ -6,7 +6,6 @@ penalty) and the database, for the cabinets' names.
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -18,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wbsync.cli.cabinets import cabinet_ref
-from wbsync.cli.running import configured_settings, fail, run_async
+from wbsync.cli.running import configured_settings, fail, operator, run_async
 
 if TYPE_CHECKING:
     from wbsync.shared.runtime import Runtime
@@ -112,7 +111,7 @@ def limits_lift(
             fail(str(exc))
         async with _runtime(logging=True) as runtime:
             cabinet = await runtime.store.cabinets.get(cabinet_ref(ref))
-            lifted = await penalties.lift(runtime.limiter, cabinet, group, by=_operator())
+            lifted = await penalties.lift(runtime.limiter, cabinet, group, by=operator())
         if lifted is None:
             fail(
                 f"cabinet {cabinet.id} {cabinet.name!r} (seller {cabinet.seller_id}) has no "
@@ -124,12 +123,3 @@ def limits_lift(
         )
 
     run_async(go)
-
-
-def _operator() -> str:
-    """Who runs the command, as the audit line names them."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no login name (a container's unnamed uid)
-        user = "an unnamed user"
-    return f"the command line (user {user})"

@@ -8,6 +8,7 @@ Every command starts from the settings with the plugins loaded (``configured_set
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import cache
@@ -110,3 +111,12 @@ async def open_store(*, verify: bool = True) -> AsyncIterator[Store]:
         if verify:
             await store.cabinets.verify_key()
         yield store
+
+
+def operator() -> str:
+    """Who runs the command, as the audit line names them."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container's unnamed uid)
+        user = "an unnamed user"
+    return f"the command line (user {user})"

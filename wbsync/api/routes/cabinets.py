@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
+from wbsync.api.auth import caller_of
 from wbsync.api.deps import CabinetDep, RuntimeDep, status_reader
 from wbsync.api.live import cabinet_buckets, cabinet_jobs
 from wbsync.api.problems import Problem, problems
@@ -26,6 +27,7 @@ from wbsync.api.schemas import (
     TriggerOut,
     cabinet_out,
 )
+from wbsync.cabinets import suspending
 from wbsync.cabinets.cabinet_check import check_cabinet
 from wbsync.errors import CabinetNotFoundError, StoreError, TokenError
 from wbsync.jobs.contract import FLEET_JOB
@@ -120,21 +122,16 @@ async def resume_cabinet(
     """Lift the cabinet's suspensions (what WB refused for good; docs/failures.md): all of
     them, or one section's with ``{"section": ...}``. The fan-out feeds it again at its next
     read; each job continues from its cursor. ``lifted`` lists what was lifted."""
-    resumed = await resume(runtime, cabinet, body.section if body is not None else None)
+    section = body.section if body is not None else None
+    resumed = await resume(runtime, cabinet, section, by=caller_of(request))
     status_reader(request).invalidate()
     return resumed
 
 
-async def resume(runtime: Runtime, cabinet: Cabinet, section: str | None) -> ResumeOut:
-    """Lift the cabinet's suspensions, all or one section's, with a log line (the route's and
-    the status page's Resume button)."""
-    lifted = await runtime.store.lift_suspensions(cabinet.id, section)
-    log.info(
-        "cabinet resumed by hand: %d suspension(s) lifted%s",
-        len(lifted),
-        f" in section {section}" if section else "",
-        extra={"cabinet": str(cabinet.id)},
-    )
+async def resume(runtime: Runtime, cabinet: Cabinet, section: str | None, *, by: str) -> ResumeOut:
+    """Lift the cabinet's suspensions, all or one section's, with the audit line naming ``by``
+    (the route's and the status page's Resume button)."""
+    lifted = await suspending.resume(runtime.store, cabinet, section, by=by)
     return ResumeOut(
         id=cabinet.id,
         name=cabinet.name,
