@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import API_KEY, AUTH, SELLERS
 from wbsync.api.auth import COOKIE, new_session
+from wbsync.api.page import PENALTY_CABINETS_SHOWN
 from wbsync.emulator import Emulator, FaultRule
 from wbsync.errors import RateLimitExceeded
 from wbsync.ratelimit import GLOBAL_GROUP, BucketScope, Limit
@@ -89,6 +90,25 @@ async def test_penalties_are_listed_with_the_cabinets_name_and_wbs_words(
 
     penalised = await _json(api, "/api/v1/status?state=penalty")
     assert [c["cabinet"]["name"] for c in penalised["cabinets"]] == ["shop-one"]
+
+
+async def test_the_page_names_a_few_cabinets_of_a_penalised_seller_and_counts_the_rest(
+    api: httpx.AsyncClient, api_runtime: Runtime, add_cabinet: AddCabinet
+) -> None:
+    held = PENALTY_CABINETS_SHOWN + 3
+    shops = [await add_cabinet(0, name=f"shop-{n:02d}") for n in range(held)]
+    await _penalise(api_runtime, shops[0])
+
+    listed = await _json(api, "/api/v1/penalties")
+    assert len(listed[0]["cabinets"]) == held  # the API lists every one
+    html = (await api.get("/", headers=AUTH)).text
+    table = html[html.index('<table class="penalties">') : html.index("<h2>Queues</h2>")]
+    finance = next(
+        row for row in table.split("<tr ")[1:] if f'data-group="{FINANCE_EP.group}"' in row
+    )
+    named = [s.name for s in shops if f"{s.name} (#{s.id})" in finance]
+    assert named == [s.name for s in shops[:PENALTY_CABINETS_SHOWN]]
+    assert "and 3 more of this seller" in finance
 
 
 async def test_lifting_frees_the_bucket_at_once_and_writes_an_audit_line(

@@ -38,9 +38,12 @@ from wbsync.jobs.lag import LAG_WINDOW_S
 from wbsync.store.schema import CABINET_ID_MAX
 from wbsync.syncs import SYNCS
 
-__all__ = ["REFRESH_S", "router", "static_files"]
+__all__ = ["PENALTY_CABINETS_SHOWN", "REFRESH_S", "router", "static_files"]
 
 REFRESH_S = 5
+PENALTY_CABINETS_SHOWN = 5
+"""The cabinets a penalty's row names on the page (a seller may hold hundreds); the rest are
+counted, and ``GET /api/v1/penalties`` lists them all."""
 _HERE = Path(__file__).parent
 _TEMPLATE = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True).get_template(
     "status.html"
@@ -183,6 +186,7 @@ def _context(page: StatusOut, query: StatusQuery) -> dict[str, Any]:
         "sort_orders": SORT_ORDERS,
         "syncs": SYNCS,
         "lag_window_min": round(LAG_WINDOW_S / 60),
+        "penalty_cabinets_shown": PENALTY_CABINETS_SHOWN,
         "prev_link": _link(query, page=query.page - 1) if query.page > 1 else None,
         "next_link": _link(query, page=query.page + 1) if query.page < page.pages else None,
         "back": _link(query).removeprefix("/"),
