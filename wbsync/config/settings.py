@@ -143,8 +143,9 @@ class Settings(BaseSettings):
         default=64 * 1024 * 1024,
         ge=1024,
         description="The largest CSV file a reply that WB sends as a ZIP archive may inflate "
-        "to (bytes; seller analytics' nm-report downloads): counted as it inflates, whatever "
-        "the archive claims; past it the reply is unusable, naming the file and the bound.",
+        "to (bytes; seller analytics' nm-report downloads), as the archive declares it, checked "
+        "before anything is inflated (an archive that understates it fails its CRC check); past "
+        "it the reply is unusable, naming the file and the bound.",
     )
     wb_max_csv_rows: int = Field(
         default=200_000,
