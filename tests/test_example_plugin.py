@@ -12,15 +12,9 @@ it runs either way. Every process that loads a plugin is a subprocess: this one 
 from __future__ import annotations
 
 import json
-import signal
-import sqlite3
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +22,14 @@ import httpx
 import pytest
 
 from tests.support.api import API_KEY, AUTH
-from tests.support.plugins import EMULATOR_GROUP, GROUP, install, plugin_env
+from tests.support.examples import example, example_sites, run_wbsync, serving, stored
+from tests.support.plugins import plugin_env
 from wbsync.emulator import Emulator, EmulatorConfig
 from wbsync.system.procs import free_port
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "wbsync-deductions"
+EXAMPLE = example("deductions")
 QUEUE = "wb-deductions-sync"
 DEDUCTIONS_GROUP = "analytics.deductions"
-SUPPLIES = Path(__file__).parents[1] / "examples" / "wbsync-supplies"
 SUPPLIES_QUEUE = "wb-supplies-sync"
 SUPPLIES_PAGE = 7  # the emulator's page of the supplies list: a seller's 50 supplies in 8 pages
 SELLER = "7d2b4a1e-0c9f-4e51-9a30-5c1d8f2e6b47"
@@ -47,18 +41,7 @@ SECRET = "example-plugin-secret-key"
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """What the processes need on PYTHONPATH to find the plugins (nothing when pip-installed)."""
-    found: list[Path] = []
-    for name, example in (("deductions", EXAMPLE), ("supplies", SUPPLIES)):
-        try:
-            distribution(f"wbsync-{name}")
-        except PackageNotFoundError:
-            entries = {
-                GROUP: {name: f"wbsync_{name}:register"},
-                EMULATOR_GROUP: {name: f"wbsync_{name}:register_emulated"},
-            }
-            found += [install(tmp_path_factory.mktemp("site"), f"wbsync-{name}", entries)]
-            found += [example / "src"]
-    return found
+    return example_sites(tmp_path_factory.mktemp("site"), "deductions", "supplies")
 
 
 def _expected_rows(anchor: date) -> list[dict[str, Any]]:
@@ -76,47 +59,8 @@ def _expected_rows(anchor: date) -> list[dict[str, Any]]:
     return rows
 
 
-@contextmanager
-def _serving(argv: list[str], env: dict[str, str], url: str) -> Iterator[subprocess.Popen[str]]:
-    """A wbsync process answering at ``url``; SIGTERM and a clean exit at the end (the
-    emulator, a development server, may also end by the signal itself)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "wbsync", *argv], env=env, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            try:
-                httpx.get(url, timeout=5)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, f"{argv[0]} did not come up"
-                time.sleep(0.05)
-        yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-    clean = (0, -signal.SIGTERM) if argv[0] == "emulator" else (0,)
-    assert process.returncode in clean, stderr
-
-
-def _wbsync(env: dict[str, str], *argv: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "wbsync", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def _stored(db: Path, table: str = "wb_deductions") -> list[dict[str, Any]]:
-    with sqlite3.connect(db) as conn:
-        query = f"SELECT data FROM {table} WHERE deleted_at IS NULL"
-        return [json.loads(data) for (data,) in conn.execute(query)]
+    return stored(db, table)
 
 
 def _key(row: dict[str, Any]) -> tuple[int, str, int]:
@@ -174,12 +118,12 @@ def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
     )
     stock = plugin_env(*sites, **common, WBSYNC_PLUGINS="[]")
 
-    migrated = _wbsync(with_plugin, "migrate")
+    migrated = run_wbsync(with_plugin, "migrate")
     assert "tables created for declared datasets: " in migrated
     made = migrated.rsplit(": ", 1)[1]  # wbsync's report tasks' tables come first
     assert made.strip().endswith("wb_deductions, wb_supplies"), made
     token = Emulator(EmulatorConfig(seed=SEED)).token(SELLER)
-    _wbsync(with_plugin, "cabinets", "add", "shop", "--token", token)
+    run_wbsync(with_plugin, "cabinets", "add", "shop", "--token", token)
 
     emulator = ["emulator", "--port", str(emulator_port), "-c", str(tmp_path / "emulator.json")]
     emulator += ["--sandbox-port", str(free_port())]
@@ -187,8 +131,8 @@ def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
     expected = sorted(_expected_rows(anchor), key=_key)
     assert len(expected) > 2000  # three pages of 1000: waits on the plugin's bucket
     with (
-        _serving(emulator, with_plugin, f"http://127.0.0.1:{emulator_port}/"),
-        _serving(run, with_plugin, f"http://127.0.0.1:{run_port}/healthz"),
+        serving(emulator, with_plugin, f"http://127.0.0.1:{emulator_port}/"),
+        serving(run, with_plugin, f"http://127.0.0.1:{run_port}/healthz"),
     ):
         deadline = time.monotonic() + 90
         while len(_stored(db)) < len(expected):
@@ -246,13 +190,13 @@ def test_the_example_plugins_end_to_end_and_a_stock_process_beside_them(
         assert len(seqs) == 5 and seqs == sorted(set(seqs)) and feed.json()["more"] is True
 
     # ``wbsync export`` loads the plugin before it looks the dataset up.
-    exported = _wbsync(with_plugin, "export", "deductions").splitlines()
+    exported = run_wbsync(with_plugin, "export", "deductions").splitlines()
     assert sorted((json.loads(line)["data"] for line in exported), key=_key) == expected
 
     # A stock process on the same database and Redis: not loaded here, never a failure.
     # (tests/cli/test_mixed_fleet.py: a stock worker with settings naming both plugins' queues.)
-    assert "is current" in _wbsync(stock, "migrate")
-    with _serving(
+    assert "is current" in run_wbsync(stock, "migrate")
+    with serving(
         ["api", "--port", str(stock_port)], stock, f"http://127.0.0.1:{stock_port}/healthz"
     ):
         base = f"http://127.0.0.1:{stock_port}"
@@ -285,7 +229,7 @@ def test_the_example_plugins_dataset_is_discovered_with_its_declared_schema(
         WBSYNC_PLUGINS='["deductions"]',
     )
     port = free_port()  # `wbsync api` migrates the new database as it starts
-    with _serving(["api", "--port", str(port)], env, f"http://127.0.0.1:{port}/healthz"):
+    with serving(["api", "--port", str(port)], env, f"http://127.0.0.1:{port}/healthz"):
         base = f"http://127.0.0.1:{port}/api/v1/datasets"
         listed = httpx.get(base, headers=AUTH).json()["datasets"]
         one = httpx.get(f"{base}/deductions", headers=AUTH).json()

@@ -14,11 +14,13 @@ A :class:`Sync` brings what it calls (:class:`Endpoint`, each in a :class:`Secti
 key, its :data:`DatasetKind`, snapshot or stream, its retention, and its :data:`DatasetScope`:
 each cabinet's own rows, or the fleet's, stored once), so declaring the sync declares them all.
 A WB report served as a task (create, poll the status, download once) is a
-:class:`ReportTask`, whose ``sync()`` is its :class:`Sync` (``Window``, ``date_params`` and
-``download_rows`` shape it; ``ReportPending`` is its deferral while WB builds the report,
-``WbReportError`` its failure). The built-in syncs are declared with exactly these types, each
-in its own module, and registered through the same :class:`Registrar`. Everything not listed in
-``__all__`` is private to wbsync and may change without notice.
+:class:`ReportTask`, whose ``sync()`` is its :class:`Sync` (``Window``, ``date_params``,
+``download_rows``, ``task_id_of``, ``task_status``, :class:`TaskStates` and ``TASK_STATES``
+shape it; ``ReportPending`` is its deferral while WB builds the report, ``WbReportError`` its
+failure). An :class:`Endpoint` whose reply is a ZIP archive of a CSV file declares it
+(:data:`ReplyKind`, ``reply="zip-csv"``). The built-in syncs are declared with exactly these
+types, each in its own module, and registered through the same :class:`Registrar`. Everything
+not listed in ``__all__`` is private to wbsync and may change without notice.
 
 The registered tables (:data:`SYNCS`, :data:`ENDPOINTS`, :data:`DATASETS`, :data:`SECTIONS`,
 :data:`GROUPS`) are live, read-only mappings: read them when needed, never copy them at import.
@@ -57,7 +59,16 @@ from wbsync.syncs.base import (
     Text,
     optional,
 )
-from wbsync.syncs.reports import ReportTask, Window, date_params, download_rows
+from wbsync.syncs.reports import (
+    TASK_STATES,
+    ReportTask,
+    TaskStates,
+    Window,
+    date_params,
+    download_rows,
+    task_id_of,
+    task_status,
+)
 from wbsync.values.scope import Limit
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import (
@@ -66,6 +77,7 @@ from wbsync.wb.endpoints import (
     SECTIONS,
     Endpoint,
     NoData,
+    ReplyKind,
     Section,
     TypeLimits,
 )
@@ -90,6 +102,7 @@ __all__ = [
     "KEY_STR_MAX",
     "SECTIONS",
     "SYNCS",
+    "TASK_STATES",
     "TOMBSTONE_GRACE_DAYS",
     "AlembicBranch",
     "Category",
@@ -108,6 +121,7 @@ __all__ = [
     "Page",
     "RateLimitDeferred",
     "Registrar",
+    "ReplyKind",
     "ReportPending",
     "ReportTask",
     "Row",
@@ -117,6 +131,7 @@ __all__ = [
     "SyncOptions",
     "SyncPage",
     "Table",
+    "TaskStates",
     "Text",
     "TokenType",
     "TypeLimits",
@@ -136,4 +151,6 @@ __all__ = [
     "optional",
     "rows_at",
     "run_with_rate_limit_deferral",
+    "task_id_of",
+    "task_status",
 ]

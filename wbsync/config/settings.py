@@ -139,6 +139,21 @@ class Settings(BaseSettings):
         description="The largest reply body read from WB (bytes, decoded); a larger one is "
         "abandoned at that size as an unusable reply naming the method and the size.",
     )
+    wb_max_unzipped_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="The largest CSV file a reply that WB sends as a ZIP archive may inflate "
+        "to (bytes; seller analytics' nm-report downloads), as the archive declares it, checked "
+        "before anything is inflated (an archive that understates it fails its CRC check); past "
+        "it the reply is unusable, naming the file and the bound.",
+    )
+    wb_max_csv_rows: int = Field(
+        default=200_000,
+        ge=1,
+        description="The most rows the CSV file of a ZIP-archive reply may hold (its header not "
+        "counted); past it the reply is unusable, naming the file and the bound: ask WB for a "
+        "shorter period (a report task's window) or raise it.",
+    )
     wb_finance_page_rows: int = Field(
         default=10_000,
         ge=1,

@@ -22,7 +22,8 @@ from typing import Any
 
 from wbsync.store.datasets import Dataset, KeyField
 from wbsync.syncs.reports.common import HOUR, MINUTE, endpoint
-from wbsync.syncs.reports.task import ReportTask, Window, download_rows
+from wbsync.syncs.reports.shape import Window, download_rows
+from wbsync.syncs.reports.task import ReportTask
 from wbsync.wb.endpoints import Endpoint
 from wbsync.wb.paging import bad_reply
 from wbsync.wb.replies import WbReply

@@ -321,7 +321,8 @@ class WbClient:
             if not ep.says_no_data(error):
                 raise error
             return self._no_data(ep, reply, error)
-        return success(ep, reply)
+        bounds = (self._options.max_unzipped_bytes, self._options.max_csv_rows)
+        return success(ep, reply, csv_bounds=bounds)
 
     def _no_data(self, ep: Endpoint, reply: HttpReply, said: WbApiError) -> WbReply:
         # WB's way of saying "nothing here" for this method: an answer, not a failure.

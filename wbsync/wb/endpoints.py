@@ -37,9 +37,11 @@ from wbsync.wb.tokens import Category, TokenType, WbToken
 __all__ = [
     "ENDPOINTS",
     "GROUPS",
+    "REPLY_KINDS",
     "SECTIONS",
     "Endpoint",
     "NoData",
+    "ReplyKind",
     "Section",
     "TypeLimits",
     "base_url",
@@ -58,6 +60,11 @@ ENDPOINTS: Table[Endpoint] = Table("WB method")
 
 GROUPS: Table[TypeLimits] = Table("limit group")
 """Every limit group (one shared budget per seller) and its limits per token type."""
+
+ReplyKind = Literal["json", "zip-csv"]
+"""What a method's successful reply body is: JSON (WB's usual), or a ZIP archive holding one CSV
+file (``wb/zipcsv.py``: read into rows of text, bounded)."""
+REPLY_KINDS: tuple[ReplyKind, ...] = ("json", "zip-csv")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,9 @@ class Endpoint:
     claims say of its expiry and categories, since WB's answer is the point, and naming its WB
     host in the ``Host`` header, since ``/ping`` has one path on every host and one base URL
     (the emulator, a proxy) may serve them all.
+    ``reply``: what a successful reply's body is (:data:`ReplyKind`): ``"json"``, parsed into
+    ``WbReply.data``, or ``"zip-csv"``, a ZIP archive of one CSV file whose rows (dicts of the
+    header's names to the cells' text) are ``WbReply.data``.
     """
 
     name: str
@@ -138,6 +148,14 @@ class Endpoint:
     writes: bool = False
     no_data: tuple[NoData, ...] = ()
     probe: bool = False
+    reply: ReplyKind = "json"
+
+    def __post_init__(self) -> None:
+        # Refused here, so a plugin declaring one is refused when it loads.
+        if self.reply not in REPLY_KINDS:
+            raise ValueError(
+                f"{self.name}: reply must be one of {', '.join(REPLY_KINDS)}, got {self.reply!r}"
+            )
 
     @property
     def host_prefix(self) -> str:

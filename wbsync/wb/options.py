@@ -44,7 +44,9 @@ class ClientOptions:
     top of ``read_timeout_s`` per read; ``max_body_bytes`` bounds a reply body (decoded);
     ``rate_wait_max_s`` is the longest wait a rate-limit header may impose (WB seconds);
     ``finance_page_rows`` is the finance report's page size; ``limit_overrides`` replace the
-    table's limits by group; a method of ``disabled_methods`` is refused without a request.
+    table's limits by group; a method of ``disabled_methods`` is refused without a request;
+    ``max_unzipped_bytes`` and ``max_csv_rows`` bound a ZIP-of-CSV reply's CSV (uncompressed
+    size, rows; ``zipcsv.py``).
     """
 
     time_scale: float
@@ -52,6 +54,8 @@ class ClientOptions:
     max_body_bytes: int
     rate_wait_max_s: float
     finance_page_rows: int
+    max_unzipped_bytes: int
+    max_csv_rows: int
     hosts: Hosts = Hosts()
     limit_overrides: Mapping[str, Mapping[str, LimitOverride]] = field(
         default_factory=lambda: _NO_OVERRIDES

@@ -1,11 +1,12 @@
 """WB's replies read: a 2xx as a ``WbReply``, anything else as the error it is, with WB's words.
 
 Only a 2xx is an answer: a 3xx is an unusable reply (redirects are not followed, and a
-redirected write was not applied), and so is a body that is not JSON. A 4xx is a refusal of
-the error type its status says (``_ERRORS``); a 5xx a server error. Every error carries WB's
-request id (the header, else the body's) and WB's words (``words.py``), and an unusable reply
-counts against the running job's failure budget. What the client does about each (retries,
-penalties, a section stopped) is ``client.py``'s.
+redirected write was not applied), and so is a body that is not JSON (or, for a method that
+declares it, not a ZIP archive of one CSV file within its bounds: ``zipcsv.py``). A 4xx is a
+refusal of the error type its status says (``_ERRORS``); a 5xx a server error. Every error
+carries WB's request id (the header, else the body's) and WB's words (``words.py``), and an
+unusable reply counts against the running job's failure budget. What the client does about each
+(retries, penalties, a section stopped) is ``client.py``'s.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from wbsync.observability.context import report_upstream_failure
 from wbsync.wb.endpoints import Endpoint
 from wbsync.wb.http import HttpReply
 from wbsync.wb.words import body_text, wb_words
+from wbsync.wb.zipcsv import ZipCsvError, read_zip_csv
 
 __all__ = [
     "WbReply",
@@ -85,16 +87,25 @@ def json_or_none(content: bytes) -> Any:
         return None
 
 
-def success(ep: Endpoint, reply: HttpReply) -> WbReply:
+def success(ep: Endpoint, reply: HttpReply, *, csv_bounds: tuple[int, int]) -> WbReply:
     """A reply below 400 as an answer; ``WbBadResponseError`` (counted against the job's
-    failure budget) when it is not a 2xx or its body is not JSON."""
+    failure budget) when it is not a 2xx or its body is not what ``ep.reply`` declares: JSON,
+    or a ZIP archive of one CSV file within ``csv_bounds`` (its most bytes uncompressed and
+    rows; ``zipcsv.py``), whose rows are the answer's ``data``."""
     status, content = reply.status, reply.content
     if not 200 <= status < 300:
         # A redirect is no answer: WB documents none, and a write sent there was not applied.
         what = f"WB answered {status} {reply.reason} instead of a result"
         raise _unusable(ep, reply, what, wb_words(status, reply.headers, content))
     data: Any = None
-    if status != 204 and content:
+    if status != 204 and content and ep.reply == "zip-csv":
+        most_bytes, most_rows = csv_bounds
+        try:
+            data = read_zip_csv(content, max_bytes=most_bytes, max_rows=most_rows)
+        except ZipCsvError as exc:
+            # WB's words when it sent an error object in place of the archive.
+            raise _unusable(ep, reply, str(exc), wb_words(status, reply.headers, content)) from None
+    elif status != 204 and content:
         try:
             data = orjson.loads(content)
         except ValueError:

@@ -5,9 +5,14 @@ seller creates a task (``GET /api/v1/paid_storage?dateFrom&dateTo`` answers ``{"
 {"taskId": ...}}``), polls its status (``.../tasks/{task_id}/status``: ``new``, ``processing``,
 ``done``, ``purged``, ``canceled``) until WB has built it (seconds to minutes), and downloads it
 (``.../tasks/{task_id}/download``: the rows, a JSON array). WB keeps a built report for 2 hours.
+Seller analytics' reports (``nm-report`` downloads) are tasks of another shape: the seller makes
+the id and sends it in the create's JSON body (``POST``), reads the status from a list of its
+reports (``WAITING``, ``PROCESSING``, ``SUCCESS``, ``RETRY``, ``FAILED``), and downloads a ZIP
+archive of a CSV file.
 
-A :class:`ReportTask` declares such a report (its three methods, how its history is cut into
-windows WB accepts, the dataset its rows go to) and :meth:`ReportTask.sync` makes the
+A :class:`ReportTask` declares a report of either family (its three methods, how its history is
+cut into windows WB accepts, the dataset its rows go to; ``shape.py``, the parts that differ,
+the first family's by default) and :meth:`ReportTask.sync` makes the
 :class:`~wbsync.syncs.base.Sync` that runs it, so a plugin declares one like any sync. The run,
 window by window, oldest first:
 
@@ -31,7 +36,8 @@ window by window, oldest first:
 5. move the cursor to the next window, in the same page.
 
 A crash, a stop or a deferral resumes from the saved task id. A task WB lost (``purged``,
-``canceled``, or a 404 for its id) is created again, at most ``report_recreate_max`` times for
+``canceled``, ``FAILED``, a 404 for its id or a list without it) is created again (with a new
+id), at most ``report_recreate_max`` times for
 one window; a task WB has not built ``report_deadline_s`` after its creation fails the attempt
 (``WbReportError``, with that reason). Either failure first saves the cursor without the task,
 so the next attempt creates the window's task again.
@@ -44,6 +50,7 @@ a first run starts ``report_horizon_days`` back.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
@@ -55,39 +62,28 @@ from wbsync.observability.context import wait_for_upstream
 from wbsync.store.datasets import Dataset
 from wbsync.syncs.base import Count, Cursor, CursorShape, Flag, Sync, SyncInput, SyncPage, Text
 from wbsync.syncs.base import optional as _optional
+from wbsync.syncs.reports.cells import typed_rows
+from wbsync.syncs.reports.shape import (
+    TASK_STATES,
+    TaskStates,
+    Window,
+    date_params,
+    download_rows,
+    task_id_of,
+    task_status,
+)
 from wbsync.system import clock
 from wbsync.wb.client import WbClient
 from wbsync.wb.endpoints import Endpoint
-from wbsync.wb.paging import Row, bad_reply, rows_at
+from wbsync.wb.paging import bad_reply
 from wbsync.wb.replies import WbReply
 
-__all__ = ["ReportCursor", "ReportTask", "Window", "date_params", "download_rows"]
+__all__ = ["ReportCursor", "ReportTask"]
 
 log = logging.getLogger(__name__)
 
-#: What WB's status method says of a task it is still building; ``done`` is built; anything
-#: else (``purged``, ``canceled``) is a task WB lost.
-BUILDING = frozenset({"new", "processing"})
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The days one task of a dated report covers, both included."""
-
-    first: date
-    last: date
-
-
-def date_params(window: Window | None) -> dict[str, Any]:
-    """A dated report's create parameters: ``dateFrom`` and ``dateTo`` (``YYYY-MM-DD``)."""
-    if window is None:
-        return {}
-    return {"dateFrom": window.first.isoformat(), "dateTo": window.last.isoformat()}
-
-
-def download_rows(reply: WbReply, ep: Endpoint) -> list[Row]:
-    """The report's rows: the body's JSON array as WB sent it (a 204 is an empty report)."""
-    return rows_at(reply, ep)
+#: The state of a task WB does not know (a 404 for its id, or a status list without it).
+UNKNOWN = "unknown to WB"
 
 
 class ReportCursor(CursorShape):
@@ -110,16 +106,28 @@ class ReportTask:
     """A WB report served as a task: what a plugin declares to sync one.
 
     ``name`` is the queue, ``report`` the report's name in messages and on the status page.
-    ``create``, ``status`` and ``download`` are the three WB methods; the status and download
-    paths hold ``{task_id}``. ``dataset`` is where the rows go.
+    ``create``, ``status`` and ``download`` are the three WB methods; the download's path holds
+    ``{task_id}``, and so does the status's unless ``status_params`` puts the id in its query.
+    ``dataset`` is where the rows go.
 
     ``window_days``: a dated report's most days a task may cover (WB: 8 for paid storage, 31 for
     paid acceptance); its history is cut into windows of that many days, oldest first, and its
     ``dataset`` needs a key field of kind ``"date"`` (each window's days are replaced by its
     report). None: an undated report, one task a run, whose ``dataset`` is a ``"snapshot"``.
-    ``params`` makes a window's create parameters (``dateFrom``/``dateTo`` by default; an
-    undated report's fixed ones); ``rows`` turns a download reply into the rows stored (the
-    JSON array as WB sent it by default). ``interval_s`` and ``concurrency`` are the sync's.
+    ``params`` makes a window's create parameters (``dateFrom``/``dateTo`` by default, none
+    when the create sends a body; an undated report's fixed ones); ``rows`` turns a download
+    reply into the rows stored (the JSON array as WB sent it, or a ZIP-of-CSV download's rows,
+    by default). A CSV download's cells are then typed as ``dataset`` declares (``cells.py``).
+    ``interval_s`` and ``concurrency`` are the sync's.
+
+    The task's id and status, WB's reports section's way by default (``shape.py``):
+    ``create_body`` makes the create's JSON body from the window and an id wbsync made for the
+    task (a UUID; WB's nm-report downloads take the seller's own), and then the create's reply
+    is not read; without it WB makes the id (``task_id_of``: ``data.taskId``).
+    ``status_params`` makes the status call's query from the id (a status read from a list of
+    tasks); ``status_of`` reads WB's word for the task in the status reply, None when the reply
+    does not hold it (unknown to WB: created again); ``states`` says which words are building
+    and which are done (any other is a task WB lost).
     """
 
     name: str
@@ -130,12 +138,17 @@ class ReportTask:
     dataset: Dataset
     interval_s: float
     window_days: int | None = None
-    params: Callable[[Window | None], dict[str, Any]] = date_params
+    params: Callable[[Window | None], dict[str, Any]] | None = None
     rows: Callable[[WbReply, Endpoint], Sequence[Mapping[str, Any]]] = download_rows
     concurrency: int | None = None
+    create_body: Callable[[Window | None, str], Any] | None = None
+    status_params: Callable[[str], dict[str, Any]] | None = None
+    status_of: Callable[[WbReply, Endpoint, str], str | None] = task_status
+    states: TaskStates = TASK_STATES
 
     def __post_init__(self) -> None:
-        for ep in (self.status, self.download):
+        placed = (self.download,) if self.status_params else (self.status, self.download)
+        for ep in placed:
             if "{task_id}" not in ep.path:
                 raise ValueError(f"{self.name}: {ep.name}'s path must hold {{task_id}}")
         if self.window_days is not None:
@@ -258,14 +271,14 @@ class ReportTask:
             lost = None
             if not cursor.get("built"):
                 state = await self._state(client, task_id)
-                if state in BUILDING:
+                if state in self.states.building:
                     late = self._late(cursor, inp, state)
                     if late is not None:
                         yield SyncPage.checkpoint(self._afresh(cursor))
                         raise late
                     await self._wait(client, task_id)
                     continue
-                if state != "done":
+                if state not in self.states.done:
                     lost = state
             if lost is None:
                 try:
@@ -277,9 +290,9 @@ class ReportTask:
                         yield SyncPage.checkpoint({**cursor, "built": True})
                     raise
                 if not reply.no_data:
-                    yield self.rows(reply, self.download)
+                    yield self._rows(reply)
                     return
-                lost = "unknown to WB at download"
+                lost = f"{UNKNOWN} at download"
             again = int(cursor.get("recreated") or 0) + 1
             bound = inp.options.report_recreate_max
             if again > bound:
@@ -301,25 +314,37 @@ class ReportTask:
             cursor = {**self._afresh(cursor), "recreated": again}
 
     async def _create(self, client: WbClient, window: Window | None) -> str:
-        reply = await client.call(self.create, params=self.params(window))
-        data = reply.data.get("data") if isinstance(reply.data, dict) else None
-        task_id = data.get("taskId") if isinstance(data, dict) else None
-        if not isinstance(task_id, str) or not task_id:
-            raise bad_reply(reply, self.create, "expected the task id at data.taskId")
+        """Ask WB to build the window's report; the task's id (WB's, or ours when the create
+        sends a body)."""
+        if self.create_body is None:
+            params = (self.params or date_params)(window)
+            task_id = task_id_of(await client.call(self.create, params=params), self.create)
+        else:
+            task_id = str(uuid.uuid4())
+            query = self.params(window) if self.params else None
+            await client.call(self.create, params=query, json=self.create_body(window, task_id))
         log.info("%s: WB is building task %s", self.name, task_id)
         return task_id
 
     async def _state(self, client: WbClient, task_id: str) -> str:
-        """WB's word for the task: ``new``, ``processing``, ``done``, ``purged``, ``canceled``,
-        or ``unknown to WB`` (a 404 for its id)."""
-        reply = await client.call(self._at(self.status, task_id))
+        """WB's word for the task (``states``), or ``UNKNOWN`` (a 404 for its id, a status
+        list without it)."""
+        query = self.status_params(task_id) if self.status_params else None
+        reply = await client.call(self._at(self.status, task_id), params=query)
         if reply.no_data:
-            return "unknown to WB"
-        data = reply.data.get("data") if isinstance(reply.data, dict) else None
-        state = data.get("status") if isinstance(data, dict) else None
-        if not isinstance(state, str):
-            raise bad_reply(reply, self.status, "expected the task's status at data.status")
-        return state
+            return UNKNOWN
+        state = self.status_of(reply, self.status, task_id)
+        return UNKNOWN if state is None else state
+
+    def _rows(self, reply: WbReply) -> Sequence[Mapping[str, Any]]:
+        """The download's rows as stored: ``rows``, a CSV's cells typed as the dataset says."""
+        rows = self.rows(reply, self.download)
+        if self.download.reply != "zip-csv":
+            return rows
+        try:
+            return typed_rows(rows, self.dataset)
+        except ValueError as exc:
+            raise bad_reply(reply, self.download, str(exc)) from None
 
     async def _wait(self, client: WbClient, task_id: str) -> None:
         """Until the status is worth asking: one poll interval of the status method (WB's limit
