@@ -268,6 +268,23 @@ def test_page_smallest_configuration_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "bench-page.png").stat().st_size > 0
 
 
+@pytest.mark.long
+def test_page_runs_a_fleet_syncs_jobs_back_to_back_and_counts_each_runs_pages() -> None:
+    """A fleet-wide sync's measurement: one fleet job after another (each enqueued as BullMQ
+    ends the one before), every run's pages counted, though a carrier's runs share a record."""
+    tariffs = "wb-tariffs-sync"
+    reply = CliRunner().invoke(
+        app, ["page", "--sync", tariffs, "--cabinets", "3", "--rounds", "1", "--json"]
+    )
+    assert reply.exit_code == 0, reply.output
+    [run] = json.loads(reply.stdout)["runs"]
+    fleet = run["syncs"][tariffs]
+    assert fleet["failed_runs"] == 0 and fleet["pages_per_run"] == 4
+    assert fleet["rounds_wbsync_pages"] == [3 * 4]
+    assert fleet["cpu_ms_per_page"][page.WBSYNC] > 0
+    assert fleet["bullmq_commands_per_job"] >= 35  # add, take, finish: each job's own
+
+
 def test_page_refuses_an_unknown_database() -> None:
     reply = CliRunner().invoke(app, ["page", "--db", "mysql://x"])
     assert reply.exit_code == 2

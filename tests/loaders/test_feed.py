@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 
 import pytest
 import requests
@@ -12,7 +13,16 @@ import requests
 from tests.support.api import API_KEY
 from tests.support.paths import ROOT
 from wbsync.errors import LoaderError
-from wbsync.loaders.feed import DatasetInfo, FeedApi, change_row, dataset_info, is_delete
+from wbsync.loaders.feed import (
+    DatasetInfo,
+    FeedApi,
+    FeedPage,
+    change_row,
+    dataset_info,
+    is_delete,
+    resync_path,
+)
+from wbsync.store import Cabinet
 
 
 def test_a_change_is_a_delete_by_its_op_or_its_tombstone_flag() -> None:
@@ -54,3 +64,32 @@ def test_the_dlt_module_exports_the_source_alone_documented() -> None:
     loader = pytest.importorskip("wbsync.loaders.dlt")
     assert loader.__all__ == ["wbsync_source"]
     assert loader.wbsync_source.__doc__
+
+
+def test_a_fleet_wide_datasets_feed_is_the_fleets_and_its_rows_have_no_cabinet() -> None:
+    entry = {"name": "tariffs_box", "key": [{"column": "date"}], "high_water_mark": 3}
+    assert dataset_info({**entry, "scope": "fleet"}).fleet
+    assert not dataset_info({**entry, "scope": "cabinet"}).fleet
+    assert resync_path(None, "tariffs_box") == "/api/v1/datasets/tariffs_box/snapshot"
+    assert resync_path(4, "stocks") == "/api/v1/cabinets/4/datasets/stocks/snapshot"
+    change = {"seq": 7, "cabinet_id": None, "key": {"date": "2026-12-06"}, "deleted": False}
+    row = change_row({**change, "changed_at": "2026-12-06T00:00:00Z", "data": {}})
+    assert "cabinet_id" not in row and row["date"] == "2026-12-06"
+
+
+async def test_a_fleet_wide_dataset_asked_of_a_cabinet_is_an_error_not_a_gone_cabinet(
+    feed_url: str, new_cabinet: Callable[[int], Awaitable[Cabinet]]
+) -> None:
+    cabinet = await new_cabinet(0)
+
+    def read(where: int | None, dataset: str) -> object:
+        with requests.Session() as session:
+            return FeedApi(session, feed_url, API_KEY).page(where, dataset, "0")
+
+    page = await asyncio.to_thread(read, None, "tariffs_box")
+    assert isinstance(page, FeedPage) and page.rows == [] and not page.more
+    with pytest.raises(LoaderError, match="fleet-wide"):
+        await asyncio.to_thread(read, cabinet.id, "tariffs_box")
+    assert await asyncio.to_thread(read, cabinet.id + 100, "stocks") is None  # no such cabinet
+    with pytest.raises(LoaderError, match="no dataset"):
+        await asyncio.to_thread(read, None, "nothing")

@@ -1,17 +1,20 @@
 """A dlt source of wbsync's change feed: one merged table per dataset, kept by cursor.
 
-``wbsync_source(base_url, api_key)`` yields one resource per dataset. Each reads its dataset's
-feed cabinet by cabinet over the HTTP API, from the cursor dlt keeps for that (cabinet, dataset)
-in the resource's state, so a run reads only what changed since the last one. Rows merge on
-(``cabinet_id``, the dataset's key columns); a tombstone is a hard delete; when a row comes
-twice in one run, its highest ``seq`` wins. WB's data stays one JSON column, ``data``.
+``wbsync_source(base_url, api_key)`` yields one resource per dataset. A cabinet's dataset is
+read cabinet by cabinet over the HTTP API, each from the cursor dlt keeps for that (cabinet,
+dataset) in the resource's state; a fleet-wide dataset (``scope: fleet``, one copy for every
+cabinet, WB's tariffs) is read from its one fleet feed, from the one cursor kept for it. So a
+run reads only what changed since the last one. Rows merge on (``cabinet_id``, the dataset's key
+columns), a fleet-wide dataset's on its key columns alone (its table has no ``cabinet_id``); a
+tombstone is a hard delete; when a row comes twice in one run, its highest ``seq`` wins. WB's
+data stays one JSON column, ``data``.
 
-A cursor below the feed's low-water mark (410 Gone) is resynced: the cabinet's live rows come
-from its snapshot route, the rows the destination holds for that cabinet and the snapshot lacks
-are deleted, and the feed is read on from the snapshot's ``resume`` cursor. A cabinet the API no
-longer knows (404) has its rows deleted and its cursor dropped. A dataset whose high-water mark
-has not moved since the last run is not read at all. docs/data.md, "Loading into a warehouse with
-dlt", shows a pipeline.
+A cursor below the feed's low-water mark (410 Gone) is resynced: the feed's live rows come from
+its snapshot route, the rows the destination holds for that cabinet (for a fleet-wide dataset,
+in its table) and the snapshot lacks are deleted, and the feed is read on from the snapshot's
+``resume`` cursor. A cabinet the API no longer knows (404) has its rows deleted and its cursor
+dropped. A dataset whose high-water mark has not moved since the last run is not read at all.
+docs/data.md, "Loading into a warehouse with dlt", shows a pipeline.
 """
 
 from __future__ import annotations
@@ -40,10 +43,17 @@ COLUMNS: dict[str, TColumnSchema] = {
     "deleted": {"data_type": "bool", "hard_delete": True},
     "data": {"data_type": "json"},
 }
+#: A fleet-wide dataset's: the same, without the cabinet (its rows are nobody's).
+FLEET_COLUMNS = {name: hints for name, hints in COLUMNS.items() if name != "cabinet_id"}
+#: Where a fleet-wide dataset's resource keeps its one feed's cursor (a cabinet's: at its id).
+FLEET = "fleet"
 
 #: The ``seq`` of a delete the loader makes itself (a resync's, a forgotten cabinet's): above
 #: every real one, so it wins dlt's dedup over a row of the same key read earlier in the run.
 _LAST = 2**63 - 1
+
+#: A feed of one dataset: a cabinet's (its id), or the fleet's (None) for a fleet-wide dataset.
+Feed = int | None
 
 
 @dlt.source(name="wbsync", section="wbsync", max_table_nesting=0)
@@ -55,7 +65,8 @@ def wbsync_source(
     cabinets: Sequence[int] | None = None,
 ) -> Iterator[DltResource]:
     """wbsync's change feed at ``base_url``: a resource per dataset (all, or ``datasets``), of
-    every cabinet (or ``cabinets``). ``base_url`` and ``api_key`` may come from dlt's config."""
+    every cabinet (or ``cabinets``); a fleet-wide dataset's resource reads its one fleet feed,
+    whatever ``cabinets``. ``base_url`` and ``api_key`` may come from dlt's config."""
     api = FeedApi(
         Client(request_timeout=REQUEST_TIMEOUT_S, raise_for_status=False).session, base_url, api_key
     )
@@ -71,23 +82,17 @@ def _datasets(api: FeedApi, names: Sequence[str] | None) -> list[DatasetInfo]:
         if names is None:
             raise LoaderError("this wbsync has no GET /api/v1/datasets: name the datasets")
         return [DatasetInfo(n) for n in names]
-    if names is None:  # a fleet-wide dataset is read from its fleet feed, not cabinet by cabinet
-        return [d for d in known if not d.fleet]
+    if names is None:
+        return known
     by_name = {d.name: d for d in known}
     missing = [n for n in names if n not in by_name]
     if missing:
         raise LoaderError(f"no dataset {missing}; known: {', '.join(sorted(by_name))}")
-    fleet = [n for n in names if by_name[n].fleet]
-    if fleet:
-        raise LoaderError(
-            f"datasets {fleet} are fleet-wide (one copy for every cabinet): this source loads "
-            "cabinets' feeds; read GET /api/v1/datasets/<name>/changes for them"
-        )
     return [by_name[n] for n in names]
 
 
-def _primary_key(key: Sequence[str]) -> list[str]:
-    return ["cabinet_id", *key]
+def _primary_key(info: DatasetInfo, key: Sequence[str]) -> list[str]:
+    return list(key) if info.fleet else ["cabinet_id", *key]
 
 
 def _resource(
@@ -97,70 +102,88 @@ def _resource(
         _changes(api, info, wanted, follow_removed=follow_removed),
         name=info.name,
         write_disposition={"disposition": "merge", "strategy": "delete-insert"},
-        columns=COLUMNS,
+        columns=FLEET_COLUMNS if info.fleet else COLUMNS,
     )
     if info.key is not None:
-        resource.apply_hints(primary_key=_primary_key(info.key))
+        resource.apply_hints(primary_key=_primary_key(info, info.key))
     return resource
 
 
 def _changes(
     api: FeedApi, info: DatasetInfo, wanted: Callable[[], list[int]], *, follow_removed: bool
 ) -> Iterator[Any]:
-    """Every cabinet's changes of one dataset since the cursors in the resource's state."""
+    """Every feed's changes of one dataset since the cursors in the resource's state: each
+    cabinet's, or a fleet-wide dataset's one feed (no cabinet listed for it)."""
     state = dlt.current.resource_state()
     cursors: dict[str, str] = state.setdefault("cursors", {})
-    listed = wanted()
-    if _unchanged(info, state, cursors, listed):
+    feeds: Sequence[Feed] = (
+        (None,) if info.fleet else _cabinets(wanted(), cursors, follow_removed=follow_removed)
+    )
+    if _unchanged(info, state, cursors, feeds):
         return
-    # A cabinet read before and gone from the list now is read once more: the API answers
-    # its deletes, or a 404 that deletes its rows here.
-    removed = [int(c) for c in cursors if follow_removed and int(c) not in listed]
-    for cabinet in sorted({*listed, *removed}):
-        yield from _cabinet_changes(api, info, cabinet, cursors)
+    for feed in feeds:
+        yield from _feed_changes(api, info, feed, cursors)
     if info.high is not None:
         state["high"] = info.high
 
 
+def _cabinets(listed: list[int], cursors: dict[str, str], *, follow_removed: bool) -> list[int]:
+    """The cabinets to read: those listed and, following removals, those read before and gone
+    from the list now, read once more: the API answers their deletes, or a 404 that deletes
+    their rows here."""
+    removed = [int(c) for c in cursors if follow_removed and int(c) not in listed]
+    return sorted({*listed, *removed})
+
+
+def _slot(feed: Feed) -> str:
+    """The feed's key in the resource's cursors."""
+    return FLEET if feed is None else str(feed)
+
+
 def _unchanged(
-    info: DatasetInfo, state: dict[str, Any], cursors: dict[str, str], listed: list[int]
+    info: DatasetInfo, state: dict[str, Any], cursors: dict[str, str], feeds: Sequence[Feed]
 ) -> bool:
     """Whether the dataset's feed is where the last run found it (its high-water mark, as
-    discovery gives it, is the one read then) and every cabinet wanted now was read then: no
+    discovery gives it, is the one read then) and every feed wanted now was read then: no
     request to make. Sequence numbers only grow, so an equal mark means no write since."""
     if info.high is None or state.get("high") != info.high:
         return False
-    return all(str(c) in cursors for c in listed)
+    return all(_slot(f) in cursors for f in feeds)
 
 
-def _cabinet_changes(
-    api: FeedApi, info: DatasetInfo, cabinet: int, cursors: dict[str, str]
+def _where(info: DatasetInfo, feed: Feed) -> str:
+    return f"{info.name} (fleet-wide)" if feed is None else f"cabinet {feed}, {info.name}"
+
+
+def _feed_changes(
+    api: FeedApi, info: DatasetInfo, feed: Feed, cursors: dict[str, str]
 ) -> Iterator[Any]:
-    after = cursors.get(str(cabinet), "0")
+    slot = _slot(feed)
+    after = cursors.get(slot, "0")
     read: set[tuple[Any, ...]] = set()  # keys loaded this run, not yet in the destination
     resynced = False
     while True:
-        page = api.page(cabinet, info.name, after)
-        if page is None:
-            yield from _stale_deletes(info, cabinet, set(), read)
-            cursors.pop(str(cabinet), None)
+        page = api.page(feed, info.name, after)
+        if page is None:  # a cabinet the API no longer knows
+            yield from _stale_deletes(info, feed, set(), read)
+            cursors.pop(slot, None)
             return
         if isinstance(page, Gone):
             if resynced:
                 # The feed moved past the snapshot's number before it was read on from (a
                 # resync longer than the tombstones' grace): the next run starts again.
                 raise LoaderError(
-                    f"cabinet {cabinet}, {info.name}: still below the low-water mark after a "
-                    f"resync: {page.detail}"
+                    f"{_where(info, feed)}: still below the low-water mark after a resync: "
+                    f"{page.detail}"
                 )
-            after = yield from _resync(api, info, cabinet, read)
-            cursors[str(cabinet)] = after
+            after = yield from _resync(api, info, feed, read)
+            cursors[slot] = after
             resynced = True
             continue
         if page.rows:
             yield _hinted(info, page)
             read.update(_keys(info.key or page.key, page.rows))
-        cursors[str(cabinet)] = after = page.next
+        cursors[slot] = after = page.next
         if not page.more:
             return
 
@@ -181,7 +204,7 @@ def _hinted(info: DatasetInfo, page: FeedPage) -> Any:
     columns: dict[str, TColumnSchema] = {
         k: {"data_type": _key_type(sample[k]), "nullable": False} for k in key
     }
-    hints = dlt.mark.make_hints(primary_key=_primary_key(key), columns=columns)
+    hints = dlt.mark.make_hints(primary_key=_primary_key(info, key), columns=columns)
     return dlt.mark.with_hints(page.rows, hints)
 
 
@@ -190,38 +213,38 @@ def _key_type(value: object) -> TDataType:
 
 
 def _resync(
-    api: FeedApi, info: DatasetInfo, cabinet: int, read: set[tuple[Any, ...]]
+    api: FeedApi, info: DatasetInfo, feed: Feed, read: set[tuple[Any, ...]]
 ) -> Generator[Any, None, str]:
-    """The cabinet's rows replaced by its snapshot's; returns the cursor to read on from.
+    """The feed's rows replaced by its snapshot's; returns the cursor to read on from.
 
     The snapshot's rows stream through page by page; only their keys are held, to tell which
     rows it lacks of those loaded before and those ``read`` earlier in this run.
     """
     keep: set[tuple[Any, ...]] = set()
     cursor = "0"
-    for page in api.resync(cabinet, info.name):
+    for page in api.resync(feed, info.name):
         if page.rows:
             yield _hinted(info, page)
         keep |= _keys(info.key or page.key, page.rows)
         cursor = page.next
-    yield from _stale_deletes(info, cabinet, keep, read)
+    yield from _stale_deletes(info, feed, keep, read)
     return cursor
 
 
 def _stale_deletes(
-    info: DatasetInfo, cabinet: int, keep: set[tuple[Any, ...]], read: set[tuple[Any, ...]]
+    info: DatasetInfo, feed: Feed, keep: set[tuple[Any, ...]], read: set[tuple[Any, ...]]
 ) -> Iterator[Any]:
-    """Deletes of the cabinet's rows, loaded or ``read`` this run, whose keys are not in
-    ``keep``."""
+    """Deletes of the feed's rows (the cabinet's, or a fleet-wide table's), loaded or ``read``
+    this run, whose keys are not in ``keep``."""
     key = info.key or _loaded_key(info.name)
     if key is None:
         return  # nothing of this dataset was loaded yet
-    loaded = set(_loaded_keys(info.name, cabinet, key))
+    loaded = set(_loaded_keys(info.name, feed, key))
     gone = sorted((loaded | read) - keep, key=repr)
     if gone:
+        owner = {} if feed is None else {"cabinet_id": feed}
         deletes = [
-            {"cabinet_id": cabinet, **dict(zip(key, k, strict=True)), "seq": _LAST, "deleted": True}
-            for k in gone
+            {**owner, **dict(zip(key, k, strict=True)), "seq": _LAST, "deleted": True} for k in gone
         ]
         yield _hinted(info, FeedPage(deletes, key, "", False))
 
@@ -236,20 +259,22 @@ def _loaded_key(table: str) -> tuple[str, ...] | None:
     return tuple(k for k in key if k != "cabinet_id") or None
 
 
-def _loaded_keys(table: str, cabinet: int, key: Sequence[str]) -> list[tuple[Any, ...]]:
-    """The keys of the cabinet's rows the destination holds in ``table``.
+def _loaded_keys(table: str, feed: Feed, key: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The keys of the feed's rows the destination holds in ``table``: the cabinet's, or every
+    row of a fleet-wide dataset's table.
 
     Through the destination's SQL client (every destination that merges has one), not dlt's
     dataset API, which needs a sqlglot of the version it was built with.
     """
     with dlt.current.pipeline().sql_client() as client:
         columns = ", ".join(client.escape_column_name(k) for k in key)
-        query = (
-            f"SELECT {columns} FROM {client.make_qualified_table_name(table)} "
-            f"WHERE {client.escape_column_name('cabinet_id')} = %s"
-        )
+        query = f"SELECT {columns} FROM {client.make_qualified_table_name(table)}"
+        args: list[int] = []
+        if feed is not None:
+            query += f" WHERE {client.escape_column_name('cabinet_id')} = %s"
+            args.append(feed)
         try:
-            rows = client.execute_sql(query, cabinet)
+            rows = client.execute_sql(query, *args)
         except DatabaseUndefinedRelation:
             return []
     return [tuple(r) for r in rows or []]

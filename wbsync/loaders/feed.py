@@ -1,5 +1,9 @@
 """wbsync's change feed read over HTTP, for a loader: discovery, pages, gone cursors, resyncs.
 
+A feed is a cabinet's (``/api/v1/cabinets/{id}/datasets/{name}``) or, for a fleet-wide dataset
+(one copy for every cabinet), the fleet's (``/api/v1/datasets/{name}/changes``): every method
+that reads one takes the cabinet's id, or None for the fleet's.
+
 Synchronous on purpose: a loader runs inside its tool's own pipeline (dlt's extract step calls
 generators and uses ``requests``), not in wbsync's event loop. Every request goes through the
 ``requests.Session`` the caller gives (dlt's retrying one), with the API key as a bearer token.
@@ -47,7 +51,7 @@ ROW_COLUMNS = ("cabinet_id", "seq", "changed_at", "deleted", "data")
 class DatasetInfo:
     """A dataset to load: its name, key columns (``None``: read them off its first change), its
     feed's high-water mark when discovery gave one, and whether it is fleet-wide (its rows
-    nobody's: no cabinet's feed serves it)."""
+    nobody's: the fleet's feed serves it, no cabinet's)."""
 
     name: str
     key: tuple[str, ...] | None = None
@@ -57,7 +61,7 @@ class DatasetInfo:
 
 @dataclass(frozen=True, slots=True)
 class FeedPage:
-    """One page of a cabinet's feed as loadable rows; ``next`` is the cursor after it."""
+    """One page of a feed as loadable rows; ``next`` is the cursor after it."""
 
     rows: list[dict[str, Any]]
     key: tuple[str, ...] | None
@@ -88,13 +92,15 @@ def page_cursor(page: dict[str, Any]) -> str:
 
 
 def change_row(change: dict[str, Any]) -> dict[str, Any]:
-    """A change as the row a warehouse keeps: cabinet, key columns, seq, stamp, delete, data."""
+    """A change as the row a warehouse keeps: cabinet, key columns, seq, stamp, delete, data
+    (a fleet-wide dataset's change, whose ``cabinet_id`` is null, has no cabinet column)."""
     key: dict[str, Any] = change["key"]
     clash = set(key) & set(ROW_COLUMNS)
     if clash:
         raise LoaderError(f"a key column is named like a loader column: {sorted(clash)}")
+    cabinet = change["cabinet_id"]
     return {
-        "cabinet_id": change["cabinet_id"],
+        **({} if cabinet is None else {"cabinet_id": cabinet}),
         **key,
         "seq": change["seq"],
         "changed_at": change["changed_at"],
@@ -111,12 +117,17 @@ def dataset_info(entry: dict[str, Any]) -> DatasetInfo:
     return DatasetInfo(str(entry["name"]), key, int(entry["high_water_mark"]), fleet)
 
 
-def resync_path(cabinet_id: int, dataset: str) -> str:
-    """The route that answers a cabinet's live rows of a dataset and the cursor to go on from."""
+def resync_path(cabinet_id: int | None, dataset: str) -> str:
+    """The route that answers a cabinet's live rows of a dataset (the fleet's for None) and the
+    cursor to go on from."""
+    if cabinet_id is None:
+        return f"/api/v1/datasets/{quote(dataset, safe='')}/snapshot"
     return f"/api/v1/cabinets/{cabinet_id}/datasets/{quote(dataset, safe='')}/snapshot"
 
 
-def _feed_path(cabinet_id: int, dataset: str) -> str:
+def _feed_path(cabinet_id: int | None, dataset: str) -> str:
+    if cabinet_id is None:
+        return f"/api/v1/datasets/{quote(dataset, safe='')}/changes"
     return f"/api/v1/cabinets/{cabinet_id}/datasets/{quote(dataset, safe='')}"
 
 
@@ -168,21 +179,26 @@ class FeedApi:
         entries = body["datasets"] if isinstance(body, dict) else body
         return [dataset_info(e) for e in entries]
 
-    def page(self, cabinet_id: int, dataset: str, after: str) -> FeedPage | Gone | None:
-        """The cabinet's changes after ``after``: a page, Gone (410), or None (no such cabinet)."""
+    def page(self, cabinet_id: int | None, dataset: str, after: str) -> FeedPage | Gone | None:
+        """The cabinet's changes after ``after`` (the fleet's for None): a page, Gone (410), or
+        None (no such cabinet)."""
         params = {"after": after, "limit": FEED_PAGE_ROWS}
         reply = self._get(_feed_path(cabinet_id, dataset), params, expect=(404, 410))
         if reply.status_code == 410:
             return Gone(_detail(reply))
         if reply.status_code == 404:
-            if _problem(reply).get("detail", "").startswith("no dataset"):
+            # The dataset's 404 (unknown, or fleet-wide asked of a cabinet) is an error; only a
+            # cabinet's feed answers one for the cabinet itself.
+            about_dataset = _problem(reply).get("detail", "").startswith(("no dataset", "dataset "))
+            if about_dataset or cabinet_id is None:
                 raise LoaderError(f"GET {_feed_path(cabinet_id, dataset)}: {_detail(reply)}")
             return None
         return _page(reply.json())
 
-    def resync(self, cabinet_id: int, dataset: str) -> Iterator[FeedPage]:
-        """The cabinet's live rows of a dataset as of one sequence number, page by page; the
-        last page's ``next`` is the feed cursor to read on from (the snapshot's ``resume``)."""
+    def resync(self, cabinet_id: int | None, dataset: str) -> Iterator[FeedPage]:
+        """The cabinet's (the fleet's for None) live rows of a dataset as of one sequence
+        number, page by page; the last page's ``next`` is the feed cursor to read on from (the
+        snapshot's ``resume``)."""
         params: dict[str, Any] = {"after": "0", "limit": FEED_PAGE_ROWS}
         while True:
             body = self._get(resync_path(cabinet_id, dataset), params).json()

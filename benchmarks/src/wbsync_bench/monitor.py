@@ -14,6 +14,9 @@ so a log of it splits the commands of a measurement into:
 * client calls: commands a client sent (not run by a script). A pipeline's commands count one
   each, so a page's round trips are at most its calls.
 
+It also counts the jobs BullMQ ended (its ``moveToFinished`` script: a job completed, or
+failed for good), so a benchmark can wait for a job's end without sending a command of its own.
+
 Left out: the benchmark's own ``INFO`` reads and the clients' handshakes (``HELLO``, mostly
 the benchmark's: it opens a client per ``INFO``; the worker's connections are open before a
 measurement starts). ``MONITOR`` slows Redis a little, not the worker whose CPU is measured.
@@ -37,6 +40,7 @@ _LINE = re.compile(r'\[\d+ (\S+)\] "((?:[^"\\]|\\.)*)"(?: "((?:[^"\\]|\\.)*)")?'
 _BULLMQ_CLIENT_COMMANDS = frozenset({"bzpopmin", "multi", "exec"})
 _EXCLUDED = frozenset({"info", "hello", "echo"})  # the benchmark's reads, handshakes, end mark
 _END_TIMEOUT_S = 30.0
+_JOB_ENDS = "moveToFinished"  # BullMQ's script that ends a job (completed, or failed for good)
 
 
 def bullmq_script_shas() -> dict[str, str]:
@@ -67,11 +71,14 @@ class CommandLog:
     """The commands one ``MONITOR`` connection saw, counted by origin as they arrive."""
 
     def __init__(self) -> None:
-        self._shas = frozenset(bullmq_script_shas())
+        self._shas = bullmq_script_shas()
         self.total = self.bullmq = self.client_calls = 0
+        self.jobs_ended = 0
+        """Jobs BullMQ ended (``moveToFinished``) since the log began."""
         self._in_bullmq_script = False
         self._end_mark: str | None = None
         self.ended = asyncio.Event()
+        self._job_ended = asyncio.Event()
 
     def origins(self) -> Origins:
         """The counts so far."""
@@ -92,8 +99,18 @@ class CommandLog:
             self.bullmq += self._in_bullmq_script
             return
         self.client_calls += 1
-        self._in_bullmq_script = name == "evalsha" and first_arg in self._shas
+        script = self._shas.get(first_arg or "") if name == "evalsha" else None
+        self._in_bullmq_script = script is not None
         self.bullmq += self._in_bullmq_script or name in _BULLMQ_CLIENT_COMMANDS
+        if script == _JOB_ENDS:
+            self.jobs_ended += 1
+            self._job_ended.set()
+
+    async def job_ended(self, after: int) -> None:
+        """Return once more than ``after`` jobs have ended (``jobs_ended``)."""
+        while self.jobs_ended <= after:
+            self._job_ended.clear()
+            await self._job_ended.wait()
 
     def end_mark(self) -> str:
         """A fresh mark to ``ECHO``: once seen, every command sent before it was counted."""

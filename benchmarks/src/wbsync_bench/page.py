@@ -7,9 +7,10 @@ tiny (WB's minute is 60 µs), so WB's limits never make a run wait: what is meas
 waiting. For each sync, a measurement enqueues the sync's job for ``cabinets`` new cabinets (new
 cabinets every time: a first run of each, the same as the bare pipeline's) and waits until the
 runs are recorded in ``sync_runs`` (a fleet-wide sync, one job for the fleet: as many fleet jobs
-one after the other, ``wbsync_bench.page_wbsync``). The emulator keeps a built report long
-enough for its download (``common.report_life``: WB's 2 hours would be 7 ms at this scale), so
-a report sync's runs are measured as WB serves them. Between the two moments it reads:
+one after the other, each enqueued as BullMQ ends the one before, ``wbsync_bench.page_wbsync``).
+The emulator keeps a built report long enough for its download (``common.report_life``: WB's 2
+hours would be 7 ms at this scale), so a report sync's runs are measured as WB serves them.
+Between the two moments it reads:
 
 * the worker's CPU: the child's threads' CPU time from ``/proc/<pid>/task/*/schedstat``
   (nanoseconds; the per-process tick count is too coarse for a few hundred ms), over the pages
@@ -226,6 +227,7 @@ def _figures(samples: dict[str, list[dict[str, Any]]], rec: Recording) -> dict[s
         "requests_per_run": len(rec.requests),
         "rows_per_page": rec.rows / len(rec.pages) if rec.pages else 0.0,
         "failed_runs": sum(s["failed"] for s in ours),
+        "rounds_wbsync_pages": [s["pages"] for s in ours],
         "cpu_ms_per_page": cpu_ms,
         "rounds_cpu_ms_per_page": {
             mode: [1000 * s["cpu_s"] / s["pages"] for s in runs if s["pages"]]
