@@ -28,6 +28,7 @@ from wbsync_bench.docs import (
     scale,
     scaleout,
     slots,
+    slots_reports,
     soak,
     status,
 )
@@ -35,6 +36,7 @@ from wbsync_bench.docs.markdown import meta
 
 SECTIONS: dict[str, ModuleType] = {
     "slots": slots,
+    "slots_reports": slots_reports,
     "limiter": limiter,
     "reschedule": reschedule,
     "lateness": lateness,
