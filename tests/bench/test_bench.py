@@ -29,6 +29,7 @@ from wbsync_bench import (
     reschedule,
     scale,
     slots,
+    slots_reports,
     soak,
     soak_retention,
     status,
@@ -135,6 +136,38 @@ async def test_slots_defer_beats_block(redis_url: str) -> None:
     assert result["speedup_defer_vs_block"] == pytest.approx(speedup, rel=0.01)
     assert all(set(slots.COLUMNS) <= set(mode) for mode in modes.values())  # every column shown
     assert slots.tables(result)
+
+
+def test_slots_reports_backfills_every_cabinet_and_writes_its_section(tmp_path: Path) -> None:
+    """Two cabinets, two report tasks each, one round: every row stored, no attempt spent, a
+    wait for WB's build at least once a task, the figures and the docs section written."""
+    reply = CliRunner().invoke(
+        app,
+        [
+            *("slots", "--scenario", "reports", "-k", "2", "--days", "16"),
+            *("--time-scale", "0.01", "--rounds", "1", "--json", "--write-docs"),
+            *("--docs-dir", str(tmp_path)),
+        ],
+    )
+    assert reply.exit_code == 0, reply.output
+    result = json.loads(reply.stdout)
+    assert result["benchmark"] == "slots_reports" and result["params"]["windows"] == 2
+    [run] = result["rounds"]
+    assert run["rows_ok"] and run["attempts_spent"] == 0 and run["failed_jobs"] == 0
+    assert run["report_deferrals"] >= 2 * 2 and 2 * 2 <= run["status_calls"] <= run["runs"]
+    assert result["bound_s"] == pytest.approx((20 + 60) * 0.01)
+    assert 0 < result["efficiency"] == run["efficiency"]
+    assert set(slots_reports.COLUMNS) <= set(run)  # every column shown
+    page = (tmp_path / "benchmarks.md").read_text("utf-8")
+    assert "report tasks" in page
+    assert "wbsync bench slots --scenario reports --cabinets 2 --days 16" in page
+
+
+def test_slots_reports_refuses_a_bad_size() -> None:
+    reply = CliRunner().invoke(app, ["slots", "--scenario", "reports", "--days", "0"])
+    assert reply.exit_code == 2
+    said = " ".join(reply.output.replace("│", " ").split())
+    assert "cabinets, days, concurrency and rounds must each be >= 1" in said
 
 
 def test_cli_prints_one_json_object_and_writes_docs(tmp_path: Path) -> None:

@@ -114,6 +114,41 @@ async def test_penalties_are_listed_for_every_process_and_lifted_for_all(
     assert await redis.exists(record) == 0
 
 
+#: A bucket whose interval (36 s at time scale 0.01) dwarfs any delay between two passes.
+HOURLY = Limit(period_s=3600, limit=1, burst=1)
+
+
+async def test_a_refused_requests_token_is_given_back_with_the_penalty(
+    limiter_factory: LimiterFactory,
+) -> None:
+    """WB serves nothing with a 429, so it counts nothing: the token the refused request took
+    is given back and the bucket frees when WB said a retry can succeed, not an interval
+    later (kept, it would cost the whole interval)."""
+    limiter = limiter_factory(time_scale=0.01)
+    kept, given = scope(HOURLY, group="kept"), scope(HOURLY, group="given")
+    for bucket in (kept, given):
+        assert (await limiter.try_acquire(bucket)).acquired  # the request WB refused
+        await limiter.penalize(bucket, 1000, given_back=int(bucket is given))
+    assert (await limiter.peek(kept)).wait_ms > 30_000  # the token's whole interval
+    assert (await limiter.peek(given)).wait_ms <= 1000  # WB's word
+    assert all(p.remaining_ms <= 1000 for p in await limiter.penalties())  # the record is WB's
+    with pytest.raises(ValueError, match="given_back"):
+        await limiter.penalize(given, 10, given_back=-1)
+
+
+async def test_a_token_given_back_never_shortens_a_penalty_in_force(
+    limiter_factory: LimiterFactory,
+) -> None:
+    """A request sent before a penalty began, refused after it: its token is given back, but
+    the bucket still frees no earlier than the penalty lifts."""
+    limiter = limiter_factory(time_scale=0.01)
+    bucket = scope(HOURLY, group="in-force")
+    assert (await limiter.try_acquire(bucket)).acquired
+    await limiter.penalize(bucket, 60_000)
+    await limiter.penalize(bucket, 10, given_back=1)
+    assert (await limiter.peek(bucket)).wait_ms > 50_000  # not 60 s less the 36 s interval
+
+
 async def test_words_are_bounded(limiter_factory: LimiterFactory) -> None:
     limiter = limiter_factory()
     await limiter.penalize(scope(FINANCE, group="long"), 5000, words="x" * 10_000)

@@ -223,6 +223,23 @@ async def test_deferral_after_an_upstream_429(
     assert _sent(emulator) == 1
 
 
+async def test_a_429_costs_wbs_retry_not_the_buckets_interval(
+    emulator: Emulator, client_factory: ClientFactory
+) -> None:
+    """WB serves nothing with a 429: the token the refused request took is given back, so a
+    1-a-minute method refused with a short Retry is asked again after that Retry, not a minute
+    later (inside a job: a wait under the threshold, no deferral)."""
+    emulator.set_faults([FaultRule(kind="rate_limit", count=1, retry_s=1)])
+    async with client_factory() as client:
+        scope = client.scope(FINANCE_DETAILED_REPORT)
+        threshold_ms = scope.limit.interval_ms * emulator.config.time_scale / 2
+        reply = await run_with_rate_limit_deferral(
+            threshold_ms, lambda: client.call(FINANCE_DETAILED_REPORT, **FIN)
+        )
+    assert reply.status == 200
+    assert emulator.counters.total("rate_limited") == 1 and _sent(emulator) == 2
+
+
 async def test_closed_client_refuses_calls(client_factory: ClientFactory) -> None:
     client = client_factory()
     await client.aclose()

@@ -28,6 +28,11 @@
   ARGV[3i+4]  margin_ms     added to each of bucket i's token intervals, >= 0
   ARGV[3n+5]  (penalty > 0 only) words: what WB said with the penalty, for its record ("" =
               nothing)
+  ARGV[3n+6]  (penalty > 0 only) given back: tokens of the first bucket that the refused
+              request took and WB did not count (a 429 serves nothing), returned before the
+              penalty applies (never past a full bucket, never before a penalty already in
+              force lifts), so the bucket frees when WB said a retry can succeed, not one
+              interval later; 0: none
 
   (The record and the words come only with a penalty: each key and argument is encoded and
   sent on every take, and the take is the hot path.)
@@ -80,6 +85,17 @@ for i = 1, n do
     span = (burst - 1) * interval
   end
   if i == 1 and penalty > 0 then
+    local given_back = tonumber(ARGV[3 * n + 6]) or 0
+    if given_back > 0 and interval > 0 and tat > now then
+      -- Never before a penalty already in force lifts: only the refused request's own token.
+      local floor = now
+      local lifts = tonumber(redis.call('HGET', KEYS[2 * n + 1], 'until_ms'))
+      if lifts and lifts > now then
+        floor = lifts + span
+      end
+      tat = math.min(tat, math.max(floor, tat - given_back * interval))
+      changed[i] = true
+    end
     -- The first token becomes available when tat - (burst - 1) * interval is reached.
     local penalized = now + penalty + span
     if penalized > tat then

@@ -164,20 +164,31 @@ class RateLimiter:
         return out
 
     async def penalize(
-        self, scope: BucketScope, wait_ms: float, *, words: str | None = None
+        self,
+        scope: BucketScope,
+        wait_ms: float,
+        *,
+        words: str | None = None,
+        given_back: int = 0,
     ) -> None:
         """Make the bucket's next token free no earlier than ``wait_ms`` from now, for everyone,
         and record the penalty with WB's ``words`` (``clean_words``) until it lifts. A wait
-        past ``max_wait_ms`` is clamped to it; NaN or <= 0 changes nothing."""
+        past ``max_wait_ms`` is clamped to it; NaN or <= 0 changes nothing.
+
+        ``given_back``: tokens of the bucket that the refused request took and WB did not count
+        (WB serves nothing with a 429), returned in the same pass before the penalty applies,
+        so the bucket frees when WB said a retry can succeed, not one interval later."""
         if not wait_ms > 0:
             return
+        if given_back < 0:
+            raise ValueError(f"given_back must be >= 0, got {given_back}")
         penalty_ms = min(float(wait_ms), self._max_wait_ms)
         text = clean_words(words) or ""
         with redis_failures(_FAILED):
             record = keys.penalty_key(self._prefix, scope.cabinet, scope.group)
             reply = await self._script(
                 keys=[*self._keys((scope,)), record],
-                args=[*self._args((scope,), cost=0, penalty_ms=penalty_ms), text],
+                args=[*self._args((scope,), cost=0, penalty_ms=penalty_ms), text, given_back],
             )
         await self._book.index(index_member(scope), float(reply[2]) + penalty_ms, float(reply[2]))
 

@@ -286,13 +286,16 @@ class WbClient:
         words = wb_words(reply.status, reply.headers, reply.content)
         # Everyone sharing the bucket waits, not just this caller: WB counts the seller. A 429
         # of WB's global limiter is not about this method: every method of the seller waits,
-        # and it teaches nothing of the method's rate.
+        # and it teaches nothing of the method's rate. The refused request's token is given
+        # back (WB served nothing, so counted nothing): the bucket frees when WB says a retry
+        # can succeed, not a whole interval later (a request that reached WB a few ms early,
+        # on a loaded machine, would otherwise cost a window).
         if await self._feedback.is_global(scope, body, words):
             target = self._limiter.seller_scope(scope.cabinet)
         else:
             target = scope
             await self._feedback.on_429(scope, headers, acquired, replied_at)
-        await self._limiter.penalize(target, wait_ms, words=words)
+        await self._limiter.penalize(target, wait_ms, words=words, given_back=1)
         if self._throughput is not None:
             await self._throughput.rate_limited()
         rid = request_id(reply.headers, body)

@@ -15,6 +15,7 @@ import importlib
 import json
 import time
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -89,22 +90,71 @@ def _finish(results: dict[str, dict[str, Any]], ctx: typer.Context, *, command: 
         docs.write_docs(results, docs_dir=ctx.params["docs_dir"], command=command)
 
 
+class SlotsScenario(StrEnum):
+    """What ``slots`` runs."""
+
+    pages = "pages"
+    reports = "reports"
+
+
 @command(app, "slots")
 def slots_cmd(
     ctx: typer.Context,
-    cabinets: Annotated[int, typer.Option("--cabinets", "-k", help="K cabinets.")] = 20,
+    scenario: Annotated[
+        SlotsScenario,
+        typer.Option(
+            help="pages: K cabinets x P pages of the finance report, waiting three ways "
+            "(defer, block, retry); reports: K cabinets backfilling paid storage through "
+            "report tasks (slot efficiency against WB's bound)."
+        ),
+    ] = SlotsScenario.pages,
+    cabinets: Annotated[
+        int | None, typer.Option("--cabinets", "-k", help="K cabinets (pages 20, reports 50).")
+    ] = None,
     pages: Annotated[int, typer.Option("--pages", "-p", help="P pages per cabinet.")] = 6,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Worker slots.")] = 1,
-    time_scale: Annotated[float, typer.Option(help="Multiplies WB's 60 s window.")] = 0.01,
+    days: Annotated[
+        int, typer.Option(help="reports: days each cabinet backfills (8 a task: 90 are 12).")
+    ] = 90,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", help="Worker slots (pages 1, reports 16).")
+    ] = None,
+    time_scale: Annotated[
+        float | None, typer.Option(help="Multiplies WB's periods (pages 0.01, reports 0.1).")
+    ] = None,
     rounds: Annotated[
-        int, typer.Option(help="Rounds of defer and retry (ABBA); block runs once, mid-way.")
-    ] = 2,
-    sweep: Annotated[bool, typer.Option("--sweep", help=f"Also run K in {SWEEP}; plot.")] = False,
+        int | None,
+        typer.Option(
+            help="pages: rounds of defer and retry (ABBA; block runs once, mid-way), 2; "
+            "reports: rounds of the backfill, 3."
+        ),
+    ] = None,
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help=f"pages: also run K in {SWEEP}; plot.")
+    ] = False,
+    postgres: PostgresOpt = None,
 ) -> None:
-    """Makespan of K cabinets x P pages of the finance report: defer vs block vs retry."""
+    """Worker slots while WB makes jobs wait: finance pages (defer vs block vs retry), or
+    report tasks (a fleet's backfill against WB's bound)."""
+    chosen = {
+        k: v
+        for k, v in ctx.params.items()
+        if k in ("cabinets", "concurrency", "time_scale", "rounds") and v is not None
+    }
+    if scenario is SlotsScenario.reports:
+        from wbsync.errors import ConfigError
+        from wbsync_bench import slots_reports
+
+        try:
+            report_params = slots_reports.Params(days=days, postgres=postgres, **chosen)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        _run_one(
+            ctx, "slots_reports", lambda url: slots_reports.run(url, report_params), private=False
+        )
+        return
     from wbsync_bench import slots
 
-    params = bench_params(slots.Params, ctx)
+    params = slots.Params(pages=pages, **chosen)
     sizes = SWEEP if sweep else ()
     _run_one(ctx, "slots", lambda url: slots.run(url, params, sweep=sizes), private=False)
 

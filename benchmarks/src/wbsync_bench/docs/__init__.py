@@ -28,6 +28,7 @@ from wbsync_bench.docs import (
     scale,
     scaleout,
     slots,
+    slots_reports,
     soak,
     status,
 )
@@ -35,6 +36,7 @@ from wbsync_bench.docs.markdown import meta
 
 SECTIONS: dict[str, ModuleType] = {
     "slots": slots,
+    "slots_reports": slots_reports,
     "limiter": limiter,
     "reschedule": reschedule,
     "lateness": lateness,
@@ -77,7 +79,9 @@ at `all`'s sizes about 5; `wbsync bench all
 minutes more. `status` and `scaleout` run on their own (`wbsync bench status --write-docs`,
 about 10 s; `wbsync bench scaleout --write-docs`, about 20 minutes at its default 1,000
 cabinets); each scaleout configuration (cabinets, jobs per queue per process) keeps its own
-section. `all` runs the change feed's benchmarks small (data: 10 cabinets, 3 runs; feed: up to
+section. The report tasks' slots run on their own too (`wbsync bench slots --scenario reports
+--write-docs`, 3 rounds of about a minute and ten seconds at its defaults). `all` runs the change
+feed's benchmarks small (data: 10 cabinets, 3 runs; feed: up to
 100,000 rows; soak: one simulated day); their full sizes run on their own, each size keeping its
 section: `wbsync bench data --cabinets 100 --runs 10 --postgres <admin URL> --write-docs`,
 `wbsync bench feed --postgres <admin URL> --write-docs` (up to 1,000,000 rows) and
