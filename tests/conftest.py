@@ -147,9 +147,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
+# One factory for the whole session: pytest-asyncio makes each factory a parameter of its
+# session-scoped loop fixture, so a factory made anew for each test would be a new parameter
+# each time, and every session-scoped fixture (the loop, the Redis, the migrated databases)
+# would be torn down and made again around every test.
+_LOOP_FACTORY = hangs.tracked(eventloop.new_event_loop)
+
+
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
     """The suite's tests run on the loop wbsync's processes run on (``wbsync.system.eventloop``)."""
-    return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}
+    return {eventloop.NAME: _LOOP_FACTORY}
 
 
 @pytest.hookimpl(tryfirst=True)
