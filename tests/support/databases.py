@@ -54,41 +54,74 @@ class DatabaseFactory:
         self._postgres_url = postgres_url
         self._prefix = f"wbsync_test_{secrets.token_hex(4)}"
         self._count = 0
-        self._postgres_names: list[str] = []
+        self._postgres_names: list[str] = []  # still to drop, the shared migrated ones too
+        self._fresh: list[str] = []  # made by new_url since the last release
         self._migrated: dict[str, str] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drops: list[asyncio.Task[None]] = []
+        self._slots: asyncio.Semaphore | None = None
 
     async def new_url(self, backend: str) -> str:
-        """The URL of a new, empty database on ``backend``."""
+        """The URL of a new, empty database on ``backend``; the test's own: ``release`` drops it
+        when the test is over."""
+        name, url = await self._create(backend)
+        if name is not None:
+            self._fresh.append(name)
+        return url
+
+    async def _create(self, backend: str) -> tuple[str | None, str]:
+        """A new database's name (None for SQLite, nothing to drop) and URL."""
         name = f"{self._prefix}_{self._count}"
         self._count += 1
         if backend == "sqlite":
-            return f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
+            return None, f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
         assert self._postgres_url is not None
+        self._loop = asyncio.get_running_loop()
         await self.admin(f'CREATE DATABASE "{name}"')
         self._postgres_names.append(name)
         url = make_url(self._postgres_url).set(database=name)
-        return url.render_as_string(hide_password=False)
+        return name, url.render_as_string(hide_password=False)
 
     async def migrated_url(self, backend: str) -> str:
         """A database migrated to head, shared by the session's tests on ``backend``."""
         if backend not in self._migrated:
-            url = await self.new_url(backend)
+            _, url = await self._create(backend)
             async with Database(url) as db:
                 await db.migrate()
             self._migrated[backend] = url
         return self._migrated[backend]
 
+    def release(self) -> None:
+        """The databases ``new_url`` made since the last release are done with (their test is
+        over): they are dropped in the background, on the loop that made them, while the next
+        tests run. A drop waits for a checkpoint of the whole server; done at the session's end
+        instead, a worker's drops were the tail of the run."""
+        names, self._fresh = self._fresh, []
+        if names and self._loop is not None and not self._loop.is_closed():
+            self._drops.append(self._loop.create_task(self._drop(names)))
+        else:
+            self._fresh += names
+
     async def drop_all(self) -> None:
-        """Drop every PostgreSQL database this session created (SQLite files go with tmp)."""
+        """Drop every PostgreSQL database this session created (SQLite files go with tmp),
+        waiting for the drops under way first."""
+        await asyncio.gather(*self._drops)
+        await self._drop(list(self._postgres_names))
+
+    async def _drop(self, names: list[str]) -> None:
         # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
         # At most DROP_CONNECTIONS at once: the server's connections are shared with others.
-        slots = asyncio.Semaphore(DROP_CONNECTIONS)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(DROP_CONNECTIONS)
+        slots = self._slots
 
         async def drop(name: str) -> None:
             async with slots:
                 await self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if name in self._postgres_names:
+                self._postgres_names.remove(name)
 
-        await asyncio.gather(*(drop(name) for name in self._postgres_names))
+        await asyncio.gather(*(drop(name) for name in names))
 
     async def admin(self, sql: str) -> None:
         """Run ``sql`` on the configured PostgreSQL server's own database, outside a transaction."""
