@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from sqlalchemy import text
@@ -22,6 +23,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from tests.support.paths import ROOT
 from wbsync.catalog.registry import BUILTIN
 from wbsync.store import DATASETS, Database
+from wbsync.system import eventloop
 
 POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
 TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
@@ -54,29 +56,28 @@ class DatabaseFactory:
         self._postgres_url = postgres_url
         self._prefix = f"wbsync_test_{secrets.token_hex(4)}"
         self._count = 0
-        self._postgres_names: list[str] = []  # still to drop, the shared migrated ones too
+        self._postgres_names: list[str] = []  # the shared migrated ones too
         self._fresh: list[str] = []  # made by new_url since the last release
+        self._dropped: set[str] = set()
         self._migrated: dict[str, str] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._drops: list[asyncio.Task[None]] = []
-        self._slots: asyncio.Semaphore | None = None
+        self._dropper: ThreadPoolExecutor | None = None
+        self._drops: list[Future[None]] = []
 
     async def new_url(self, backend: str) -> str:
-        """The URL of a new, empty database on ``backend``; the test's own: ``release`` drops it
-        when the test is over."""
+        """The URL of a new, empty database on ``backend``, the test's own: ``release`` drops
+        it once the test is over."""
         name, url = await self._create(backend)
         if name is not None:
             self._fresh.append(name)
         return url
 
     async def _create(self, backend: str) -> tuple[str | None, str]:
-        """A new database's name (None for SQLite, nothing to drop) and URL."""
+        """A new database's name (None for SQLite: nothing to drop) and URL."""
         name = f"{self._prefix}_{self._count}"
         self._count += 1
         if backend == "sqlite":
             return None, f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
         assert self._postgres_url is not None
-        self._loop = asyncio.get_running_loop()
         await self.admin(f'CREATE DATABASE "{name}"')
         self._postgres_names.append(name)
         url = make_url(self._postgres_url).set(database=name)
@@ -93,33 +94,36 @@ class DatabaseFactory:
 
     def release(self) -> None:
         """The databases ``new_url`` made since the last release are done with (their test is
-        over): they are dropped in the background, on the loop that made them, while the next
-        tests run. A drop waits for a checkpoint of the whole server; done at the session's end
-        instead, a worker's drops were the tail of the run."""
+        over): a thread of the factory's own drops them while the next tests run, on a loop of
+        its own (the tests' loop keeps its timing). A drop waits for a checkpoint of the whole
+        server: left for the session's end, a worker's drops were the tail of the run."""
         names, self._fresh = self._fresh, []
-        if names and self._loop is not None and not self._loop.is_closed():
-            self._drops.append(self._loop.create_task(self._drop(names)))
-        else:
-            self._fresh += names
+        if names:
+            if self._dropper is None:
+                self._dropper = ThreadPoolExecutor(1, thread_name_prefix="database-drops")
+            self._drops.append(self._dropper.submit(self._drop_in_thread, names))
 
     async def drop_all(self) -> None:
         """Drop every PostgreSQL database this session created (SQLite files go with tmp),
-        waiting for the drops under way first."""
-        await asyncio.gather(*self._drops)
-        await self._drop(list(self._postgres_names))
+        once the drops under way are done."""
+        if self._dropper is not None:
+            await asyncio.to_thread(self._dropper.shutdown)
+            for done in self._drops:
+                done.result()  # a drop that failed fails the session's end, named
+        await self._drop([name for name in self._postgres_names if name not in self._dropped])
+
+    def _drop_in_thread(self, names: list[str]) -> None:
+        eventloop.run(self._drop(names))
 
     async def _drop(self, names: list[str]) -> None:
         # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
         # At most DROP_CONNECTIONS at once: the server's connections are shared with others.
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(DROP_CONNECTIONS)
-        slots = self._slots
+        slots = asyncio.Semaphore(DROP_CONNECTIONS)
 
         async def drop(name: str) -> None:
             async with slots:
                 await self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            if name in self._postgres_names:
-                self._postgres_names.remove(name)
+            self._dropped.add(name)
 
         await asyncio.gather(*(drop(name) for name in names))
 
