@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sqlite3
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy import text
@@ -60,6 +62,7 @@ class DatabaseFactory:
         self._fresh: list[str] = []  # made by new_url since the last release
         self._dropped: set[str] = set()
         self._migrated: dict[str, str] = {}
+        self._templates: dict[str, str] = {}
         self._dropper: ThreadPoolExecutor | None = None
         self._drops: list[Future[None]] = []
 
@@ -71,14 +74,33 @@ class DatabaseFactory:
             self._fresh.append(name)
         return url
 
-    async def _create(self, backend: str) -> tuple[str | None, str]:
-        """A new database's name (None for SQLite: nothing to drop) and URL."""
+    async def new_migrated_url(self, backend: str) -> str:
+        """As ``new_url``, but migrated to head: a copy of the session's template on
+        ``backend`` (PostgreSQL's ``CREATE DATABASE ... TEMPLATE``, SQLite's backup of the
+        file), which ``migrate`` then finds current. For a test that needs a database of its
+        own, not one that tells what a migration of an empty database does."""
+        template = await self._template(backend)
+        name, url = await self._create(backend, template=template)
+        if name is None:
+            with (
+                closing(sqlite3.connect(make_url(template).database or "")) as source,
+                closing(sqlite3.connect(make_url(url).database or "")) as copy,
+            ):
+                source.backup(copy)
+        else:
+            self._fresh.append(name)
+        return url
+
+    async def _create(self, backend: str, *, template: str | None = None) -> tuple[str | None, str]:
+        """A new database's name (None for SQLite: nothing to drop) and URL; on PostgreSQL, a
+        copy of the database at ``template`` when given."""
         name = f"{self._prefix}_{self._count}"
         self._count += 1
         if backend == "sqlite":
             return None, f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
         assert self._postgres_url is not None
-        await self.admin(f'CREATE DATABASE "{name}"')
+        copied = f' TEMPLATE "{make_url(template).database}"' if template else ""
+        await self.admin(f'CREATE DATABASE "{name}"{copied}')
         self._postgres_names.append(name)
         url = make_url(self._postgres_url).set(database=name)
         return name, url.render_as_string(hide_password=False)
@@ -86,11 +108,21 @@ class DatabaseFactory:
     async def migrated_url(self, backend: str) -> str:
         """A database migrated to head, shared by the session's tests on ``backend``."""
         if backend not in self._migrated:
-            _, url = await self._create(backend)
-            async with Database(url) as db:
-                await db.migrate()
-            self._migrated[backend] = url
+            self._migrated[backend] = await self._new_migrated(backend)
         return self._migrated[backend]
+
+    async def _template(self, backend: str) -> str:
+        """The session's template on ``backend``: migrated to head, then never connected to
+        again (PostgreSQL copies a database only while nobody is connected to it)."""
+        if backend not in self._templates:
+            self._templates[backend] = await self._new_migrated(backend)
+        return self._templates[backend]
+
+    async def _new_migrated(self, backend: str) -> str:
+        _, url = await self._create(backend)
+        async with Database(url) as db:
+            await db.migrate()
+        return url
 
     def release(self) -> None:
         """The databases ``new_url`` made since the last release are done with (their test is
