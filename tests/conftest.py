@@ -146,6 +146,15 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist hands tests out one at a time (``--maxschedchunk 1``) unless told
+    otherwise: by default its first hand-out is a chunk of consecutive tests per worker, a
+    quarter of that worker's share, and the first chunk held every ``long`` test, one after
+    the other in one worker, which then ended the run alone (docs/development.md)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk") is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``long`` first, each group in its order: pytest-xdist hands tests out in
     this order, so the longest start while the others fill the workers around them, and none
