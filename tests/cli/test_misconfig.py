@@ -15,18 +15,14 @@ import asyncio
 import os
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.support.api import API_KEY
-from wbsync.cli import app
-from wbsync.cli.running import _warn_once
-from wbsync.config import get_settings
+from tests.support.commands import invoke_clean
 from wbsync.store import Database, Store
 from wbsync.system.procs import free_port
 
@@ -37,8 +33,6 @@ CLOSED = "{closed}"  # a loopback port nothing listens on
 KEYED_DB = "{keyed_db}"  # a SQLite file holding one cabinet stored under KEY
 FIX_REDIS = "start Redis there or fix the URL"
 WRITE_REDIS = "write redis://host:6379/0"
-# Seconds a thread the command started may take to end once the command has returned.
-JOIN_BOUND_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -251,24 +245,7 @@ def _setup(case: Case, cwd: Path, places: dict[str, str]) -> dict[str, str]:
 def _in_process(
     case: Case, cwd: Path, places: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> Outcome:
-    settings = _setup(case, cwd, places)
-    for var in [v for v in os.environ if v.startswith("WBSYNC_")]:
-        monkeypatch.delenv(var)
-    for var, value in settings.items():
-        monkeypatch.setenv(var, value)
-    monkeypatch.chdir(cwd)
-    get_settings.cache_clear()
-    _warn_once.cache_clear()  # a warning this process printed before is printed again
-    threads = set(threading.enumerate())
-    try:
-        # Not caught: an exception the command lets out fails the test with its traceback.
-        done = CliRunner().invoke(app, list(case.argv), catch_exceptions=False)
-    finally:
-        get_settings.cache_clear()
-    # A thread the command left running that is not a daemon would hold a process's exit.
-    for thread in set(threading.enumerate()) - threads:
-        thread.join(timeout=0 if thread.daemon else JOIN_BOUND_S)
-        assert thread.daemon or not thread.is_alive(), f"{thread!r} outlived the command"
+    done = invoke_clean(case.argv, _setup(case, cwd, places), cwd, monkeypatch)
     return Outcome(done.exit_code, done.stderr, tuple(_fill(w, places) for w in case.says))
 
 
