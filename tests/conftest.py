@@ -56,6 +56,9 @@ def _restore_root_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
+_FACTORY = pytest.StashKey[DatabaseFactory]()
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """WBSYNC_REDIS_URL if set, else a private redis-server for the whole session."""
@@ -93,11 +96,14 @@ def limiter_factory(redis: Redis, prefix: str) -> LimiterFactory:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def database_factory(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> AsyncIterator[DatabaseFactory]:
-    """The session's maker of throwaway databases."""
+    """The session's maker of throwaway databases; a test's own are dropped once it is over
+    (``pytest_runtest_teardown``)."""
     factory = DatabaseFactory(tmp_path_factory.mktemp("store"), os.environ.get(POSTGRES_ENV))
+    request.config.stash[_FACTORY] = factory
     yield factory
+    del request.config.stash[_FACTORY]
     await factory.drop_all()
 
 
@@ -140,6 +146,15 @@ async def emu_http(emulator: Emulator) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist hands tests out one at a time (``--maxschedchunk 1``) unless told
+    otherwise: by default its first hand-out is a chunk of consecutive tests per worker, a
+    quarter of that worker's share, and the first chunk held every ``long`` test, one after
+    the other in one worker, which then ended the run alone (docs/development.md)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk") is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``long`` first, each group in its order: pytest-xdist hands tests out in
     this order, so the longest start while the others fill the workers around them, and none
@@ -147,14 +162,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
+# pytest-asyncio makes the loop factory a parameter of its session-scoped loop fixture
+# (``_asyncio_loop_factory``, which the session's runner uses): a test whose parameter differs
+# from the previous test's has every session-scoped fixture (the loop, the Redis, the
+# databases and their migrations) torn down and made again around it. So there is one factory
+# for the whole session, and every test carries it: an async test through pytest-asyncio's
+# hook, a sync test (whose async fixtures run on the session's loop too) through
+# ``pytest_generate_tests`` below.
+_LOOP_FACTORY = hangs.tracked(eventloop.new_event_loop)
+_LOOP_FIXTURE = "_asyncio_loop_factory"
+
+
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
     """The suite's tests run on the loop wbsync's processes run on (``wbsync.system.eventloop``)."""
-    return {eventloop.NAME: hangs.tracked(eventloop.new_event_loop)}
+    return {eventloop.NAME: _LOOP_FACTORY}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A sync test gets the session's loop factory as an async test does (see above)."""
+    if _LOOP_FIXTURE not in metafunc.fixturenames:
+        metafunc.fixturenames.append(_LOOP_FIXTURE)
+        metafunc.parametrize(
+            _LOOP_FIXTURE,
+            [_LOOP_FACTORY],
+            ids=[pytest.HIDDEN_PARAM],
+            indirect=True,
+            scope="session",
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     hangs.setup_begins(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Once a test and its fixtures are torn down, the databases it made are dropped in the
+    background (``DatabaseFactory.release``)."""
+    try:
+        return (yield)
+    finally:
+        factory = item.config.stash.get(_FACTORY, None)
+        if factory is not None:
+            factory.release()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -384,7 +384,7 @@ async def _start_runtime(
     settings = Settings(
         redis_url=url,
         redis_prefix=prefix,
-        database_url=await database_factory.new_url("sqlite"),
+        database_url=await database_factory.new_migrated_url("sqlite"),
         secret_key=SecretStr(SECRET),
         api_keys=[SecretStr(API_KEY)],
         wb_base_url=emulator.base_url,

@@ -52,7 +52,7 @@ async def api_runtime(
         redis_prefix=prefix,
         secret_key=SecretStr(SECRET),
         api_keys=[SecretStr(API_KEY)],
-        database_url=await database_factory.new_url(db_backend),
+        database_url=await database_factory.new_migrated_url(db_backend),
         wb_base_url=api_emulator.base_url,
         time_scale=SCALE,
     )

@@ -116,7 +116,10 @@ async def test_a_server_without_a_secret_key_answers_503_not_500(
     api_runtime: Runtime, api_emulator: Emulator, db_backend: str, database_factory: DatabaseFactory
 ) -> None:
     settings = api_runtime.settings.model_copy(
-        update={"secret_key": None, "database_url": await database_factory.new_url(db_backend)}
+        update={
+            "secret_key": None,
+            "database_url": await database_factory.new_migrated_url(db_backend),
+        }
     )
     runtime = await Runtime(settings, redis_url=api_runtime.redis_url).start()
     try:

@@ -45,7 +45,7 @@ async def outage_runtime(
         redis_url=server.url,
         secret_key=SecretStr(SECRET),
         api_keys=[SecretStr(API_KEY)],
-        database_url=await database_factory.new_url("sqlite"),
+        database_url=await database_factory.new_migrated_url("sqlite"),
     )
     runtime = await Runtime(settings, redis_url=server.url).start()
     try:

@@ -1,7 +1,12 @@
-"""Start-up misconfigurations, each run as the real command in a clean environment: exit status
-2 and one ``error:`` line on stderr that says what to do; never a traceback.
+"""Start-up misconfigurations: exit status 2 and one ``error:`` line on stderr that says what to
+do; never a traceback.
 
-Each case is its own test (one process each): the suite's workers share them out.
+Every case runs through the command line in this process, in a clean environment (no other
+``WBSYNC_*`` variable, a working directory of its own), on the code path the real command takes.
+What only a process shows (a thread or a task that holds its exit, or writes to stderr as it
+ends) comes from what a command opened before it failed: one case of each connection opened so
+(Redis from ``run`` and from the demo, a SQLite file, PostgreSQL) also runs as the real command
+in a process of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.api import API_KEY
+from tests.support.commands import invoke_clean
 from wbsync.store import Database, Store
 from wbsync.system.procs import free_port
 
@@ -31,12 +37,14 @@ WRITE_REDIS = "write redis://host:6379/0"
 
 @dataclass(frozen=True)
 class Case:
-    """One misconfigured start: the command line, its only settings, what the line must say."""
+    """One misconfigured start: the command line, its only settings, what the line must say;
+    ``process``: it runs as the real command too (the module's docstring says which)."""
 
     name: str
     argv: tuple[str, ...]
     says: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    process: bool = False
 
 
 RUN = ("run",)
@@ -89,12 +97,14 @@ CASES = [
         RUN,
         (f"Redis at redis://127.0.0.1:{CLOSED}/0 did not answer", FIX_REDIS),
         {"WBSYNC_REDIS_URL": f"redis://127.0.0.1:{CLOSED}/0"},
+        process=True,
     ),
     Case(
         "unreachable Redis (demo)",
         ("demo", "--json"),
         ("did not answer", FIX_REDIS),
         {"WBSYNC_REDIS_URL": f"redis://127.0.0.1:{CLOSED}/0"},
+        process=True,
     ),
     Case(
         "a fan-out interval of no seconds",
@@ -164,6 +174,7 @@ CASES = [
             "WBSYNC_DATABASE_URL": KEYED_DB,
             "WBSYNC_SECRET_KEY": "not-the-secret-key",
         },
+        process=True,
     ),
     Case(
         "a database URL that is not a URL",
@@ -185,12 +196,14 @@ CASES = [
             "WBSYNC_REDIS_URL": REDIS,
             "WBSYNC_DATABASE_URL": f"postgresql+asyncpg://wbsync:pw@127.0.0.1:{CLOSED}/wbsync",
         },
+        process=True,
     ),
     Case(
         "a SQLite file in a missing directory (cabinets list)",
         ("cabinets", "list"),
         ("unable to open database file", "a directory that exists"),
         {"WBSYNC_DATABASE_URL": "sqlite+aiosqlite:///./no/such/dir/wbsync.db"},
+        process=True,
     ),
     Case(
         "a missing emulator config file",
@@ -220,15 +233,26 @@ def _fill(value: str, places: dict[str, str]) -> str:
     return value
 
 
-def _run(case: Case, cwd: Path, places: dict[str, str]) -> Outcome:
+def _setup(case: Case, cwd: Path, places: dict[str, str]) -> dict[str, str]:
+    """The case's working directory made, and its settings with the real values."""
     cwd.mkdir()
     (cwd / "bad.json").write_text('{"sizez": {}}')
     # Stock wbsync: no installed plugin (the example, under `make test`) is loaded; plugins'
     # own refusals are tests/test_plugins.py's.
-    stock = {"PATH": os.environ["PATH"], "WBSYNC_PLUGINS": "[]"}
+    return {"WBSYNC_PLUGINS": "[]"} | {k: _fill(v, places) for k, v in case.env.items()}
+
+
+def _in_process(
+    case: Case, cwd: Path, places: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Outcome:
+    done = invoke_clean(case.argv, _setup(case, cwd, places), cwd, monkeypatch)
+    return Outcome(done.exit_code, done.stderr, tuple(_fill(w, places) for w in case.says))
+
+
+def _as_process(case: Case, cwd: Path, places: dict[str, str]) -> Outcome:
+    env = {"PATH": os.environ["PATH"]} | _setup(case, cwd, places)
     if "PYTHONPATH" in os.environ:  # the wbsync under test, when it is not the installed one
-        stock["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    env = stock | {k: _fill(v, places) for k, v in case.env.items()}
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
         [sys.executable, "-m", "wbsync", *case.argv],
         env=env,
@@ -238,6 +262,14 @@ def _run(case: Case, cwd: Path, places: dict[str, str]) -> Outcome:
         timeout=60,
     )
     return Outcome(done.returncode, done.stderr, tuple(_fill(w, places) for w in case.says))
+
+
+def _assert_one_line(outcome: Outcome) -> None:
+    assert outcome.returncode == 2, outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    assert outcome.stderr.startswith("error: ") and outcome.stderr.count("\n") == 1, outcome.stderr
+    for words in outcome.says:
+        assert words in outcome.stderr
 
 
 async def _store_a_cabinet(url: str) -> None:
@@ -261,11 +293,16 @@ def places(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_misconfigured_start_is_one_line_saying_what_to_do(
+    case: Case, places: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _assert_one_line(_in_process(case, tmp_path / "case", places, monkeypatch))
+
+
+PROCESS_CASES = [case for case in CASES if case.process]
+
+
+@pytest.mark.parametrize("case", PROCESS_CASES, ids=[case.name for case in PROCESS_CASES])
+def test_a_process_that_opened_a_connection_ends_with_the_one_line(
     case: Case, places: dict[str, str], tmp_path: Path
 ) -> None:
-    outcome = _run(case, tmp_path / "case", places)
-    assert outcome.returncode == 2, outcome.stderr
-    assert "Traceback" not in outcome.stderr
-    assert outcome.stderr.startswith("error: ") and outcome.stderr.count("\n") == 1, outcome.stderr
-    for words in outcome.says:
-        assert words in outcome.stderr
+    _assert_one_line(_as_process(case, tmp_path / "case", places))

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.api import API_KEY
+from tests.support.commands import invoke_clean
 from wbsync.system.procs import free_port
 
 QUEUE = "wb-deductions-sync"  # the example plugins' (examples/wbsync-deductions)
@@ -119,15 +120,11 @@ def test_a_stock_worker_starts_and_stops_cleanly_with_a_plugins_names_in_the_set
     ],
 )
 def test_a_bad_value_is_refused_whether_or_not_its_queue_is_loaded_here(
-    tmp_path: Path, variable: str, value: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "wbsync", "cabinets", "list"],
-        env=_stock(tmp_path, **{variable: value}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2, done.stderr
+    env = _stock(tmp_path, **{variable: value})
+    settings = {name: value for name, value in env.items() if name.startswith("WBSYNC_")}
+    done = invoke_clean(["cabinets", "list"], settings, tmp_path, monkeypatch)
+    assert done.exit_code == 2, done.stderr
     assert done.stderr.startswith(f"error: {variable}") and done.stderr.count("\n") == 1
     assert next(iter(json.loads(value))) in done.stderr  # the queue or group with the bad value

@@ -45,7 +45,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def runtime_factory(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
-    database_url = await database_factory.new_url("sqlite")
+    database_url = await database_factory.new_migrated_url("sqlite")
     async with runtime_maker(
         redis_url,
         prefix,

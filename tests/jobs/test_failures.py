@@ -79,7 +79,7 @@ async def runtime_factory(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Callable[..., Any]]:
     # A database of this test's own: the key-check row binds a database to one secret key.
-    database_url = await database_factory.new_url("sqlite")
+    database_url = await database_factory.new_migrated_url("sqlite")
     async with runtime_maker(
         redis_url, prefix, database_url, emulator.base_url, time_scale=SCALE
     ) as make:
@@ -683,7 +683,7 @@ async def test_redis_restarted_empty_mid_run_the_fan_out_brings_the_lost_jobs_ba
     port = int(first.url.rsplit(":", 1)[1].split("/")[0])
     settings = Settings(
         redis_url=first.url,
-        database_url=await database_factory.new_url("sqlite"),
+        database_url=await database_factory.new_migrated_url("sqlite"),
         secret_key=SecretStr(SECRET),
         wb_base_url=emulator.base_url,
         time_scale=SCALE,
@@ -755,7 +755,7 @@ async def test_redis_restarted_with_its_aof_mid_run_the_jobs_resume_without_fail
     port = int(first.url.rsplit(":", 1)[1].split("/")[0])
     settings = Settings(
         redis_url=first.url,
-        database_url=await database_factory.new_url("sqlite"),
+        database_url=await database_factory.new_migrated_url("sqlite"),
         secret_key=SecretStr(SECRET),
         wb_base_url=emulator.base_url,
         time_scale=SCALE,

@@ -62,7 +62,7 @@ async def runtime(
     db_backend: str,
     emulator: Emulator,
 ) -> AsyncIterator[Runtime]:
-    url = await database_factory.new_url(db_backend)
+    url = await database_factory.new_migrated_url(db_backend)
     async with runtime_maker(
         redis_url,
         prefix,

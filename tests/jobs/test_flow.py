@@ -64,10 +64,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def database_url(db_backend: str, database_factory: DatabaseFactory) -> str:
     # A database of the test's own: the secret key binds to the first token stored, and the
     # shared one holds other tests' cabinets under other keys (the runtime refuses to start).
-    url = await database_factory.new_url(db_backend)
-    async with Database(url) as db:
-        await db.migrate()
-    return url
+    return await database_factory.new_migrated_url(db_backend)
 
 
 @pytest.fixture

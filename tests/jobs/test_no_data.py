@@ -42,7 +42,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def runtime(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Runtime]:
-    database_url = await database_factory.new_url("sqlite")
+    database_url = await database_factory.new_migrated_url("sqlite")
     async with runtime_maker(
         redis_url, prefix, database_url, emulator.base_url, time_scale=SCALE
     ) as make:

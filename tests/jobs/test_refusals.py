@@ -52,7 +52,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 @pytest.fixture
 async def database_url(database_factory: DatabaseFactory, db_backend: str) -> str:
     """SQLite, and PostgreSQL too when WBSYNC_TEST_POSTGRES_URL is set."""
-    return await database_factory.new_url(db_backend)
+    return await database_factory.new_migrated_url(db_backend)
 
 
 @pytest.fixture

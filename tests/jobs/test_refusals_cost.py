@@ -49,7 +49,7 @@ async def runtime(
     async with runtime_maker(
         redis_url,
         prefix,
-        await database_factory.new_url("sqlite"),
+        await database_factory.new_migrated_url("sqlite"),
         emulator.base_url,
         time_scale=SCALE,
         api_keys=[SecretStr(API_KEY)],

@@ -130,7 +130,7 @@ async def make(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, upstream: Upstream
 ) -> AsyncIterator[MakeRuntime]:
     backend = "postgresql" if os.environ.get(POSTGRES_ENV) else "sqlite"
-    url = await database_factory.new_url(backend)
+    url = await database_factory.new_migrated_url(backend)
     scale = upstream.time_scale
     async with runtime_maker(redis_url, prefix, url, upstream.base_url, time_scale=scale) as m:
         yield m

@@ -41,7 +41,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 async def runtime(
     redis_url: str, prefix: str, database_factory: DatabaseFactory, emulator: Emulator
 ) -> AsyncIterator[Runtime]:
-    url = await database_factory.new_url("sqlite")
+    url = await database_factory.new_migrated_url("sqlite")
     async with runtime_maker(redis_url, prefix, url, emulator.base_url, time_scale=SCALE) as make:
         yield await make()
 

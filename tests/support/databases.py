@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy import text
@@ -22,6 +25,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from tests.support.paths import ROOT
 from wbsync.catalog.registry import BUILTIN
 from wbsync.store import DATASETS, Database
+from wbsync.system import eventloop
 
 POSTGRES_ENV = "WBSYNC_TEST_POSTGRES_URL"
 TEST_SECRET_KEY = "test-secret-key-for-the-store-tests"
@@ -54,32 +58,96 @@ class DatabaseFactory:
         self._postgres_url = postgres_url
         self._prefix = f"wbsync_test_{secrets.token_hex(4)}"
         self._count = 0
-        self._postgres_names: list[str] = []
+        self._postgres_names: list[str] = []  # the shared migrated ones too
+        self._fresh: list[str] = []  # made by new_url since the last release
+        self._dropped: set[str] = set()
         self._migrated: dict[str, str] = {}
+        self._templates: dict[str, str] = {}
+        self._dropper: ThreadPoolExecutor | None = None
+        self._drops: list[Future[None]] = []
 
     async def new_url(self, backend: str) -> str:
-        """The URL of a new, empty database on ``backend``."""
+        """The URL of a new, empty database on ``backend``, the test's own: ``release`` drops
+        it once the test is over."""
+        name, url = await self._create(backend)
+        if name is not None:
+            self._fresh.append(name)
+        return url
+
+    async def new_migrated_url(self, backend: str) -> str:
+        """As ``new_url``, but migrated to head: a copy of the session's template on
+        ``backend`` (PostgreSQL's ``CREATE DATABASE ... TEMPLATE``, SQLite's backup of the
+        file), which ``migrate`` then finds current. For a test that needs a database of its
+        own, not one that tells what a migration of an empty database does."""
+        template = await self._template(backend)
+        name, url = await self._create(backend, template=template)
+        if name is None:
+            with (
+                closing(sqlite3.connect(make_url(template).database or "")) as source,
+                closing(sqlite3.connect(make_url(url).database or "")) as copy,
+            ):
+                source.backup(copy)
+        else:
+            self._fresh.append(name)
+        return url
+
+    async def _create(self, backend: str, *, template: str | None = None) -> tuple[str | None, str]:
+        """A new database's name (None for SQLite: nothing to drop) and URL; on PostgreSQL, a
+        copy of the database at ``template`` when given."""
         name = f"{self._prefix}_{self._count}"
         self._count += 1
         if backend == "sqlite":
-            return f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
+            return None, f"sqlite+aiosqlite:///{self._tmp_dir / name}.db"
         assert self._postgres_url is not None
-        await self.admin(f'CREATE DATABASE "{name}"')
+        copied = f' TEMPLATE "{make_url(template).database}"' if template else ""
+        await self.admin(f'CREATE DATABASE "{name}"{copied}')
         self._postgres_names.append(name)
         url = make_url(self._postgres_url).set(database=name)
-        return url.render_as_string(hide_password=False)
+        return name, url.render_as_string(hide_password=False)
 
     async def migrated_url(self, backend: str) -> str:
         """A database migrated to head, shared by the session's tests on ``backend``."""
         if backend not in self._migrated:
-            url = await self.new_url(backend)
-            async with Database(url) as db:
-                await db.migrate()
-            self._migrated[backend] = url
+            self._migrated[backend] = await self._new_migrated(backend)
         return self._migrated[backend]
 
+    async def _template(self, backend: str) -> str:
+        """The session's template on ``backend``: migrated to head, then never connected to
+        again (PostgreSQL copies a database only while nobody is connected to it)."""
+        if backend not in self._templates:
+            self._templates[backend] = await self._new_migrated(backend)
+        return self._templates[backend]
+
+    async def _new_migrated(self, backend: str) -> str:
+        _, url = await self._create(backend)
+        async with Database(url) as db:
+            await db.migrate()
+        return url
+
+    def release(self) -> None:
+        """The databases ``new_url`` made since the last release are done with (their test is
+        over): a thread of the factory's own drops them while the next tests run, on a loop of
+        its own (the tests' loop keeps its timing). A drop waits for a checkpoint of the whole
+        server: left for the session's end, a worker's drops were the tail of the run."""
+        names, self._fresh = self._fresh, []
+        if names:
+            if self._dropper is None:
+                self._dropper = ThreadPoolExecutor(1, thread_name_prefix="database-drops")
+            self._drops.append(self._dropper.submit(self._drop_in_thread, names))
+
     async def drop_all(self) -> None:
-        """Drop every PostgreSQL database this session created (SQLite files go with tmp)."""
+        """Drop every PostgreSQL database this session created (SQLite files go with tmp),
+        once the drops under way are done."""
+        if self._dropper is not None:
+            await asyncio.to_thread(self._dropper.shutdown)
+            for done in self._drops:
+                done.result()  # a drop that failed fails the session's end, named
+        await self._drop([name for name in self._postgres_names if name not in self._dropped])
+
+    def _drop_in_thread(self, names: list[str]) -> None:
+        eventloop.run(self._drop(names))
+
+    async def _drop(self, names: list[str]) -> None:
         # Each drop waits for a checkpoint; side by side they share them (seconds, not tens).
         # At most DROP_CONNECTIONS at once: the server's connections are shared with others.
         slots = asyncio.Semaphore(DROP_CONNECTIONS)
@@ -87,8 +155,9 @@ class DatabaseFactory:
         async def drop(name: str) -> None:
             async with slots:
                 await self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            self._dropped.add(name)
 
-        await asyncio.gather(*(drop(name) for name in self._postgres_names))
+        await asyncio.gather(*(drop(name) for name in names))
 
     async def admin(self, sql: str) -> None:
         """Run ``sql`` on the configured PostgreSQL server's own database, outside a transaction."""

@@ -28,9 +28,10 @@ starts: one line
 a command that started and failed). So does a start that cannot go on: no `WBSYNC_REDIS_URL` for
 `run` or `api`, a Redis URL that is not one, a Redis or a database that does not answer at start,
 a missing or wrong `WBSYNC_SECRET_KEY` while cabinets are stored, an unknown queue in `--queues`,
-and a bad emulator config file (tests/cli/test_misconfig.py runs each of these as the real
-command). A queue or limit group named in a per-queue setting or `WBSYNC_LIMIT_OVERRIDES` that no
-loaded plugin declares is not an error: a process of a mixed fleet may not load the plugin, so it
+and a bad emulator config file (tests/cli/test_misconfig.py runs each of these through the
+command line, and one of each connection a start opens before it fails as the real command too).
+A queue or limit group named in a per-queue setting or `WBSYNC_LIMIT_OVERRIDES` that no loaded
+plugin declares is not an error: a process of a mixed fleet may not load the plugin, so it
 prints one `warning:` line naming it as not loaded here and ignores it. The secret key and the API
 keys are secrets: their values never appear in a log line, an error or a repr, and neither does
 the password of a URL setting. `wbsync settings` prints every setting with its current value.
