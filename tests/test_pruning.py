@@ -4,6 +4,7 @@ later, the tombstones (real emulator, real Redis limiter, real database)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 
@@ -108,3 +109,13 @@ async def test_days_age_out_of_retention_while_the_sync_adds_new_ones(
         assert await _dates(store, deleted=True) == []
         assert await _dates(store, deleted=False) == live
         await pruner.aclose()
+
+
+async def test_a_closed_pruner_starts_no_pass(store: Store) -> None:
+    # A process's stop closes the pruner; a lead the fan-out was in the middle of must not start
+    # a pass on the database the stop closes next.
+    pruner = Pruner(store, interval_s=0.001, datasets={SYNC: (DATASET,)})
+    await pruner.aclose()
+    await pruner.on_lead([SYNC])
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "prune"]
+    assert pruner.passes == 0

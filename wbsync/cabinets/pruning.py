@@ -35,12 +35,15 @@ class Pruner:
         self._datasets = {queue: tuple(ds) for queue, ds in datasets.items()}
         self._due = clock.monotonic()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
         self.passes = 0
         """Passes finished (for tests and the log)."""
 
     async def on_lead(self, queues: Sequence[str]) -> None:
-        """The fan-out's hook, called while leading ``queues``: start a pass if one is due."""
-        if self._task is not None and not self._task.done():
+        """The fan-out's hook, called while leading ``queues``: start a pass if one is due
+        (never once closed: a lead that ends as the process stops starts nothing on a database
+        about to close)."""
+        if self._closed or (self._task is not None and not self._task.done()):
             return
         if clock.monotonic() < self._due or not queues:
             return
@@ -66,7 +69,9 @@ class Pruner:
         self.passes += 1
 
     async def aclose(self) -> None:
-        """Stop a pass in progress (its committed batches stay; the next leader goes on)."""
+        """Stop a pass in progress (its committed batches stay; the next leader goes on); no
+        pass starts after."""
+        self._closed = True
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
