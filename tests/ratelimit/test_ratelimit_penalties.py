@@ -61,8 +61,10 @@ async def test_a_five_hour_penalty_is_honoured_to_the_second(
     # Nothing was let through before the lift: the grant came after the whole wait (the
     # penalty began somewhere after ``before``) ...
     assert (time.monotonic() - before) * 1000.0 >= wait_ms
-    # ... and the first try after it was: the last refusal said how little was left.
-    assert last_wait <= 200
+    # ... and the first try after it was: the last refusal said how little was left (at most
+    # the 200 ms poll step, and a wait is whole milliseconds rounded up: 201 when the try before
+    # it came a fraction of a millisecond past a multiple of the step).
+    assert last_wait <= 201
 
 
 async def test_a_penalty_past_the_cap_is_clamped_and_none_shortens_another(
