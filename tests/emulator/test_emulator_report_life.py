@@ -4,11 +4,14 @@ scale, one kept longer is served, and one not yet built is processing."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.waiting import wait_for
 from tests.support.wb import ANCHOR, SELLER_A
 from wbsync.emulator import EmulatorConfig, ReportTaskLife, running_emulator
 from wbsync.errors import ConfigError
@@ -51,3 +54,37 @@ def test_a_life_built_before_it_stops_being_new_is_refused(tmp_path: Path) -> No
     path.write_text('{"report_tasks": {"new_s": 30, "build_s": 20}}', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"report_tasks: .*build_s"):
         EmulatorConfig.from_file(path)
+
+
+async def test_a_purged_report_is_let_go_then_forgotten() -> None:
+    # Kept 0.3 s of real time: purged after it (its rows let go), forgotten (404) once purged
+    # as long again, when the seller's next task is created.
+    scale = 0.001  # WB's status limit (1 a 5 s) lets the polls through every 5 ms
+    life = ReportTaskLife(new_s=0.0, build_s=0.0, kept_s=300.0)
+    config = EmulatorConfig(time_scale=scale, anchor_date=ANCHOR, report_tasks=life)
+    async with running_emulator(config) as emu, httpx.AsyncClient(base_url=emu.base_url) as http:
+        headers = {"Authorization": emu.token(SELLER_A)}
+
+        async def status(task: str) -> int | str:
+            reply = await http.get(f"{REMAINS}/tasks/{task}/status", headers=headers)
+            return reply.json()["data"]["status"] if reply.status_code == 200 else reply.status_code
+
+        async def created() -> str:
+            reply = await http.get(REMAINS, headers=headers)
+            assert reply.status_code == 200, reply.text
+            return str(reply.json()["data"]["taskId"])
+
+        first = await created()
+        made = time.monotonic()
+        await wait_for(lambda: _is(status(first), "purged"))
+        download = await http.get(f"{REMAINS}/tasks/{first}/download", headers=headers)
+        assert download.status_code == 404
+        # Purged as long as it was kept (WB's time passing is the condition): the seller's
+        # next create forgets it.
+        await wait_for(lambda: time.monotonic() > made + 2 * life.kept_s * scale)
+        await created()
+        assert await status(first) == 404
+
+
+async def _is(value: Awaitable[object], expected: object) -> bool:
+    return await value == expected

@@ -11,7 +11,9 @@ A task's life, on the emulator's clock at its time scale, with WB's figures by d
 (``EmulatorConfig.report_tasks``): ``new`` for 2 s, ``processing`` until 20 s after its creation
 (``BUILD_S``), then ``done``; WB keeps a built report for 2 hours, then it is ``purged``. An id
 WB never gave (or another seller's) is a 404 ``{"title": "Not Found", "detail": "not found"}``.
-A task's rows are taken when it is created (the report WB builds is of that moment).
+A task's rows are taken when it is created (the report WB builds is of that moment); a purged
+task's rows are let go, and a task purged for as long as WB kept it is forgotten (its id then
+answers 404, as one WB never gave): a long-running emulator holds only the reports WB would.
 ``plan_tasks`` lets a test give a seller's next tasks another fate: ``canceled`` (WB declines
 it), ``stuck`` (processing for ever), ``lost`` (WB forgets the id: 404) or ``purged`` (purged as
 soon as it is built).
@@ -98,8 +100,17 @@ def _status(task: _Task, config: EmulatorConfig) -> str:
     if age < life.build_s:
         return "processing"
     if task.fate == "purged" or age >= life.build_s + life.kept_s:
+        task.rows = []  # WB no longer has the report
         return "purged"
     return "done"
+
+
+def _forget_old(tasks: _Tasks, config: EmulatorConfig) -> None:
+    """Forget the tasks purged for as long as WB kept them (a stuck one too, as long after)."""
+    life = config.report_tasks
+    oldest = clock.monotonic() - (life.build_s + 2 * life.kept_s) * config.time_scale
+    for task_id in [i for i, task in tasks.by_id.items() if task.created < oldest]:
+        del tasks.by_id[task_id]
 
 
 def _not_found() -> Response:
@@ -295,6 +306,7 @@ def _report(
     async def create(call: Call) -> Response:
         rows = rows_of(call)
         tasks = _tasks(call.seller)
+        _forget_old(tasks, call.config)
         fate = tasks.fates.pop(0) if tasks.fates else "done"
         task_id = str(uuid.uuid4())
         tasks.by_id[task_id] = _Task(report, clock.monotonic(), rows, fate)

@@ -207,6 +207,8 @@ async def create(call: Call) -> Response:
         raise BadRequest("params.aggregationLevel: the emulator builds day only", "Bad Request")
     wanted = _nm_ids(params)
     reports = _reports(call.seller)
+    for gone in [i for i, report in reports.items() if _status(report, call) is None]:
+        del reports[gone]  # gone at WB too: a long-running emulator holds only what WB keeps
     if report_id in reports:
         raise BadRequest(f"a report with id {report_id} exists: use a new id", "Bad Request")
     rows = [
