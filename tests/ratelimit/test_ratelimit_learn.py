@@ -221,19 +221,21 @@ async def test_a_429_our_timing_explains_is_not_learned_and_its_repeat_is(
 async def test_learning_a_slower_interval_gives_the_bucket_no_tokens(
     limiter_factory: LimiterFactory, taken: int, left: int, burst: int
 ) -> None:
-    # 10 a minute at scale 0.01: 60 ms a token, 600 ms to fill. WB shows 120 ms (and a burst
-    # of 5, or none: then the bucket's burst stays 10 and its capacity doubles).
-    limiter = limiter_factory(time_scale=0.01)
+    # 10 a minute at scale 0.1: 600 ms a token, 6 s to fill. WB shows 1200 ms (and a burst of
+    # 5, or none: then the bucket's burst stays 10 and its capacity doubles). Nothing here
+    # waits: the scale only keeps the time a loaded machine takes between the takes and the
+    # look (tens of ms) far below a token's interval.
+    limiter = limiter_factory(time_scale=0.1)
     bucket = scope(Limit(period_s=60, limit=10, burst=10), group=f"slower-{taken}-{burst}")
     for _ in range(taken):
         assert (await limiter.try_acquire(bucket)).acquired
-    assert await limiter.learn(bucket, seen_ms=120.0, burst=burst) is not None
+    assert await limiter.learn(bucket, seen_ms=1200.0, burst=burst) is not None
     # The bucket holds what it held (at most the new burst), not what the slower interval
     # times the burst would make of its fill time: an emptied bucket stays empty.
     peeked = await limiter.peek(bucket)
     assert peeked.remaining <= left
     if left == 0:
-        assert not peeked.acquired and 60 < peeked.wait_ms <= 120 + 1
+        assert not peeked.acquired and 600 < peeked.wait_ms <= 1200 + 1
     grants = 0
     while (await limiter.try_acquire(bucket)).acquired:
         grants += 1
