@@ -91,3 +91,28 @@ def test_an_async_test_near_the_suites_bound_fails_with_its_loops_tasks(tmp_path
     assert "asyncio tasks" in out and "still running after 4 s" in out, out[-3000:]
     assert "await asyncio.Event().wait()" in out, out[-3000:]  # the stuck await, in its stack
     assert "+ Timeout +" not in out, out[-3000:]
+
+
+def test_a_cancel_lost_inside_still_ends_the_run_as_cancelled() -> None:
+    # A Ctrl-C cancels a command's main task; a part that loses the cancel (as Python 3.11's
+    # wait_for can) must not turn the stop into a success (the command exits 130, not 0).
+    async def losing_its_cancel() -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().call_soon(task.cancel)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # lost here
+        return "finished"
+
+    with pytest.raises(asyncio.CancelledError):
+        eventloop.run(losing_its_cancel())
+
+
+def test_a_run_not_cancelled_returns_its_result() -> None:
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    assert eventloop.run(answer()) == 42

@@ -34,6 +34,20 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` to completion on a new loop (as ``asyncio.run`` does), then close the loop."""
+    """Run ``main`` to completion on a new loop (as ``asyncio.run`` does), then close the loop.
+
+    A cancel of ``main`` (the Ctrl-C of a command without handlers of its own) ends the run as
+    cancelled even when a part inside lost it and ``main`` returned (Python 3.11's
+    ``asyncio.wait_for`` returns a result that completed as it was cancelled): a process asked
+    to stop exits as interrupted (130), never as a success.
+    """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(main)
+        return runner.run(_cancel_kept(main))
+
+
+async def _cancel_kept(main: Coroutine[Any, Any, T]) -> T:
+    result = await main
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError  # asked for and lost on the way: still a cancel
+    return result
