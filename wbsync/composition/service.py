@@ -185,10 +185,8 @@ async def _serve(
     grace = runtime.settings.shutdown_grace_s
     log.info("stopping: no new jobs; running ones get %.0f s to finish or defer", grace)
     fanning.cancel()  # a pass in progress is abandoned: enqueueing is idempotent
-    # The fan-out first: a lead it was in the middle of starts no retention pass after the
-    # pruner closed.
-    results: list[object] = [*await asyncio.gather(fanning, return_exceptions=True)]
-    results += await asyncio.gather(
+    results = await asyncio.gather(
+        fanning,
         *extras,
         *(worker.close(grace_s=grace) for worker in workers),
         pruner.aclose(),

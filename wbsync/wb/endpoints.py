@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from wbsync.catalog.registry import Claim, Table
 from wbsync.errors import TokenError, WbApiError
@@ -64,7 +64,7 @@ GROUPS: Table[TypeLimits] = Table("limit group")
 ReplyKind = Literal["json", "zip-csv"]
 """What a method's successful reply body is: JSON (WB's usual), or a ZIP archive holding one CSV
 file (``wb/zipcsv.py``: read into rows of text, bounded)."""
-REPLY_KINDS: tuple[ReplyKind, ...] = ("json", "zip-csv")
+REPLY_KINDS: tuple[ReplyKind, ...] = get_args(ReplyKind)
 
 
 @dataclass(frozen=True, slots=True)
